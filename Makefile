@@ -1,0 +1,139 @@
+# logstore - hand-written GNU make with pkg-config.
+#
+#   make            release build: build/logstore
+#   make run        install missing packages, build, serve on 127.0.0.1:8080 with ./data
+#   make test       install missing packages, build with ASan+UBSan, run every suite;
+#                   the last line is "N passed, N failed"
+#   make bench      benchmarks (tests/bench), figures printed, never pass/fail
+#   make check-layers   engine/ must not reach api/ or service/, nor HTTP or JSON
+#
+# `test` and `run` re-enter make after `deps` so pkg-config is evaluated once the
+# packages exist.
+
+SHELL := /bin/bash
+CC ?= cc
+BUILD := build
+
+PKGS_RUNTIME := libmicrohttpd jansson libcrypto
+PKGS_TEST := libcurl cmocka
+
+pc_cflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
+pc_libs = $(shell pkg-config --libs $(1) 2>/dev/null)
+
+WARN := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+        -Wmissing-prototypes -Wformat=2 -Wvla
+BASE_CFLAGS := $(WARN) -pthread -Iengine -Iapi -Iservice -MMD -MP
+REL_CFLAGS := -O2 -g -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+REL_LDFLAGS := -Wl,-z,relro,-z,now
+SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+             -DLOGSTORE_TEST_BUILD
+
+RUNTIME_CFLAGS := $(call pc_cflags,$(PKGS_RUNTIME))
+RUNTIME_LIBS := $(call pc_libs,$(PKGS_RUNTIME)) -lpthread
+TEST_CFLAGS := $(call pc_cflags,$(PKGS_TEST))
+TEST_LIBS := $(call pc_libs,$(PKGS_TEST))
+
+ENGINE_SRC := $(wildcard engine/*.c)
+API_SRC := $(wildcard api/*.c)
+SERVICE_SRC := $(filter-out service/main.c,$(wildcard service/*.c))
+LIB_SRC := $(ENGINE_SRC) $(API_SRC) $(SERVICE_SRC)
+
+REL_OBJ := $(LIB_SRC:%.c=$(BUILD)/rel/%.o)
+SAN_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/unit/%)
+INTEG_SRC := $(wildcard tests/integration/test_*.c)
+INTEG_BIN := $(INTEG_SRC:tests/integration/%.c=$(BUILD)/san/tests/integration/%)
+INTEG_HARNESS := $(BUILD)/san/tests/integration/harness.o
+TEST_SUPPORT := $(BUILD)/san/tests/unit/support.o
+
+.PHONY: all run test deps test-run build-tests bench clean check-layers
+
+all: $(BUILD)/logstore
+
+# ---- dependencies --------------------------------------------------------
+# Debian package for each pkg-config module we need.
+DEB_libmicrohttpd := libmicrohttpd-dev
+DEB_jansson := libjansson-dev
+DEB_libcrypto := libssl-dev
+DEB_libcurl := libcurl4-openssl-dev
+DEB_cmocka := libcmocka-dev
+
+deps:
+	@missing=""; \
+	command -v cc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	for m in $(PKGS_RUNTIME) $(PKGS_TEST); do \
+	  pkg-config --exists $$m 2>/dev/null || case $$m in \
+	    libmicrohttpd) missing="$$missing $(DEB_libmicrohttpd)";; \
+	    jansson) missing="$$missing $(DEB_jansson)";; \
+	    libcrypto) missing="$$missing $(DEB_libcrypto)";; \
+	    libcurl) missing="$$missing $(DEB_libcurl)";; \
+	    cmocka) missing="$$missing $(DEB_cmocka)";; \
+	  esac; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+# ---- release build -------------------------------------------------------
+$(BUILD)/rel/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(RUNTIME_CFLAGS) -c $< -o $@
+
+$(BUILD)/logstore: $(REL_OBJ) $(BUILD)/rel/service/main.o
+	$(CC) $(REL_CFLAGS) $(REL_LDFLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS)
+
+run: deps
+	@$(MAKE) --no-print-directory $(BUILD)/logstore
+	mkdir -p data
+	exec ./$(BUILD)/logstore --set log.dirs=./data --set listeners=http://127.0.0.1:8080
+
+# ---- sanitizer build and tests -------------------------------------------
+$(BUILD)/san/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(RUNTIME_CFLAGS) $(TEST_CFLAGS) -Itests/unit -Itests/integration -c $< -o $@
+
+$(BUILD)/san/logstore: $(SAN_OBJ) $(BUILD)/san/service/main.o
+	$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS)
+
+$(BUILD)/san/tests/unit/%: $(BUILD)/san/tests/unit/%.o $(TEST_SUPPORT) $(SAN_OBJ)
+	$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS) $(TEST_LIBS)
+
+$(BUILD)/san/tests/integration/%: $(BUILD)/san/tests/integration/%.o $(INTEG_HARNESS) $(TEST_SUPPORT) $(SAN_OBJ)
+	$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS) $(TEST_LIBS)
+
+build-tests: $(BUILD)/san/logstore $(UNIT_BIN) $(INTEG_BIN)
+
+test: deps
+	@$(MAKE) --no-print-directory build-tests
+	@$(MAKE) --no-print-directory check-layers
+	@tests/run_all.sh $(BUILD)/san
+
+# ---- benchmarks ------------------------------------------------------------
+bench: deps
+	@$(MAKE) --no-print-directory $(BUILD)/logstore
+	@tests/bench/run.sh
+
+# ---- layering ------------------------------------------------------------
+check-layers:
+	@bad=$$(grep -lE '#include *[<"](microhttpd|jansson|curl/)|#include *"(api|svc)_' engine/*.c engine/*.h || true); \
+	if [ -n "$$bad" ]; then echo "engine/ must not include HTTP, JSON or upper layers: $$bad"; exit 1; fi; \
+	bad=$$(grep -lE '#include *"svc_' api/*.c api/*.h 2>/dev/null || true); \
+	if [ -n "$$bad" ]; then echo "api/ must not include service/: $$bad"; exit 1; fi; \
+	bad=$$(grep -lE '\b(open|pread|pwrite|fopen|unlink|rename|opendir|mmap)\(' api/*.c 2>/dev/null || true); \
+	if [ -n "$$bad" ]; then echo "api/ must not do file I/O: $$bad"; exit 1; fi; \
+	if ls $(BUILD)/san/engine/*.o >/dev/null 2>&1; then \
+	  syms=$$(nm -u $(BUILD)/san/engine/*.o | grep -E ' (MHD_|json_|curl_|api_|svc_)' || true); \
+	  if [ -n "$$syms" ]; then echo "engine objects reference upper layers:"; echo "$$syms"; exit 1; fi; \
+	fi; \
+	echo "layers ok"
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

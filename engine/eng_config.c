@@ -1,0 +1,422 @@
+/*
+ * eng_config.c - the topic config table and its parser.
+ *
+ * Defaults, bounds and synonyms are Kafka's (kafka-format.md §18.1), with
+ * segment.bytes >= 1048576 as in current Kafka.  Topic configs that only mean
+ * something with replicas or tiered storage are known by name so a user who
+ * sets one gets a sentence saying why it is refused rather than "unknown".
+ */
+#include "eng_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define LMAX INT64_MAX
+#define IMAX INT32_MAX
+#define HOURS 3600000
+#define MINUTES 60000
+
+static const char *const policy_choices[] = {"delete", "compact", NULL};
+static const char *const compression_choices[] = {"uncompressed", "zstd", "lz4", "snappy",
+                                                  "gzip", "producer", NULL};
+static const char *const ts_type_choices[] = {"CreateTime", "LogAppendTime", NULL};
+
+static const eng_config_def defs[ENG_CFG_COUNT] = {
+    [ENG_CFG_SEGMENT_BYTES] = {"segment.bytes", ENG_CFG_INT, "1073741824", 1048576, IMAX, 0, 0,
+                               NULL, {{"log.segment.bytes", 1}},
+                               "Largest size of a segment's .log file before a new segment is rolled."},
+    [ENG_CFG_SEGMENT_MS] = {"segment.ms", ENG_CFG_LONG, "604800000", 1, LMAX, 0, 0, NULL,
+                            {{"log.roll.ms", 1}, {"log.roll.hours", HOURS}},
+                            "Roll a new segment once the active one spans this much record time."},
+    [ENG_CFG_SEGMENT_JITTER_MS] = {"segment.jitter.ms", ENG_CFG_LONG, "0", 0, LMAX, 0, 0, NULL,
+                                   {{"log.roll.jitter.ms", 1}, {"log.roll.jitter.hours", HOURS}},
+                                   "Random jitter subtracted from segment.ms per segment."},
+    [ENG_CFG_SEGMENT_INDEX_BYTES] = {"segment.index.bytes", ENG_CFG_INT, "10485760", 4, IMAX, 0, 0,
+                                     NULL, {{"log.index.size.max.bytes", 1}},
+                                     "Size each offset and time index is preallocated to."},
+    [ENG_CFG_FLUSH_MESSAGES] = {"flush.messages", ENG_CFG_LONG, "9223372036854775807", 1, LMAX, 0,
+                                0, NULL, {{"log.flush.interval.messages", 1}},
+                                "fsync after this many records; 1 makes every append durable before it is acknowledged."},
+    [ENG_CFG_FLUSH_MS] = {"flush.ms", ENG_CFG_LONG, "9223372036854775807", 0, LMAX, 0, 0, NULL,
+                          {{"log.flush.interval.ms", 1}, {"log.flush.scheduler.interval.ms", 1}},
+                          "fsync when unflushed data is older than this."},
+    [ENG_CFG_RETENTION_BYTES] = {"retention.bytes", ENG_CFG_LONG, "-1", INT64_MIN, LMAX, 0, 0, NULL,
+                                 {{"log.retention.bytes", 1}},
+                                 "Delete oldest segments while the partition exceeds this size; -1 = no limit."},
+    [ENG_CFG_RETENTION_MS] = {"retention.ms", ENG_CFG_LONG, "604800000", -1, LMAX, 0, 0, NULL,
+                              {{"log.retention.ms", 1}, {"log.retention.minutes", MINUTES},
+                               {"log.retention.hours", HOURS}},
+                              "Delete segments whose newest record is older than this; -1 = forever."},
+    [ENG_CFG_MAX_MESSAGE_BYTES] = {"max.message.bytes", ENG_CFG_INT, "1048588", 0, IMAX, 0, 0, NULL,
+                                   {{"message.max.bytes", 1}},
+                                   "Largest record batch accepted, in bytes."},
+    [ENG_CFG_INDEX_INTERVAL_BYTES] = {"index.interval.bytes", ENG_CFG_INT, "4096", 0, IMAX, 0, 0,
+                                      NULL, {{"log.index.interval.bytes", 1}},
+                                      "Bytes of log between two offset-index entries."},
+    [ENG_CFG_DELETE_RETENTION_MS] = {"delete.retention.ms", ENG_CFG_LONG, "86400000", 0, LMAX, 0, 0,
+                                     NULL, {{"log.cleaner.delete.retention.ms", 1}},
+                                     "How long tombstones survive compaction after their first clean."},
+    [ENG_CFG_MIN_COMPACTION_LAG_MS] = {"min.compaction.lag.ms", ENG_CFG_LONG, "0", 0, LMAX, 0, 0,
+                                       NULL, {{"log.cleaner.min.compaction.lag.ms", 1}},
+                                       "Records newer than this are never compacted."},
+    [ENG_CFG_MAX_COMPACTION_LAG_MS] = {"max.compaction.lag.ms", ENG_CFG_LONG,
+                                       "9223372036854775807", 1, LMAX, 0, 0, NULL,
+                                       {{"log.cleaner.max.compaction.lag.ms", 1}},
+                                       "Compact a dirty segment once it is this old, whatever the dirty ratio."},
+    [ENG_CFG_FILE_DELETE_DELAY_MS] = {"file.delete.delay.ms", ENG_CFG_LONG, "60000", 0, LMAX, 0, 0,
+                                      NULL, {{"log.segment.delete.delay.ms", 1}},
+                                      "Time a .deleted file waits before it is unlinked."},
+    [ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO] = {"min.cleanable.dirty.ratio", ENG_CFG_DOUBLE, "0.5", 0, 0,
+                                           0.0, 1.0, NULL,
+                                           {{"log.cleaner.min.cleanable.ratio", 1}},
+                                           "Dirty share of the log above which the cleaner compacts it."},
+    [ENG_CFG_CLEANUP_POLICY] = {"cleanup.policy", ENG_CFG_LIST, "delete", 0, 0, 0, 0,
+                                policy_choices, {{"log.cleanup.policy", 1}},
+                                "delete (retention), compact (log cleaner) or both."},
+    [ENG_CFG_COMPRESSION_TYPE] = {"compression.type", ENG_CFG_STRING, "producer", 0, 0, 0, 0,
+                                  compression_choices, {{"compression.type", 1}},
+                                  "Codec of stored batches; producer keeps what the producer sent."},
+    [ENG_CFG_COMPRESSION_GZIP_LEVEL] = {"compression.gzip.level", ENG_CFG_INT, "-1", -1, 9, 0, 0,
+                                        NULL, {{"compression.gzip.level", 1}},
+                                        "gzip level, 1..9 or -1 for zlib's default."},
+    [ENG_CFG_COMPRESSION_LZ4_LEVEL] = {"compression.lz4.level", ENG_CFG_INT, "9", 1, 17, 0, 0, NULL,
+                                       {{"compression.lz4.level", 1}}, "lz4 level, 1..17."},
+    [ENG_CFG_COMPRESSION_ZSTD_LEVEL] = {"compression.zstd.level", ENG_CFG_INT, "3", -131072, 22, 0,
+                                        0, NULL, {{"compression.zstd.level", 1}},
+                                        "zstd level, -131072..22."},
+    [ENG_CFG_PREALLOCATE] = {"preallocate", ENG_CFG_BOOLEAN, "false", 0, 1, 0, 0, NULL,
+                             {{"log.preallocate", 1}},
+                             "Preallocate a new segment's .log to segment.bytes."},
+    [ENG_CFG_MESSAGE_TIMESTAMP_TYPE] = {"message.timestamp.type", ENG_CFG_STRING, "CreateTime", 0, 0,
+                                        0, 0, ts_type_choices,
+                                        {{"log.message.timestamp.type", 1}},
+                                        "CreateTime keeps the producer's timestamps; LogAppendTime stamps the server clock."},
+    [ENG_CFG_MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS] = {
+        "message.timestamp.difference.max.ms", ENG_CFG_LONG, "9223372036854775807", 0, LMAX, 0, 0,
+        NULL, {{"log.message.timestamp.difference.max.ms", 1}},
+        "Deprecated: fallback for the before/after limits."},
+    [ENG_CFG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS] = {
+        "message.timestamp.before.max.ms", ENG_CFG_LONG, "9223372036854775807", 0, LMAX, 0, 0, NULL,
+        {{"log.message.timestamp.before.max.ms", 1}},
+        "Reject CreateTime records older than now minus this."},
+    [ENG_CFG_MESSAGE_TIMESTAMP_AFTER_MAX_MS] = {
+        "message.timestamp.after.max.ms", ENG_CFG_LONG, "9223372036854775807", 0, LMAX, 0, 0, NULL,
+        {{"log.message.timestamp.after.max.ms", 1}},
+        "Reject CreateTime records newer than now plus this."},
+};
+
+static const char *const inapplicable[] = {
+    "unclean.leader.election.enable", "min.insync.replicas", "message.format.version",
+    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
+    "message.downconversion.enable", "remote.storage.enable", "local.retention.ms",
+    "local.retention.bytes", "remote.log.copy.disable", "remote.log.delete.on.disable", NULL,
+};
+
+const eng_config_def *eng_config_def_at(eng_config_id id)
+{
+    return (unsigned)id < ENG_CFG_COUNT ? &defs[id] : NULL;
+}
+
+int eng_config_lookup(const char *name)
+{
+    for (int i = 0; i < ENG_CFG_COUNT; i++)
+        if (strcmp(defs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+bool eng_config_is_inapplicable(const char *name)
+{
+    for (size_t i = 0; inapplicable[i]; i++)
+        if (strcmp(inapplicable[i], name) == 0)
+            return true;
+    return false;
+}
+
+static int parse_long(const char *text, int64_t *out)
+{
+    while (isspace((unsigned char)*text))
+        text++;
+    if (!*text)
+        return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(text, &end, 10);
+    while (isspace((unsigned char)*end))
+        end++;
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int choice_index(const char *const *choices, const char *s, size_t len)
+{
+    for (int i = 0; choices[i]; i++)
+        if (strlen(choices[i]) == len && strncasecmp(choices[i], s, len) == 0)
+            return i;
+    return -1;
+}
+
+static int bad(eng_errdetail *err, const eng_config_def *d, const char *text, const char *why)
+{
+    eng_errdetail_key(err, d->name);
+    return eng_fail(err, ENG_ECONFIG, "invalid value '%.64s' for %s: %s", text, d->name, why);
+}
+
+int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, eng_errdetail *err)
+{
+    const eng_config_def *d = &defs[id];
+    eng_config_value v = {0};
+    char why[160];
+    switch (d->type) {
+    case ENG_CFG_INT:
+    case ENG_CFG_LONG:
+        if (parse_long(text, &v.i))
+            return bad(err, d, text, d->type == ENG_CFG_INT ? "expected an int" : "expected a long");
+        if (v.i < d->min || v.i > d->max) {
+            if (d->max == LMAX || (d->type == ENG_CFG_INT && d->max == IMAX))
+                snprintf(why, sizeof why, "must be at least %lld", (long long)d->min);
+            else
+                snprintf(why, sizeof why, "must be in [%lld, %lld]", (long long)d->min,
+                         (long long)d->max);
+            return bad(err, d, text, why);
+        }
+        break;
+    case ENG_CFG_DOUBLE: {
+        char *end;
+        errno = 0;
+        v.d = strtod(text, &end);
+        if (errno || end == text || *end || !isfinite(v.d))
+            return bad(err, d, text, "expected a number");
+        if (v.d < d->dmin || v.d > d->dmax) {
+            snprintf(why, sizeof why, "must be in [%g, %g]", d->dmin, d->dmax);
+            return bad(err, d, text, why);
+        }
+        break;
+    }
+    case ENG_CFG_BOOLEAN:
+        if (strcasecmp(text, "true") == 0)
+            v.i = 1;
+        else if (strcasecmp(text, "false") == 0)
+            v.i = 0;
+        else
+            return bad(err, d, text, "expected true or false");
+        break;
+    case ENG_CFG_STRING: {
+        int c = choice_index(d->choices, text, strlen(text));
+        if (c < 0)
+            return bad(err, d, text, "not one of the allowed values");
+        v.i = c;
+        break;
+    }
+    case ENG_CFG_LIST: {
+        const char *p = text;
+        for (;;) {
+            while (*p == ' ')
+                p++;
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            while (len && p[len - 1] == ' ')
+                len--;
+            int c = choice_index(d->choices, p, len);
+            if (c < 0)
+                return bad(err, d, text, "expected a comma-separated subset of delete, compact");
+            v.i |= 1 << c;
+            if (!e)
+                break;
+            p = e + 1;
+        }
+        break;
+    }
+    }
+    *out = v;
+    return 0;
+}
+
+void eng_config_format(eng_config_id id, eng_config_value v, char *buf, size_t len)
+{
+    const eng_config_def *d = &defs[id];
+    switch (d->type) {
+    case ENG_CFG_INT:
+    case ENG_CFG_LONG:
+        snprintf(buf, len, "%lld", (long long)v.i);
+        break;
+    case ENG_CFG_DOUBLE:
+        snprintf(buf, len, "%g", v.d);
+        break;
+    case ENG_CFG_BOOLEAN:
+        snprintf(buf, len, "%s", v.i ? "true" : "false");
+        break;
+    case ENG_CFG_STRING:
+        snprintf(buf, len, "%s", d->choices[v.i]);
+        break;
+    case ENG_CFG_LIST: {
+        size_t used = 0;
+        buf[0] = 0;
+        for (int i = 0; d->choices[i]; i++)
+            if (v.i & (1 << i))
+                used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s",
+                                         used ? "," : "", d->choices[i]);
+        break;
+    }
+    }
+}
+
+void eng_config_defaults_init(eng_config_defaults *d)
+{
+    for (int i = 0; i < ENG_CFG_COUNT; i++) {
+        int rc = eng_config_parse((eng_config_id)i, defs[i].default_text, &d->cfg.v[i], NULL);
+        (void)rc; /* the table's own defaults always parse; a unit test holds it to that */
+        d->synonym_rank[i] = -1;
+    }
+}
+
+int eng_config_defaults_apply(eng_config_defaults *d, const char *name, const char *text,
+                              eng_errdetail *err)
+{
+    int applied = 0;
+    for (int i = 0; i < ENG_CFG_COUNT; i++) {
+        for (int s = 0; s < 4 && defs[i].synonyms[s].name; s++) {
+            if (strcmp(defs[i].synonyms[s].name, name) != 0)
+                continue;
+            /* A lower-priority synonym never overrides a higher one already set. */
+            if (d->synonym_rank[i] >= 0 && d->synonym_rank[i] < s) {
+                applied = 1;
+                continue;
+            }
+            int64_t factor = defs[i].synonyms[s].factor;
+            eng_config_value v;
+            int rc;
+            if (factor == 1) {
+                rc = eng_config_parse((eng_config_id)i, text, &v, err);
+            } else {
+                int64_t raw;
+                if (parse_long(text, &raw)) {
+                    eng_errdetail_key(err, name);
+                    return eng_fail(err, ENG_ECONFIG, "invalid value '%.64s' for %s: expected a long",
+                                    text, name);
+                }
+                /* Kafka: a negative hours/minutes retention means unlimited. */
+                if (raw < 0)
+                    v.i = -1;
+                else if (raw > INT64_MAX / factor)
+                    v.i = INT64_MAX;
+                else
+                    v.i = raw * factor;
+                char scaled[32];
+                snprintf(scaled, sizeof scaled, "%lld", (long long)v.i);
+                rc = eng_config_parse((eng_config_id)i, scaled, &v, err);
+            }
+            if (rc) {
+                eng_errdetail_key(err, name);
+                return rc;
+            }
+            d->cfg.v[i] = v;
+            d->synonym_rank[i] = (int8_t)s;
+            applied = 1;
+        }
+    }
+    return applied;
+}
+
+int eng_config_check(const eng_config *c, eng_errdetail *err)
+{
+    if (c->v[ENG_CFG_MIN_COMPACTION_LAG_MS].i > c->v[ENG_CFG_MAX_COMPACTION_LAG_MS].i) {
+        eng_errdetail_key(err, "min.compaction.lag.ms");
+        return eng_fail(err, ENG_ECONFIG,
+                        "min.compaction.lag.ms (%lld) must not exceed max.compaction.lag.ms (%lld)",
+                        (long long)c->v[ENG_CFG_MIN_COMPACTION_LAG_MS].i,
+                        (long long)c->v[ENG_CFG_MAX_COMPACTION_LAG_MS].i);
+    }
+    return 0;
+}
+
+int eng_config_resolve(const eng_config_defaults *d, const eng_config_overrides *ov,
+                       eng_config *out, eng_errdetail *err)
+{
+    eng_config c = d->cfg;
+    for (int i = 0; ov && i < ENG_CFG_COUNT; i++) {
+        if (!ov->text[i])
+            continue;
+        int rc = eng_config_parse((eng_config_id)i, ov->text[i], &c.v[i], err);
+        if (rc)
+            return rc;
+    }
+    int rc = eng_config_check(&c, err);
+    if (rc)
+        return rc;
+    *out = c;
+    return 0;
+}
+
+eng_config_source eng_config_source_of(const eng_config_defaults *d, const eng_config_overrides *ov,
+                                       eng_config_id id)
+{
+    if (ov && ov->text[id])
+        return ENG_SRC_TOPIC;
+    return d->synonym_rank[id] >= 0 ? ENG_SRC_BROKER : ENG_SRC_DEFAULT;
+}
+
+void eng_config_overrides_clear(eng_config_overrides *ov)
+{
+    for (int i = 0; i < ENG_CFG_COUNT; i++) {
+        free(ov->text[i]);
+        ov->text[i] = NULL;
+    }
+}
+
+int eng_config_overrides_copy(eng_config_overrides *dst, const eng_config_overrides *src)
+{
+    eng_config_overrides tmp = {{0}};
+    for (int i = 0; i < ENG_CFG_COUNT; i++) {
+        if (src->text[i] && !(tmp.text[i] = strdup(src->text[i]))) {
+            eng_config_overrides_clear(&tmp);
+            return -ENOMEM;
+        }
+    }
+    *dst = tmp;
+    return 0;
+}
+
+int eng_config_overrides_set(eng_config_overrides *ov, const char *name, const char *text,
+                             eng_errdetail *err)
+{
+    int id = eng_config_lookup(name);
+    if (id < 0) {
+        eng_errdetail_key(err, name);
+        if (eng_config_is_inapplicable(name))
+            return eng_fail(err, ENG_ECONFIG, "%.100s has no meaning on a single-node log store",
+                            name);
+        return eng_fail(err, ENG_ECONFIG, "unknown topic config '%.100s'", name);
+    }
+    char *copy = NULL;
+    if (text) {
+        eng_config_value v;
+        int rc = eng_config_parse((eng_config_id)id, text, &v, err);
+        if (rc)
+            return rc;
+        if (!(copy = strdup(text)))
+            return -ENOMEM;
+    }
+    free(ov->text[id]);
+    ov->text[id] = copy;
+    return 0;
+}
+
+int64_t eng_config_ts_before_max(const eng_config *c)
+{
+    int64_t v = c->v[ENG_CFG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS].i;
+    return v == INT64_MAX ? c->v[ENG_CFG_MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS].i : v;
+}
+
+int64_t eng_config_ts_after_max(const eng_config *c)
+{
+    int64_t v = c->v[ENG_CFG_MESSAGE_TIMESTAMP_AFTER_MAX_MS].i;
+    return v == INT64_MAX ? c->v[ENG_CFG_MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS].i : v;
+}

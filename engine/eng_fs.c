@@ -1,0 +1,200 @@
+/*
+ * eng_fs.c - durable file replacement, directory sync, tree removal.
+ */
+#include "eng_fs.h"
+
+#include "eng_error.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int eng_fs_write_atomic(const char *path, const void *data, size_t len)
+{
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+        return ENG_EINVAL;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int rc = write_all(fd, data, len);
+    if (!rc && fsync(fd) < 0)
+        rc = -errno;
+    if (close(fd) < 0 && !rc)
+        rc = -errno;
+    if (!rc && rename(tmp, path) < 0)
+        rc = -errno;
+    if (rc) {
+        unlink(tmp);
+        return rc;
+    }
+    return eng_fs_sync_parent(path);
+}
+
+int eng_fs_read_file(const char *path, size_t max_len, char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int rc = 0;
+    char *buf = NULL;
+    if (fstat(fd, &st) < 0) {
+        rc = -errno;
+        goto done;
+    }
+    if ((uint64_t)st.st_size > max_len) {
+        rc = -EFBIG;
+        goto done;
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        rc = -ENOMEM;
+        goto done;
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = -errno;
+            goto done;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = 0;
+    *out = buf;
+    *len = got;
+    buf = NULL;
+done:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+int eng_fs_sync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+int eng_fs_sync_parent(const char *file_path)
+{
+    char dir[4096];
+    const char *slash = strrchr(file_path, '/');
+    if (!slash)
+        return eng_fs_sync_dir(".");
+    size_t n = (size_t)(slash - file_path);
+    if (n == 0)
+        return eng_fs_sync_dir("/");
+    if (n >= sizeof dir)
+        return ENG_EINVAL;
+    memcpy(dir, file_path, n);
+    dir[n] = 0;
+    return eng_fs_sync_dir(dir);
+}
+
+int eng_fs_mkdir(const char *path)
+{
+    if (mkdir(path, 0755) == 0 || errno == EEXIST)
+        return 0;
+    return -errno;
+}
+
+static int remove_at(int parent_fd, const char *name)
+{
+    int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOTDIR || errno == ELOOP)
+            return unlinkat(parent_fd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+        return errno == ENOENT ? 0 : -errno;
+    }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        int r = remove_at(dirfd(d), e->d_name);
+        if (r && !rc)
+            rc = r;
+    }
+    closedir(d);
+    if (unlinkat(parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && !rc)
+        rc = -errno;
+    return rc;
+}
+
+int eng_fs_remove_tree(const char *path)
+{
+    return remove_at(AT_FDCWD, path);
+}
+
+int eng_fs_join(char *buf, size_t len, const char *dir, const char *name)
+{
+    if ((size_t)snprintf(buf, len, "%s/%s", dir, name) >= len)
+        return ENG_EINVAL;
+    return 0;
+}
+
+int eng_fs_segment_path(char *buf, size_t len, const char *dir, int64_t base, const char *suffix)
+{
+    if ((size_t)snprintf(buf, len, "%s/%020" PRId64 "%s", dir, base, suffix) >= len)
+        return ENG_EINVAL;
+    return 0;
+}
+
+bool eng_fs_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int64_t eng_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t eng_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

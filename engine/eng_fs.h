@@ -1,0 +1,49 @@
+/*
+ * eng_fs.h - file-system helpers shared by the engine: durable atomic
+ * writes, directory fsync, tree removal, path building, the clock.
+ *
+ * Durable replace follows the Redis/Kafka recipe: write <path>.tmp, fsync it,
+ * rename over <path>, fsync the directory.  A crash leaves either the old file
+ * or the new one, never a mix; a leftover .tmp is ignored by readers.
+ */
+#ifndef ENG_FS_H
+#define ENG_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Replaces path with len bytes of data, durably (see above). */
+int eng_fs_write_atomic(const char *path, const void *data, size_t len);
+
+/* Reads a whole file (up to max_len bytes) into a malloc'd buffer the
+ * caller frees; a trailing NUL is added (not counted in *len). */
+int eng_fs_read_file(const char *path, size_t max_len, char **out, size_t *len);
+
+/* fsync of the directory at path (so a create or rename in it is durable). */
+int eng_fs_sync_dir(const char *path);
+
+/* fsync of the directory holding file_path. */
+int eng_fs_sync_parent(const char *file_path);
+
+/* mkdir that succeeds if the directory exists. */
+int eng_fs_mkdir(const char *path);
+
+/* Removes a directory and everything below it (no symlinks followed). */
+int eng_fs_remove_tree(const char *path);
+
+/* Writes "<dir>/<name>" into buf; ENG_EINVAL if it does not fit. */
+int eng_fs_join(char *buf, size_t len, const char *dir, const char *name);
+
+/* Writes "<dir>/<20-digit base><suffix>" into buf. */
+int eng_fs_segment_path(char *buf, size_t len, const char *dir, int64_t base, const char *suffix);
+
+bool eng_fs_exists(const char *path);
+
+/* Wall clock in milliseconds since the epoch. */
+int64_t eng_now_ms(void);
+
+/* Monotonic clock in milliseconds (for intervals). */
+int64_t eng_mono_ms(void);
+
+#endif

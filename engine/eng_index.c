@@ -1,0 +1,325 @@
+/*
+ * eng_index.c - offset and time indexes over an mmap'd, preallocated file.
+ *
+ * Lookups follow Kafka's AbstractIndex.indexSlotRangeFor: the last 8 KiB of
+ * entries (the "warm" tail, the part consumers near the head touch) are
+ * searched first when the target falls there, so a tailing read touches the
+ * same few pages every time; older targets search the rest.
+ *
+ * Writers are serialized by the owning segment (one appender per partition);
+ * readers rely only on the release/acquire pair on `entries`.
+ */
+#include "eng_index.h"
+
+#include "eng_endian.h"
+#include "eng_error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct eng_index {
+    int fd;
+    eng_index_kind kind;
+    int64_t base_offset;
+    uint8_t *map;       /* read-only view of map_len bytes, NULL if empty */
+    size_t map_len;
+    uint32_t entry_size;
+    uint32_t max_entries;
+    _Atomic uint32_t entries;
+    uint64_t file_len;
+    bool writable;
+};
+
+static uint32_t entry_size_of(eng_index_kind kind)
+{
+    return kind == ENG_INDEX_OFFSET ? ENG_OFFSET_ENTRY_SIZE : ENG_TIME_ENTRY_SIZE;
+}
+
+int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, size_t max_bytes,
+                   bool writable, eng_index **out)
+{
+    int rc;
+    eng_index *idx = calloc(1, sizeof *idx);
+    if (!idx)
+        return -ENOMEM;
+    idx->kind = kind;
+    idx->base_offset = base_offset;
+    idx->entry_size = entry_size_of(kind);
+    idx->writable = writable;
+    idx->fd = open(path, writable ? O_RDWR | O_CREAT | O_CLOEXEC : O_RDONLY | O_CLOEXEC, 0644);
+    if (idx->fd < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(idx->fd, &st) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    uint32_t existing = (uint32_t)((uint64_t)st.st_size / idx->entry_size);
+    uint64_t len = (uint64_t)st.st_size;
+    if (writable) {
+        uint64_t want = (uint64_t)(max_bytes / idx->entry_size) * idx->entry_size;
+        if (want < (uint64_t)existing * idx->entry_size)
+            want = (uint64_t)existing * idx->entry_size;
+        if (want != len && ftruncate(idx->fd, (off_t)want) < 0) {
+            rc = -errno;
+            goto fail;
+        }
+        len = want;
+    }
+    idx->file_len = len;
+    idx->max_entries = (uint32_t)(len / idx->entry_size);
+    atomic_store_explicit(&idx->entries, existing, memory_order_relaxed);
+    if (len > 0) {
+        idx->map = mmap(NULL, len, PROT_READ, MAP_SHARED, idx->fd, 0);
+        if (idx->map == MAP_FAILED) {
+            idx->map = NULL;
+            rc = -errno;
+            goto fail;
+        }
+        idx->map_len = len;
+    }
+    *out = idx;
+    return 0;
+fail:
+    if (idx->fd >= 0)
+        close(idx->fd);
+    free(idx);
+    return rc;
+}
+
+void eng_index_close(eng_index *idx)
+{
+    if (!idx)
+        return;
+    if (idx->map)
+        munmap(idx->map, idx->map_len);
+    close(idx->fd);
+    free(idx);
+}
+
+uint32_t eng_index_entries(const eng_index *idx)
+{
+    return atomic_load_explicit(&((eng_index *)idx)->entries, memory_order_acquire);
+}
+
+uint32_t eng_index_max_entries(const eng_index *idx)
+{
+    return idx->max_entries;
+}
+
+int64_t eng_index_base_offset(const eng_index *idx)
+{
+    return idx->base_offset;
+}
+
+uint64_t eng_index_file_bytes(const eng_index *idx)
+{
+    return idx->file_len;
+}
+
+bool eng_index_is_full(const eng_index *idx)
+{
+    uint32_t n = eng_index_entries(idx);
+    if (idx->kind == ENG_INDEX_TIME)
+        return idx->max_entries == 0 || n >= idx->max_entries - 1;
+    return n >= idx->max_entries;
+}
+
+int eng_index_trim(eng_index *idx)
+{
+    uint64_t want = (uint64_t)eng_index_entries(idx) * idx->entry_size;
+    if (want == idx->file_len)
+        return 0;
+    if (ftruncate(idx->fd, (off_t)want) < 0)
+        return -errno;
+    idx->file_len = want;
+    idx->max_entries = eng_index_entries(idx);
+    return 0;
+}
+
+int eng_index_sync(eng_index *idx)
+{
+    return fdatasync(idx->fd) < 0 ? -errno : 0;
+}
+
+void eng_index_reset(eng_index *idx)
+{
+    atomic_store_explicit(&idx->entries, 0, memory_order_release);
+}
+
+static int64_t entry_offset(const eng_index *idx, uint32_t i)
+{
+    const uint8_t *e = idx->map + (size_t)i * idx->entry_size;
+    if (idx->kind == ENG_INDEX_OFFSET)
+        return idx->base_offset + (int32_t)eng_be32(e);
+    return idx->base_offset + (int32_t)eng_be32(e + 8);
+}
+
+static int64_t entry_key(const eng_index *idx, uint32_t i)
+{
+    if (idx->kind == ENG_INDEX_OFFSET)
+        return entry_offset(idx, i);
+    return (int64_t)eng_be64(idx->map + (size_t)i * idx->entry_size);
+}
+
+/* Largest slot whose key <= target among the first n entries, or -1. */
+static int64_t binary_search(const eng_index *idx, int64_t target, uint32_t lo, uint32_t hi)
+{
+    /* invariant: key(lo) <= target */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        if (entry_key(idx, mid) <= target)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+static int64_t largest_lower_bound(const eng_index *idx, int64_t target)
+{
+    uint32_t n = eng_index_entries(idx);
+    if (n == 0)
+        return -1;
+    uint32_t warm = ENG_INDEX_WARM_BYTES / idx->entry_size;
+    uint32_t first_hot = n - 1 > warm ? n - 1 - warm : 0;
+    if (entry_key(idx, first_hot) < target)
+        return binary_search(idx, target, first_hot, n - 1);
+    if (entry_key(idx, 0) > target)
+        return -1;
+    return binary_search(idx, target, 0, first_hot);
+}
+
+void eng_index_truncate_to(eng_index *idx, int64_t offset)
+{
+    uint32_t n = eng_index_entries(idx);
+    uint32_t keep = 0;
+    while (keep < n && entry_offset(idx, keep) < offset)
+        keep++;
+    atomic_store_explicit(&idx->entries, keep, memory_order_release);
+}
+
+int eng_index_check(const eng_index *idx, uint64_t log_size)
+{
+    uint32_t n = eng_index_entries(idx);
+    int64_t prev_off = idx->base_offset - 1, prev_key = INT64_MIN;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t off = entry_offset(idx, i);
+        if (off < idx->base_offset || off - idx->base_offset > INT32_MAX)
+            return ENG_ECORRUPT;
+        if (idx->kind == ENG_INDEX_OFFSET) {
+            uint32_t pos = eng_be32(idx->map + (size_t)i * idx->entry_size + 4);
+            if (off <= prev_off || pos >= log_size || (int64_t)pos <= prev_key)
+                return ENG_ECORRUPT;
+            prev_key = pos;
+        } else {
+            int64_t ts = entry_key(idx, i);
+            if (off < prev_off || ts <= prev_key)
+                return ENG_ECORRUPT;
+            prev_key = ts;
+        }
+        prev_off = off;
+    }
+    return 0;
+}
+
+static int append_entry(eng_index *idx, const uint8_t *entry)
+{
+    uint32_t n = eng_index_entries(idx);
+    if (!idx->writable || n >= idx->max_entries)
+        return ENG_EINVAL;
+    off_t pos = (off_t)n * idx->entry_size;
+    ssize_t w = pwrite(idx->fd, entry, idx->entry_size, pos);
+    if (w < 0)
+        return -errno;
+    if ((size_t)w != idx->entry_size)
+        return -EIO;
+    atomic_store_explicit(&idx->entries, n + 1, memory_order_release);
+    return 0;
+}
+
+int eng_offset_index_append(eng_index *idx, int64_t offset, uint32_t position)
+{
+    uint32_t n = eng_index_entries(idx);
+    int64_t rel = offset - idx->base_offset;
+    if (rel < 0 || rel > INT32_MAX)
+        return ENG_EINVAL;
+    if (n > 0 && entry_offset(idx, n - 1) >= offset)
+        return ENG_EINVAL;
+    uint8_t e[ENG_OFFSET_ENTRY_SIZE];
+    eng_put_be32(e, (uint32_t)rel);
+    eng_put_be32(e + 4, position);
+    return append_entry(idx, e);
+}
+
+void eng_offset_index_entry(const eng_index *idx, uint32_t i, int64_t *offset, uint32_t *position)
+{
+    *offset = entry_offset(idx, i);
+    *position = eng_be32(idx->map + (size_t)i * ENG_OFFSET_ENTRY_SIZE + 4);
+}
+
+void eng_offset_index_lookup(const eng_index *idx, int64_t target, int64_t *offset,
+                             uint32_t *position)
+{
+    int64_t slot = largest_lower_bound(idx, target);
+    if (slot < 0) {
+        *offset = idx->base_offset;
+        *position = 0;
+        return;
+    }
+    eng_offset_index_entry(idx, (uint32_t)slot, offset, position);
+}
+
+void eng_time_index_entry(const eng_index *idx, uint32_t i, int64_t *ts, int64_t *offset)
+{
+    *ts = entry_key(idx, i);
+    *offset = entry_offset(idx, i);
+}
+
+void eng_time_index_last(const eng_index *idx, int64_t *ts, int64_t *offset)
+{
+    uint32_t n = eng_index_entries(idx);
+    if (n == 0) {
+        *ts = -1;
+        *offset = idx->base_offset;
+        return;
+    }
+    eng_time_index_entry(idx, n - 1, ts, offset);
+}
+
+int eng_time_index_maybe_append(eng_index *idx, int64_t ts, int64_t offset, bool skip_full_check)
+{
+    if (!skip_full_check && eng_index_is_full(idx))
+        return ENG_EINVAL;
+    int64_t last_ts, last_off;
+    eng_time_index_last(idx, &last_ts, &last_off);
+    if (eng_index_entries(idx) > 0 && (offset < last_off || ts < last_ts))
+        return ENG_EINVAL;
+    if (ts <= last_ts)
+        return 0;
+    int64_t rel = offset - idx->base_offset;
+    if (rel < 0 || rel > INT32_MAX)
+        return ENG_EINVAL;
+    uint8_t e[ENG_TIME_ENTRY_SIZE];
+    eng_put_be64(e, (uint64_t)ts);
+    eng_put_be32(e + 8, (uint32_t)rel);
+    return append_entry(idx, e);
+}
+
+void eng_time_index_lookup(const eng_index *idx, int64_t target, int64_t *ts, int64_t *offset)
+{
+    int64_t slot = largest_lower_bound(idx, target);
+    if (slot < 0) {
+        *ts = -1;
+        *offset = idx->base_offset;
+        return;
+    }
+    eng_time_index_entry(idx, (uint32_t)slot, ts, offset);
+}

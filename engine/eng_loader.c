@@ -1,0 +1,256 @@
+/*
+ * eng_loader.c - turns a partition directory into a segment view at startup.
+ *
+ * Kafka's LogLoader, in order (kafka-format.md §7 and §17):
+ *   1. leftovers: *.deleted and *.cleaned files are removed, .swap files are
+ *      completed (eng_swap.c), index files without a .log are removed, and
+ *      anything else unknown is left alone;
+ *   2. segments load sorted by base offset, the last one active;
+ *   3. after an unclean stop, the segment holding the recovery point and every
+ *      later one are recovered (batches validated, indexes rebuilt, the file
+ *      truncated at the first invalid batch, later segments deleted);
+ *   4. after a clean stop, any segment whose index is missing or fails its
+ *      consistency check is recovered as well;
+ *   5. log end offset = end of the last segment; log start offset =
+ *      max(checkpoint, first base).
+ */
+#include "eng_partition_impl.h"
+
+#include "eng_fs.h"
+#include "eng_logger.h"
+#include "eng_swap.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Parses "<20 digits>.<rest>"; returns the base or -1. */
+static int64_t parse_base(const char *name, const char **rest)
+{
+    int64_t v = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return -1;
+        if (v > (INT64_MAX - (name[i] - '0')) / 10)
+            return -1;
+        v = v * 10 + (name[i] - '0');
+    }
+    if (name[20] != '.')
+        return -1;
+    *rest = name + 20;
+    return v;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct dir_scan {
+    int64_t *bases;
+    size_t n, cap;
+} dir_scan;
+
+static int push_base(dir_scan *d, int64_t base)
+{
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 16;
+        int64_t *nb = realloc(d->bases, cap * sizeof *nb);
+        if (!nb)
+            return -ENOMEM;
+        d->bases = nb;
+        d->cap = cap;
+    }
+    d->bases[d->n++] = base;
+    return 0;
+}
+
+static void remove_file(const char *dir, const char *name, const char *why)
+{
+    char path[PATH_MAX];
+    if (eng_fs_join(path, sizeof path, dir, name) == 0 && unlink(path) == 0)
+        ENG_INFO("removed %s/%s (%s)", dir, name, why);
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Step 1 and the list of .log bases. */
+static int scan_dir(const char *dir, dir_scan *d, eng_load_stats *st)
+{
+    int rc = eng_swap_complete(dir);
+    if (rc)
+        return rc;
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return -errno;
+    struct dirent *e;
+    while ((e = readdir(dh)) && !rc) {
+        const char *rest;
+        int64_t base = parse_base(e->d_name, &rest);
+        if (base < 0)
+            continue;
+        if (has_suffix(rest, ".deleted") || has_suffix(rest, ".cleaned")) {
+            remove_file(dir, e->d_name, "leftover from an interrupted delete or clean");
+            st->segments_deleted++;
+        } else if (strcmp(rest, ".log") == 0) {
+            rc = push_base(d, base);
+        }
+    }
+    closedir(dh);
+    if (rc)
+        return rc;
+    qsort(d->bases, d->n, sizeof *d->bases, cmp_i64);
+    /* Orphan indexes: an index whose .log is gone can only mislead. */
+    dh = opendir(dir);
+    if (!dh)
+        return -errno;
+    while ((e = readdir(dh))) {
+        const char *rest;
+        int64_t base = parse_base(e->d_name, &rest);
+        if (base < 0 || (strcmp(rest, ".index") && strcmp(rest, ".timeindex") &&
+                         strcmp(rest, ".txnindex")))
+            continue;
+        if (!bsearch(&base, d->bases, d->n, sizeof *d->bases, cmp_i64))
+            remove_file(dir, e->d_name, "index without a .log");
+    }
+    closedir(dh);
+    return 0;
+}
+
+/* True if the segment's indexes exist and pass the consistency check. */
+static bool indexes_ok(eng_segment *seg)
+{
+    char path[PATH_MAX];
+    if (eng_segment_file_path(seg, ".index", path, sizeof path) || !eng_fs_exists(path))
+        return false;
+    if (eng_segment_file_path(seg, ".timeindex", path, sizeof path) || !eng_fs_exists(path))
+        return false;
+    eng_index *oi = eng_segment_offset_index(seg), *ti = eng_segment_time_index(seg);
+    if (!oi || !ti)
+        return false;
+    uint64_t size = eng_segment_size(seg);
+    if (eng_index_check(oi, size) || eng_index_check(ti, size ? size : 1))
+        return false;
+    return true;
+}
+
+static void drop_segment_files(eng_segment *seg, eng_load_stats *st)
+{
+    eng_segment_unlink(seg);
+    st->segments_deleted++;
+}
+
+int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_load_stats *st)
+{
+    int rc = eng_fs_mkdir(p->dir);
+    if (rc)
+        return rc;
+    dir_scan d = {0};
+    eng_segment **segs = NULL;
+    size_t nsegs = 0;
+    if ((rc = scan_dir(p->dir, &d, st)))
+        goto done;
+    eng_config cfg = pp->config;
+    int64_t lso_ckpt = pp->log_start_offset;
+    if (d.n == 0) {
+        eng_segment_opts o;
+        eng__segment_opts(&cfg, true, &o);
+        int64_t base = lso_ckpt > 0 ? lso_ckpt : 0;
+        if (!(segs = malloc(sizeof *segs))) {
+            rc = -ENOMEM;
+            goto done;
+        }
+        if ((rc = eng_segment_create(p->dir, base, &o, &segs[0])))
+            goto done;
+        nsegs = 1;
+    } else {
+        if (!(segs = calloc(d.n, sizeof *segs))) {
+            rc = -ENOMEM;
+            goto done;
+        }
+        for (size_t i = 0; i < d.n; i++) {
+            eng_segment_opts o;
+            eng__segment_opts(&cfg, false, &o);
+            bool active = i + 1 == d.n;
+            if ((rc = eng_segment_open(p->dir, d.bases[i], &o, active, &segs[i])))
+                goto done;
+            nsegs++;
+        }
+        /* Recovery: from the segment holding the recovery point (unclean), or
+         * any segment whose indexes cannot be trusted (always). */
+        size_t first_recover = nsegs;
+        if (!pp->clean_shutdown) {
+            first_recover = 0;
+            for (size_t i = 0; i < nsegs; i++)
+                if (eng_segment_base(segs[i]) <= pp->recovery_point)
+                    first_recover = i;
+        }
+        for (size_t i = 0; i < nsegs; i++) {
+            if (i < first_recover && indexes_ok(segs[i]))
+                continue;
+            eng_recover_stats rs;
+            if ((rc = eng_segment_recover(segs[i], &rs)))
+                goto done;
+            st->segments_recovered++;
+            st->bytes_truncated += rs.truncated_bytes;
+            if (rs.truncated_bytes == 0)
+                continue;
+            ENG_WARN("%s-%d: segment %020" PRId64 " truncated at byte %" PRIu64 " (%" PRIu64
+                     " bytes dropped): %s",
+                     p->topic, p->id, eng_segment_base(segs[i]), rs.valid_bytes,
+                     rs.truncated_bytes, rs.stop_reason ? rs.stop_reason : "invalid tail");
+            if (i + 1 == nsegs)
+                break;
+            /* Everything after a torn segment is unreachable history. */
+            for (size_t k = i + 1; k < nsegs; k++) {
+                ENG_WARN("%s-%d: deleting segment %020" PRId64 " after a truncation", p->topic,
+                         p->id, eng_segment_base(segs[k]));
+                drop_segment_files(segs[k], st);
+                eng_segment_unref(segs[k]);
+            }
+            nsegs = i + 1;
+            /* The truncated segment becomes the active one. */
+            eng_segment_opts o;
+            eng__segment_opts(&cfg, false, &o);
+            int64_t base = eng_segment_base(segs[i]);
+            eng_segment_unref(segs[i]);
+            if ((rc = eng_segment_open(p->dir, base, &o, true, &segs[i]))) {
+                nsegs = i;
+                goto done;
+            }
+            break;
+        }
+    }
+    st->segments = (uint32_t)nsegs;
+    eng_segview *v = eng__segview_new(segs, nsegs);
+    if (!v) {
+        rc = -ENOMEM;
+        goto done;
+    }
+    p->view = v;
+    int64_t leo = eng_segment_next_offset(segs[nsegs - 1]);
+    int64_t first_base = eng_segment_base(segs[0]);
+    int64_t lso = lso_ckpt > first_base ? lso_ckpt : first_base;
+    if (lso > leo)
+        lso = leo;
+    atomic_store(&p->log_end_offset, leo);
+    atomic_store(&p->high_watermark, leo);
+    atomic_store(&p->log_start_offset, lso);
+    atomic_store(&p->recovery_point, leo);
+done:
+    for (size_t i = 0; i < nsegs; i++)
+        eng_segment_unref(segs[i]);
+    free(segs);
+    free(d.bases);
+    return rc;
+}

@@ -1,0 +1,131 @@
+/*
+ * eng_manager.h - the log manager: one data dir, its topics and partitions.
+ *
+ * Layout (DESIGN §2): <log.dirs>/<topic>-<partition>/ holds a partition;
+ * <log.dirs>/meta/<topic>.json holds a topic's partition count and config
+ * overrides.  The metadata file is the commit point of a topic: it is written
+ * (durably) before partition directories are created and removed first when a
+ * topic is deleted, so a crash never leaves a half-known topic.  The engine
+ * does not speak JSON: service/ installs a codec that turns eng_topic_meta
+ * into bytes and back.
+ *
+ * The data dir is locked with flock on <log.dirs>/.lock for the life of the
+ * manager; .kafka_cleanshutdown is read and removed when loading starts and
+ * written, last, by a clean close.
+ */
+#ifndef ENG_MANAGER_H
+#define ENG_MANAGER_H
+
+#include "eng_config.h"
+#include "eng_error.h"
+#include "eng_partition.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct eng_manager eng_manager;
+
+#define ENG_TOPIC_NAME_MAX 249
+
+/* A topic as stored in meta/<topic>.json. */
+typedef struct eng_topic_meta {
+    char name[ENG_TOPIC_NAME_MAX + 1];
+    int32_t partitions;
+    char topic_id[23];  /* 16 random bytes, URL-safe base64 without padding */
+    int64_t created_ms;
+    eng_config_overrides overrides;
+} eng_topic_meta;
+
+/* Serialization of topic metadata, provided by the service layer. */
+typedef struct eng_meta_codec {
+    /* Writes m into a malloc'd buffer (*out, *len) the engine frees. */
+    int (*encode)(const eng_topic_meta *m, char **out, size_t *len, void *ctx);
+    /* Parses buf into m (overrides malloc'd); ENG_ECORRUPT if invalid. */
+    int (*decode)(const char *buf, size_t len, eng_topic_meta *m, void *ctx);
+    void *ctx;
+} eng_meta_codec;
+
+typedef struct eng_manager_opts {
+    const char *log_dir;
+    eng_config_defaults defaults;
+    eng_meta_codec codec;
+    /* Called when a partition's high watermark moves (may be NULL). */
+    void (*on_hw)(eng_partition *p, int64_t hw, void *ctx);
+    void *on_hw_ctx;
+} eng_manager_opts;
+
+typedef struct eng_startup_report {
+    bool clean_shutdown;
+    uint32_t topics;
+    uint32_t partitions;
+    uint32_t segments;
+    uint32_t segments_recovered;
+    uint64_t bytes_truncated;
+    int64_t duration_ms;
+} eng_startup_report;
+
+/* What describe returns; free with eng_topic_desc_clear. */
+typedef struct eng_topic_desc {
+    eng_topic_meta meta;
+    eng_config config; /* resolved */
+} eng_topic_desc;
+
+/* Locks and loads the data dir.  *out is owned by the caller
+ * (eng_manager_close).  Fails with -EWOULDBLOCK if another process holds the
+ * dir, with the reason in err. */
+int eng_manager_open(const eng_manager_opts *o, eng_manager **out, eng_errdetail *err);
+
+/* Clean stop: closes every partition (final index entries, trims, fsync),
+ * writes checkpoints, then the clean-shutdown marker, then unlocks. */
+void eng_manager_close(eng_manager *m);
+
+/* Progress while eng_manager_open runs on another thread: partitions loaded
+ * so far and in total (0 total before the count is known). */
+void eng_manager_load_progress(uint32_t *loaded, uint32_t *total);
+
+void eng_manager_startup_report(const eng_manager *m, eng_startup_report *out);
+const eng_config_defaults *eng_manager_defaults(const eng_manager *m);
+const char *eng_manager_log_dir(const eng_manager *m);
+
+/* True if name is a legal topic name: [A-Za-z0-9._-]{1,249}, not . or .. */
+bool eng_topic_name_valid(const char *name);
+
+/* Creates a topic.  keys/values: n config overrides (validated, the bad key
+ * named in err).  ENG_ETOPICEXISTS, ENG_ETOPICNAME, ENG_ECONFIG, ENG_EINVAL. */
+int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partitions,
+                             const char *const *keys, const char *const *values, size_t n,
+                             eng_errdetail *err);
+
+/* Deletes a topic: metadata first, then partition dirs renamed
+ * <topic>-<p>.<uuid>-delete and removed in the background. */
+int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *err);
+
+/* Grows a topic to `total` partitions (never fewer). */
+int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, eng_errdetail *err);
+
+/* Sorted topic names; free with eng_strv_free. */
+int eng_manager_list_topics(eng_manager *m, char ***names, size_t *n);
+void eng_strv_free(char **v, size_t n);
+
+int eng_manager_describe_topic(eng_manager *m, const char *name, eng_topic_desc *out);
+void eng_topic_desc_clear(eng_topic_desc *d);
+
+/* Replaces a topic's overrides (validated as a whole, persisted, applied to
+ * its partitions at once).  Nothing changes on failure. */
+int eng_manager_set_topic_overrides(eng_manager *m, const char *name,
+                                    const eng_config_overrides *ov, eng_errdetail *err);
+
+/* A referenced partition (eng_partition_unref when done).  ENG_ENOTOPIC or
+ * ENG_ENOPARTITION. */
+int eng_manager_partition(eng_manager *m, const char *topic, int32_t id, eng_partition **out,
+                          eng_errdetail *err);
+
+/* Every partition, referenced; free with eng_partitions_release. */
+int eng_manager_all_partitions(eng_manager *m, eng_partition ***out, size_t *n);
+void eng_partitions_release(eng_partition **v, size_t n);
+
+/* True if an I/O error took the data dir offline. */
+bool eng_manager_offline(const eng_manager *m);
+
+#endif

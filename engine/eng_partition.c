@@ -1,0 +1,612 @@
+/*
+ * eng_partition.c - append, roll, flush and read for one partition.
+ *
+ * Append is two phases.  Outside any lock, the batches are checked the way a
+ * Kafka broker's LogValidator checks them (sizes, CRC and framing for
+ * producer-built batches, timestamps against the topic's limits, keys on
+ * compacted topics) and LogAppendTime is applied.  Then, under append_lock,
+ * offsets are assigned, the roll conditions checked and the bytes written
+ * with one pwrite.  A batch refused in either phase leaves no trace.
+ *
+ * Durability: when flush.messages is reached the appender waits for a flush
+ * covering its records (group commit: one fsync serves every appender that
+ * arrived while the previous one ran).  With flush.messages=1 the high
+ * watermark only moves past records that are on disk.
+ */
+#include "eng_partition_impl.h"
+
+#include "eng_compress.h"
+#include "eng_endian.h"
+#include "eng_fs.h"
+#include "eng_logger.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- segment views ---------------------------------------------------- */
+
+eng_segview *eng__segview_new(eng_segment *const *segs, size_t n)
+{
+    eng_segview *v = malloc(sizeof *v + n * sizeof v->segs[0]);
+    if (!v)
+        return NULL;
+    atomic_init(&v->refs, 1);
+    v->n = n;
+    for (size_t i = 0; i < n; i++) {
+        v->segs[i] = segs[i];
+        eng_segment_ref(segs[i]);
+    }
+    return v;
+}
+
+eng_segview *eng__segview_acquire(eng_partition *p)
+{
+    pthread_mutex_lock(&p->view_lock);
+    eng_segview *v = p->view;
+    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&p->view_lock);
+    return v;
+}
+
+void eng__segview_release(eng_segview *v)
+{
+    if (!v || atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    for (size_t i = 0; i < v->n; i++)
+        eng_segment_unref(v->segs[i]);
+    free(v);
+}
+
+void eng__segview_install(eng_partition *p, eng_segview *v)
+{
+    pthread_mutex_lock(&p->view_lock);
+    eng_segview *old = p->view;
+    p->view = v;
+    pthread_mutex_unlock(&p->view_lock);
+    eng__segview_release(old);
+}
+
+ssize_t eng__segview_floor(const eng_segview *v, int64_t offset)
+{
+    ssize_t lo = 0, hi = (ssize_t)v->n - 1, ans = -1;
+    while (lo <= hi) {
+        ssize_t mid = lo + (hi - lo) / 2;
+        if (eng_segment_base(v->segs[mid]) <= offset) {
+            ans = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return ans;
+}
+
+void eng__segment_opts(const eng_config *c, bool active_prealloc, eng_segment_opts *o)
+{
+    o->index_max_bytes = (uint32_t)c->v[ENG_CFG_SEGMENT_INDEX_BYTES].i;
+    o->index_interval = (uint32_t)c->v[ENG_CFG_INDEX_INTERVAL_BYTES].i;
+    o->preallocate_bytes =
+        active_prealloc && c->v[ENG_CFG_PREALLOCATE].i ? (uint64_t)c->v[ENG_CFG_SEGMENT_BYTES].i : 0;
+    int64_t jitter = c->v[ENG_CFG_SEGMENT_JITTER_MS].i, seg_ms = c->v[ENG_CFG_SEGMENT_MS].i;
+    int64_t bound = jitter < seg_ms ? jitter : seg_ms;
+    o->roll_jitter_ms = bound > 0 ? (int64_t)((uint64_t)random() % (uint64_t)bound) : 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_load_stats *st)
+{
+    eng_load_stats local;
+    if (!st)
+        st = &local;
+    memset(st, 0, sizeof *st);
+    eng_partition *p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    int rc = -ENOMEM;
+    if (!(p->topic = strdup(pp->topic)) || !(p->dir = strdup(pp->dir)))
+        goto fail;
+    p->id = pp->id;
+    p->cfg = pp->config;
+    p->dir_offline = pp->dir_offline;
+    p->ev = pp->events;
+    atomic_init(&p->refs, 1);
+    pthread_mutex_init(&p->append_lock, NULL);
+    pthread_mutex_init(&p->view_lock, NULL);
+    pthread_mutex_init(&p->cfg_lock, NULL);
+    pthread_mutex_init(&p->flush_lock, NULL);
+    pthread_cond_init(&p->flush_cond, NULL);
+    p->last_flush_ms = eng_mono_ms();
+    if ((rc = eng__partition_load(p, pp, st)))
+        goto fail_locks;
+    p->flushed_offset = atomic_load(&p->recovery_point);
+    *out = p;
+    return 0;
+fail_locks:
+    pthread_mutex_destroy(&p->append_lock);
+    pthread_mutex_destroy(&p->view_lock);
+    pthread_mutex_destroy(&p->cfg_lock);
+    pthread_mutex_destroy(&p->flush_lock);
+    pthread_cond_destroy(&p->flush_cond);
+fail:
+    free(p->topic);
+    free(p->dir);
+    free(p);
+    return rc;
+}
+
+void eng_partition_ref(eng_partition *p)
+{
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+}
+
+void eng_partition_unref(eng_partition *p)
+{
+    if (!p || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    eng__segview_release(p->view);
+    pthread_mutex_destroy(&p->append_lock);
+    pthread_mutex_destroy(&p->view_lock);
+    pthread_mutex_destroy(&p->cfg_lock);
+    pthread_mutex_destroy(&p->flush_lock);
+    pthread_cond_destroy(&p->flush_cond);
+    free(p->topic);
+    free(p->dir);
+    free(p);
+}
+
+int eng_partition_close(eng_partition *p)
+{
+    pthread_mutex_lock(&p->append_lock);
+    int rc = 0;
+    if (!p->closed) {
+        p->closed = true;
+        eng_segment *active = p->view->segs[p->view->n - 1];
+        rc = eng_segment_seal(active);
+        if (!rc)
+            rc = eng_segment_sync(active);
+        if (!rc)
+            atomic_store(&p->recovery_point, atomic_load(&p->log_end_offset));
+    }
+    pthread_mutex_unlock(&p->append_lock);
+    return rc;
+}
+
+const char *eng_partition_topic(const eng_partition *p)
+{
+    return p->topic;
+}
+
+int32_t eng_partition_id(const eng_partition *p)
+{
+    return p->id;
+}
+
+const char *eng_partition_dir(const eng_partition *p)
+{
+    return p->dir;
+}
+
+void eng_partition_get_config(eng_partition *p, eng_config *out)
+{
+    pthread_mutex_lock(&p->cfg_lock);
+    *out = p->cfg;
+    pthread_mutex_unlock(&p->cfg_lock);
+}
+
+void eng_partition_set_config(eng_partition *p, const eng_config *c)
+{
+    pthread_mutex_lock(&p->cfg_lock);
+    p->cfg = *c;
+    pthread_mutex_unlock(&p->cfg_lock);
+}
+
+int64_t eng_partition_log_start_offset(const eng_partition *p)
+{
+    return atomic_load(&((eng_partition *)p)->log_start_offset);
+}
+
+int64_t eng_partition_high_watermark(const eng_partition *p)
+{
+    return atomic_load(&((eng_partition *)p)->high_watermark);
+}
+
+int64_t eng_partition_log_end_offset(const eng_partition *p)
+{
+    return atomic_load(&((eng_partition *)p)->log_end_offset);
+}
+
+int64_t eng_partition_recovery_point(const eng_partition *p)
+{
+    return atomic_load(&((eng_partition *)p)->recovery_point);
+}
+
+static void raise_atomic(_Atomic int64_t *a, int64_t v)
+{
+    int64_t cur = atomic_load(a);
+    while (cur < v && !atomic_compare_exchange_weak(a, &cur, v))
+        ;
+}
+
+static void set_hw(eng_partition *p, int64_t hw)
+{
+    raise_atomic(&p->high_watermark, hw);
+    if (p->ev.on_hw)
+        p->ev.on_hw(p, hw, p->ev.ctx);
+}
+
+/* ---- flushing ----------------------------------------------------------- */
+
+/* fsyncs every segment that may hold data at or after `from`. */
+static int sync_from(eng_partition *p, int64_t from)
+{
+    eng_segview *v = eng__segview_acquire(p);
+    ssize_t i = eng__segview_floor(v, from);
+    int rc = 0;
+    for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n && !rc; k++)
+        rc = eng_segment_sync(v->segs[k]);
+    eng__segview_release(v);
+    return rc;
+}
+
+static void take_offline(eng_partition *p, int rc, const char *what)
+{
+    if (rc == -ENOSPC)
+        return; /* a full disk refuses appends but does not poison the dir */
+    if (p->dir_offline && !atomic_exchange(p->dir_offline, 1))
+        ENG_ERROR("%s-%d: %s failed (%s); taking the log dir offline", p->topic, p->id, what,
+                  eng_strerror(rc));
+}
+
+/* Waits until everything below `upto` is on disk, running the flush itself
+ * when no other appender is.  Returns the fsync error, if any. */
+static int flush_upto(eng_partition *p, int64_t upto)
+{
+    int rc = 0;
+    pthread_mutex_lock(&p->flush_lock);
+    while (p->flushed_offset < upto) {
+        if (p->flushing) {
+            pthread_cond_wait(&p->flush_cond, &p->flush_lock);
+            continue;
+        }
+        p->flushing = true;
+        int64_t from = p->flushed_offset;
+        int64_t target = atomic_load(&p->log_end_offset);
+        pthread_mutex_unlock(&p->flush_lock);
+        rc = sync_from(p, from);
+        pthread_mutex_lock(&p->flush_lock);
+        p->flushing = false;
+        if (!rc && target > p->flushed_offset)
+            p->flushed_offset = target;
+        pthread_cond_broadcast(&p->flush_cond);
+        if (rc)
+            break;
+    }
+    int64_t done = p->flushed_offset;
+    pthread_mutex_unlock(&p->flush_lock);
+    if (rc) {
+        take_offline(p, rc, "fsync");
+        return rc;
+    }
+    raise_atomic(&p->recovery_point, done);
+    p->last_flush_ms = eng_mono_ms();
+    return 0;
+}
+
+int eng_partition_flush(eng_partition *p)
+{
+    int64_t leo = atomic_load(&p->log_end_offset);
+    pthread_mutex_lock(&p->append_lock);
+    p->unflushed_records = 0;
+    pthread_mutex_unlock(&p->append_lock);
+    int rc = flush_upto(p, leo);
+    if (!rc)
+        set_hw(p, leo);
+    return rc;
+}
+
+/* ---- append ------------------------------------------------------------- */
+
+typedef struct append_plan {
+    int64_t total_offsets; /* sum of lastOffsetDelta + 1 */
+    int32_t records;
+    int64_t max_ts;
+    size_t max_ts_batch; /* index of the earliest batch holding max_ts */
+    size_t batches;
+} append_plan;
+
+static int batch_fail(eng_errdetail *err, int rc, size_t idx, const char *why)
+{
+    return eng_fail(err, rc, "batch %zu: %s", idx, why);
+}
+
+/* Record-level checks of one batch: timestamps, keys, and the true max
+ * timestamp.  Needed for producer batches and whenever the topic limits
+ * timestamps or is compacted. */
+static int check_records(const eng_config *cfg, uint8_t *batch, const eng_batch_header *h,
+                         size_t idx, int64_t now, eng_buf *scratch, int64_t *max_ts,
+                         eng_errdetail *err)
+{
+    const uint8_t *recs;
+    size_t len;
+    int rc = eng_batch_plain_records(batch, h, scratch, &recs, &len);
+    if (rc)
+        return batch_fail(err, rc, idx, "records cannot be decoded (unsupported or corrupt codec)");
+    bool create_time = cfg->v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i == ENG_TS_CREATE_TIME;
+    bool compact = cfg->v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT;
+    int64_t before = eng_config_ts_before_max(cfg), after = eng_config_ts_after_max(cfg);
+    eng_record_iter it;
+    eng_record r;
+    int32_t seen = 0;
+    *max_ts = -1;
+    eng_record_iter_init(&it, h, recs, len);
+    while ((rc = eng_record_iter_next(&it, &r)) == 1) {
+        seen++;
+        if (compact && !r.key)
+            return eng_fail(err, ENG_ENULLKEY,
+                            "batch %zu: record at offset delta %lld has a null key, which a "
+                            "compacted topic does not accept",
+                            idx, (long long)(r.offset - h->base_offset));
+        if (create_time) {
+            if (r.timestamp < 0 && r.timestamp != -1)
+                return eng_fail(err, ENG_ETIMESTAMP, "batch %zu: invalid timestamp %lld", idx,
+                                (long long)r.timestamp);
+            if ((before != INT64_MAX && r.timestamp < now - before) ||
+                (after != INT64_MAX && r.timestamp > now + after))
+                return eng_fail(err, ENG_ETIMESTAMP,
+                                "batch %zu: timestamp %lld is outside the topic's window "
+                                "[now - %lld, now + %lld]",
+                                idx, (long long)r.timestamp, (long long)before, (long long)after);
+        }
+        if (r.timestamp > *max_ts)
+            *max_ts = r.timestamp;
+    }
+    if (rc < 0 || seen != h->record_count)
+        return batch_fail(err, ENG_ECORRUPT, idx, "record framing does not match the header");
+    return 0;
+}
+
+static int plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool producer,
+                       int64_t now, append_plan *plan, eng_errdetail *err)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->max_ts = -1;
+    if (len == 0)
+        return eng_fail(err, ENG_EINVAL, "no record batch in the request");
+    int64_t max_msg = cfg->v[ENG_CFG_MAX_MESSAGE_BYTES].i;
+    bool log_append = cfg->v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i == ENG_TS_LOG_APPEND_TIME;
+    bool need_records = producer || (cfg->v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT) ||
+                        eng_config_ts_before_max(cfg) != INT64_MAX ||
+                        eng_config_ts_after_max(cfg) != INT64_MAX;
+    eng_buf scratch = {0};
+    int rc = 0;
+    for (size_t off = 0, idx = 0; off < len; idx++) {
+        eng_batch_header h;
+        uint8_t *b = data + off;
+        if (eng_batch_header_decode(b, len - off, &h)) {
+            rc = batch_fail(err, ENG_ECORRUPT, idx, "not a RecordBatch v2 header");
+            goto done;
+        }
+        size_t size = eng_batch_size(&h);
+        if (size > len - off) {
+            rc = batch_fail(err, ENG_ECORRUPT, idx, "batch length runs past the end of the body");
+            goto done;
+        }
+        if ((int64_t)size > max_msg) {
+            rc = eng_fail(err, ENG_ETOOLARGE, "batch %zu is %zu bytes, above max.message.bytes %lld",
+                          idx, size, (long long)max_msg);
+            eng_errdetail_bounds(err, 0, max_msg);
+            goto done;
+        }
+        if (producer) {
+            eng_batch_header v;
+            rc = eng_batch_validate(b, size, &v);
+            if (rc) {
+                rc = batch_fail(err, rc, idx, rc == ENG_ECRC ? "CRC mismatch" : "malformed records");
+                goto done;
+            }
+            if (h.record_count <= 0 || h.last_offset_delta + 1 != h.record_count) {
+                rc = batch_fail(err, ENG_ECORRUPT, idx, "lastOffsetDelta + 1 must equal the record count");
+                goto done;
+            }
+            if (h.attributes & (ENG_ATTR_CONTROL | ENG_ATTR_DELETE_HORIZON)) {
+                rc = batch_fail(err, ENG_ECORRUPT, idx, "control or cleaned batches cannot be produced");
+                goto done;
+            }
+            if (h.producer_id >= 0 && h.base_sequence < 0) {
+                rc = batch_fail(err, ENG_ECORRUPT, idx, "idempotent batch without a base sequence");
+                goto done;
+            }
+            if (!eng_codec_supported(h.attributes & ENG_ATTR_CODEC_MASK)) {
+                rc = batch_fail(err, ENG_ECORRUPT, idx, "unsupported compression codec");
+                goto done;
+            }
+        }
+        int64_t max_ts = h.max_timestamp;
+        if (need_records && (rc = check_records(cfg, b, &h, idx, now, &scratch, &max_ts, err)))
+            goto done;
+        /* What a broker's leader append rewrites (kafka-format.md §2.4). */
+        eng_put_be32(b + 12, 0); /* partitionLeaderEpoch */
+        if (log_append) {
+            eng_put_be16(b + 21, (uint16_t)(h.attributes | ENG_ATTR_LOG_APPEND_TIME));
+            eng_put_be64(b + 35, (uint64_t)now);
+            eng_batch_update_crc(b, size);
+            max_ts = now;
+        } else if (max_ts != h.max_timestamp) {
+            eng_put_be64(b + 35, (uint64_t)max_ts);
+            eng_batch_update_crc(b, size);
+        }
+        if (max_ts > plan->max_ts) {
+            plan->max_ts = max_ts;
+            plan->max_ts_batch = idx;
+        }
+        plan->total_offsets += (int64_t)h.last_offset_delta + 1;
+        plan->records += h.record_count;
+        plan->batches++;
+        off += size;
+    }
+    if ((int64_t)len > cfg->v[ENG_CFG_SEGMENT_BYTES].i) {
+        rc = eng_fail(err, ENG_ETOOLARGE, "append of %zu bytes is larger than segment.bytes %lld",
+                      len, (long long)cfg->v[ENG_CFG_SEGMENT_BYTES].i);
+        eng_errdetail_bounds(err, 0, cfg->v[ENG_CFG_SEGMENT_BYTES].i);
+    }
+done:
+    eng_buf_free(&scratch);
+    return rc;
+}
+
+static int roll_locked(eng_partition *p, const eng_config *cfg, eng_roll_reason why)
+{
+    eng_segview *v = p->view;
+    eng_segment *active = v->segs[v->n - 1];
+    int64_t new_base = atomic_load(&p->log_end_offset);
+    if (eng_segment_size(active) == 0 && eng_segment_base(active) == new_base)
+        return 0;
+    eng_segment_opts o;
+    eng__segment_opts(cfg, true, &o);
+    eng_segment *seg;
+    int rc = eng_segment_create(p->dir, new_base, &o, &seg);
+    if (rc) {
+        ENG_ERROR("%s-%d: cannot create segment %020lld: %s", p->topic, p->id, (long long)new_base,
+                  eng_strerror(rc));
+        return rc;
+    }
+    rc = eng_segment_seal(active);
+    if (rc)
+        ENG_WARN("%s-%d: sealing segment %020lld: %s", p->topic, p->id,
+                 (long long)eng_segment_base(active), eng_strerror(rc));
+    eng_segment **segs = malloc((v->n + 1) * sizeof *segs);
+    eng_segview *nv = NULL;
+    if (segs) {
+        memcpy(segs, v->segs, v->n * sizeof *segs);
+        segs[v->n] = seg;
+        nv = eng__segview_new(segs, v->n + 1);
+        free(segs);
+    }
+    eng_segment_unref(seg); /* the view holds it now (or nobody, on failure) */
+    if (!nv)
+        return -ENOMEM;
+    eng__segview_install(p, nv);
+    ENG_DEBUG("%s-%d: rolled segment %020lld (reason %d)", p->topic, p->id, (long long)new_base,
+              (int)why);
+    if (p->ev.on_roll)
+        p->ev.on_roll(p, active, new_base, p->ev.ctx);
+    return 0;
+}
+
+static int64_t max_segment_ms(const eng_config *cfg)
+{
+    int64_t seg_ms = cfg->v[ENG_CFG_SEGMENT_MS].i;
+    int64_t lag = cfg->v[ENG_CFG_MAX_COMPACTION_LAG_MS].i;
+    if ((cfg->v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT) && lag > 0 && lag < seg_ms)
+        return lag;
+    return seg_ms;
+}
+
+/* Stamps base offsets and returns the last offset of the earliest batch
+ * holding the largest timestamp (Kafka's shallowOffsetOfMaxTimestamp). */
+static int64_t assign_offsets(uint8_t *data, size_t len, int64_t next, size_t max_ts_batch)
+{
+    int64_t off_of_max = -1;
+    for (size_t off = 0, idx = 0; off < len; idx++) {
+        uint8_t *b = data + off;
+        int32_t delta = (int32_t)eng_be32(b + 23);
+        eng_put_be64(b, (uint64_t)next);
+        if (idx == max_ts_batch)
+            off_of_max = next + delta;
+        next += (int64_t)delta + 1;
+        off += (size_t)eng_be32(b + 8) + ENG_LOG_OVERHEAD;
+    }
+    return off_of_max;
+}
+
+int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_append_opts *o,
+                         eng_append_result *res, eng_errdetail *err)
+{
+    eng_config cfg;
+    eng_partition_get_config(p, &cfg);
+    int64_t now = eng_now_ms();
+    append_plan plan;
+    int rc = plan_append(&cfg, data, len, o->producer_batches, now, &plan, err);
+    if (rc)
+        return rc;
+
+    pthread_mutex_lock(&p->append_lock);
+    if (p->closed) {
+        rc = eng_fail(err, ENG_ESHUTDOWN, "partition %s-%d is closed", p->topic, p->id);
+        goto unlock;
+    }
+    if (p->dir_offline && atomic_load(p->dir_offline)) {
+        rc = eng_fail(err, ENG_EOFFLINE, "the log dir holding %s-%d is offline", p->topic, p->id);
+        goto unlock;
+    }
+    int64_t leo = atomic_load(&p->log_end_offset);
+    if (o->expected_offset >= 0 && o->expected_offset != leo) {
+        rc = eng_fail(err, ENG_EEXPECTED, "expected_offset %lld does not match the log end offset %lld",
+                      (long long)o->expected_offset, (long long)leo);
+        eng_errdetail_bounds(err, o->expected_offset, leo);
+        goto unlock;
+    }
+    int64_t last = leo + plan.total_offsets - 1;
+    eng_segment *active = p->view->segs[p->view->n - 1];
+    eng_roll_reason why = eng_segment_should_roll(active, len, plan.max_ts, last,
+                                                  cfg.v[ENG_CFG_SEGMENT_BYTES].i,
+                                                  max_segment_ms(&cfg), now);
+    if (why != ENG_ROLL_NONE) {
+        if ((rc = roll_locked(p, &cfg, why))) {
+            take_offline(p, rc, "segment roll");
+            goto unlock;
+        }
+        active = p->view->segs[p->view->n - 1];
+    }
+    int64_t off_of_max = assign_offsets(data, len, leo, plan.max_ts_batch);
+    rc = eng_segment_append(active, data, len, last, plan.max_ts, off_of_max);
+    if (rc) {
+        take_offline(p, rc, "append");
+        rc = eng_fail(err, rc, "writing to %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
+        goto unlock;
+    }
+    atomic_store(&p->log_end_offset, last + 1);
+    p->unflushed_records += plan.records;
+    int64_t flush_msgs = cfg.v[ENG_CFG_FLUSH_MESSAGES].i;
+    bool must_flush = p->unflushed_records >= flush_msgs;
+    if (must_flush)
+        p->unflushed_records = 0;
+    pthread_mutex_unlock(&p->append_lock);
+
+    if (must_flush) {
+        rc = flush_upto(p, last + 1);
+        if (rc)
+            return eng_fail(err, rc, "fsync of %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
+    }
+    /* With flush.messages=1, only what is on disk is acknowledged and visible;
+     * otherwise the high watermark follows the log end offset. */
+    set_hw(p, last + 1);
+
+    res->base_offset = leo;
+    res->last_offset = last;
+    res->record_count = plan.records;
+    res->timestamp_type = (int)cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i;
+    res->log_append_time = res->timestamp_type == ENG_TS_LOG_APPEND_TIME ? now : -1;
+    res->log_start_offset = atomic_load(&p->log_start_offset);
+    res->high_watermark = atomic_load(&p->high_watermark);
+    res->batch_bytes = len;
+    return 0;
+unlock:
+    pthread_mutex_unlock(&p->append_lock);
+    return rc;
+}
+
+int eng_partition_roll(eng_partition *p, int64_t *new_base)
+{
+    eng_config cfg;
+    eng_partition_get_config(p, &cfg);
+    pthread_mutex_lock(&p->append_lock);
+    int rc = p->closed ? ENG_ESHUTDOWN : roll_locked(p, &cfg, ENG_ROLL_NONE);
+    if (!rc)
+        *new_base = eng_segment_base(p->view->segs[p->view->n - 1]);
+    pthread_mutex_unlock(&p->append_lock);
+    return rc;
+}

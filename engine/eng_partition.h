@@ -1,0 +1,187 @@
+/*
+ * eng_partition.h - one partition's log: segments, offsets, append and read.
+ *
+ * Model: Kafka's UnifiedLog + LocalLog.  The partition owns an ordered set of
+ * segments (the last one active), the log start offset, the log end offset
+ * (LEO), the high watermark (HW: end of acknowledged data) and the recovery
+ * point (everything below it is known to be on disk).
+ *
+ * Concurrency: appends, rolls and segment-set changes take `append_lock`.
+ * Readers never do: they take a reference on the current immutable segment
+ * view (a short critical section on `view_lock`, no I/O under it) and read
+ * through it, so a segment that is rolled, deleted or replaced under a reader
+ * stays open until the reader lets go.  LEO, HW and the log start offset are
+ * atomics.
+ *
+ * Handles are reference counted: eng_manager hands out references, and a
+ * deleted topic's partitions are freed only when the last request is done.
+ */
+#ifndef ENG_PARTITION_H
+#define ENG_PARTITION_H
+
+#include "eng_batch.h"
+#include "eng_config.h"
+#include "eng_error.h"
+#include "eng_segment.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct eng_partition eng_partition;
+
+/* Callbacks the owner installs; all optional, called without the append
+ * lock held unless stated. */
+typedef struct eng_partition_events {
+    /* A segment was sealed by a roll (called under the append lock; must not
+     * block): the owner schedules its flush. */
+    void (*on_roll)(eng_partition *p, eng_segment *sealed, int64_t new_base, void *ctx);
+    /* The high watermark moved (new records are readable). */
+    void (*on_hw)(eng_partition *p, int64_t hw, void *ctx);
+    void *ctx;
+} eng_partition_events;
+
+typedef struct eng_partition_params {
+    const char *topic;
+    int32_t id;
+    const char *dir;          /* the partition directory, created if missing */
+    eng_config config;
+    bool clean_shutdown;      /* the data dir had .kafka_cleanshutdown */
+    int64_t recovery_point;   /* from the checkpoint; 0 if none */
+    int64_t log_start_offset; /* from the checkpoint; -1 if none */
+    _Atomic int *dir_offline; /* shared flag of the log dir; may be NULL */
+    eng_partition_events events;
+} eng_partition_params;
+
+/* What loading found; filled by eng_partition_open. */
+typedef struct eng_load_stats {
+    uint32_t segments;
+    uint32_t segments_recovered;
+    uint64_t bytes_truncated;
+    uint32_t segments_deleted; /* after a truncation, or leftovers */
+} eng_load_stats;
+
+typedef struct eng_append_opts {
+    int64_t expected_offset; /* -1: no check */
+    bool producer_batches;   /* bytes came from a client: validate like a broker */
+} eng_append_opts;
+
+typedef struct eng_append_result {
+    int64_t base_offset;
+    int64_t last_offset;
+    int32_t record_count;
+    int timestamp_type;      /* ENG_TS_CREATE_TIME or ENG_TS_LOG_APPEND_TIME */
+    int64_t log_append_time; /* -1 for CreateTime */
+    int64_t log_start_offset;
+    int64_t high_watermark;
+    size_t batch_bytes;
+} eng_append_result;
+
+/* Whole batches read from one segment; data is malloc'd and owned by the
+ * fetch (free with eng_fetch_free).  The first batch may start before the
+ * requested offset: callers skip records below it. */
+typedef struct eng_fetch {
+    uint8_t *data;
+    size_t len;
+    int64_t log_start_offset;
+    int64_t high_watermark;
+    int64_t next_offset; /* after the last batch returned; = requested when empty */
+} eng_fetch;
+
+typedef struct eng_partition_info {
+    int64_t log_start_offset;
+    int64_t high_watermark;
+    int64_t log_end_offset;
+    int64_t recovery_point;
+    uint64_t size_bytes;
+    uint32_t segment_count;
+    int64_t active_base_offset;
+    int64_t first_timestamp; /* base timestamp of the first batch, -1 if empty */
+    int64_t max_timestamp;   /* largest record timestamp, -1 if none */
+} eng_partition_info;
+
+typedef struct eng_segment_info {
+    int64_t base_offset;
+    int64_t next_offset;
+    int64_t record_count;
+    int64_t batch_count;
+    uint64_t size_bytes;
+    int64_t first_timestamp; /* first batch's base timestamp, -1 if empty */
+    int64_t max_timestamp;
+    bool active;
+    uint64_t index_bytes, timeindex_bytes;
+    uint32_t index_entries, timeindex_entries;
+} eng_segment_info;
+
+typedef struct eng_batch_dump {
+    uint64_t position;
+    eng_batch_header header;
+    uint32_t computed_crc;
+    bool valid; /* CRC matches and the records parse */
+} eng_batch_dump;
+
+/* Opens (loading or creating) the partition at pp->dir.  Loading checks or
+ * recovers segments as kafka-format.md §17 says.  *out holds one reference. */
+int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_load_stats *st);
+
+void eng_partition_ref(eng_partition *p);
+void eng_partition_unref(eng_partition *p);
+
+/* Seals the active segment (final time-index entry, trims) and syncs it;
+ * used at clean stop.  Further appends fail with ENG_ESHUTDOWN. */
+int eng_partition_close(eng_partition *p);
+
+const char *eng_partition_topic(const eng_partition *p);
+int32_t eng_partition_id(const eng_partition *p);
+const char *eng_partition_dir(const eng_partition *p);
+
+void eng_partition_get_config(eng_partition *p, eng_config *out);
+void eng_partition_set_config(eng_partition *p, const eng_config *c);
+
+int64_t eng_partition_log_start_offset(const eng_partition *p);
+int64_t eng_partition_high_watermark(const eng_partition *p);
+int64_t eng_partition_log_end_offset(const eng_partition *p);
+int64_t eng_partition_recovery_point(const eng_partition *p);
+
+/* Appends data: one or more complete RecordBatch v2, modified in place
+ * (offsets stamped, LogAppendTime applied).  All or nothing. */
+int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_append_opts *o,
+                         eng_append_result *res, eng_errdetail *err);
+
+/* Reads whole batches from offset (log start <= offset <= HW), at least one
+ * batch when one exists, up to about max_bytes. */
+int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_fetch *out,
+                       eng_errdetail *err);
+void eng_fetch_free(eng_fetch *f);
+
+/* First offset whose record timestamp >= ts (at or after the log start and
+ * below HW); ENG_ENOTFOUND if none. */
+int eng_partition_offset_for_timestamp(eng_partition *p, int64_t ts, int64_t *offset,
+                                       int64_t *found_ts);
+
+/* Offset and timestamp of the record with the largest timestamp;
+ * ENG_ENOTFOUND when the log is empty. */
+int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts);
+
+void eng_partition_info_get(eng_partition *p, eng_partition_info *out);
+
+/* Lists segments; *out is malloc'd (caller frees). */
+int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n);
+
+/* A referenced segment by base offset (eng_segment_unref when done). */
+int eng_partition_segment(eng_partition *p, int64_t base, eng_segment **out);
+
+/* Batch headers of one segment from batch number `skip`, at most max; *out is
+ * malloc'd (caller frees).  *total receives the segment's batch count. */
+int eng_partition_dump_batches(eng_partition *p, int64_t base, size_t skip, size_t max,
+                               eng_batch_dump **out, size_t *n, size_t *total);
+
+/* Rolls now; *new_base receives the active segment's base afterwards (the
+ * same segment when the active one is empty). */
+int eng_partition_roll(eng_partition *p, int64_t *new_base);
+
+/* Makes everything appended so far durable and advances the recovery point. */
+int eng_partition_flush(eng_partition *p);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * eng_partition_impl.h - the partition's internals, shared only by the engine
+ * modules that manage its segment set (loading, retention, cleaning).
+ *
+ * The segment view is an immutable array of referenced segments.  Replacing
+ * it (roll, retention, a cleaner swap) happens under append_lock: build the
+ * new view, swap the pointer under view_lock, release the old view.  Readers
+ * take a view reference under view_lock and do their I/O outside it.
+ */
+#ifndef ENG_PARTITION_IMPL_H
+#define ENG_PARTITION_IMPL_H
+
+#include "eng_partition.h"
+
+#include <pthread.h>
+#include <sys/types.h>
+
+typedef struct eng_segview {
+    _Atomic int refs;
+    size_t n;
+    eng_segment *segs[];
+} eng_segview;
+
+struct eng_partition {
+    char *topic;
+    int32_t id;
+    char *dir;
+    _Atomic int refs;
+
+    pthread_mutex_t append_lock; /* appends, rolls, segment-set changes */
+    pthread_mutex_t view_lock;   /* only to take a reference on `view` */
+    eng_segview *view;
+
+    pthread_mutex_t cfg_lock;
+    eng_config cfg;
+
+    _Atomic int64_t log_start_offset;
+    _Atomic int64_t high_watermark;
+    _Atomic int64_t log_end_offset;
+    _Atomic int64_t recovery_point;
+    _Atomic int *dir_offline;
+    eng_partition_events ev;
+    bool closed;
+
+    /* Group commit: appenders that need durability wait here for a flush
+     * that covers their offset; one of them runs it for all. */
+    pthread_mutex_t flush_lock;
+    pthread_cond_t flush_cond;
+    bool flushing;
+    int64_t flushed_offset;     /* everything below is fsync'd */
+    int64_t unflushed_records;  /* appended since the last flush (append_lock) */
+    int64_t last_flush_ms;
+};
+
+/* A new view holding references on n segments (each referenced here). */
+eng_segview *eng__segview_new(eng_segment *const *segs, size_t n);
+
+/* Takes a reference on the partition's current view (never NULL). */
+eng_segview *eng__segview_acquire(eng_partition *p);
+
+/* Drops a view reference; the last one drops its segment references. */
+void eng__segview_release(eng_segview *v);
+
+/* Installs v as the current view (caller holds append_lock and hands over
+ * its reference on v); the previous view is released. */
+void eng__segview_install(eng_partition *p, eng_segview *v);
+
+/* Index of the segment with the largest base <= offset, or -1. */
+ssize_t eng__segview_floor(const eng_segview *v, int64_t offset);
+
+/* Per-segment options derived from a topic config. */
+void eng__segment_opts(const eng_config *c, bool active_prealloc, eng_segment_opts *o);
+
+/* Loads segments from p->dir into p's view (eng_loader.c). */
+int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_load_stats *st);
+
+#endif

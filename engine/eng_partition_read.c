@@ -1,0 +1,364 @@
+/*
+ * eng_partition_read.c - the read side of a partition: fetch by offset, find
+ * by timestamp, listings for admin.
+ *
+ * Nothing here takes append_lock.  Every function takes a view reference,
+ * reads the atomics it needs once at the start (so a concurrent append can
+ * only make the answer slightly stale, never inconsistent) and bounds every
+ * read by the committed size of the segment and the high watermark.
+ */
+#include "eng_partition_impl.h"
+
+#include "eng_buf.h"
+#include "eng_compress.h"
+#include "eng_logger.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+void eng_fetch_free(eng_fetch *f)
+{
+    if (!f)
+        return;
+    free(f->data);
+    f->data = NULL;
+    f->len = 0;
+}
+
+static int out_of_range(eng_partition *p, int64_t offset, int64_t lso, int64_t hw,
+                        eng_errdetail *err)
+{
+    eng_errdetail_bounds(err, lso, hw);
+    return eng_fail(err, ENG_EOFFSET, "offset %lld is outside [%lld, %lld) for %s-%d",
+                    (long long)offset, (long long)lso, (long long)hw, p->topic, p->id);
+}
+
+/* Reads whole batches starting at b (inside seg, below limit) into out. */
+static int read_batches(eng_segment *seg, const eng_batch_pos *b, uint64_t limit, int64_t hw,
+                        size_t max_bytes, eng_fetch *out)
+{
+    size_t first = eng_batch_size(&b->header);
+    size_t want = max_bytes > first ? max_bytes : first;
+    if (want > limit - b->position)
+        want = (size_t)(limit - b->position);
+    uint8_t *buf = malloc(want ? want : 1);
+    if (!buf)
+        return -ENOMEM;
+    size_t got;
+    int rc = eng_segment_pread(seg, buf, want, b->position, &got);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    size_t used = 0;
+    int64_t next = out->next_offset;
+    while (got - used >= ENG_BATCH_OVERHEAD) {
+        eng_batch_header h;
+        if (eng_batch_header_decode(buf + used, got - used, &h))
+            break;
+        if (eng_batch_size(&h) > got - used || h.base_offset >= hw)
+            break;
+        used += eng_batch_size(&h);
+        next = eng_batch_last_offset(&h) + 1;
+    }
+    if (used == 0) {
+        free(buf);
+        return 0;
+    }
+    out->data = buf;
+    out->len = used;
+    out->next_offset = next;
+    return 0;
+}
+
+int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_fetch *out,
+                       eng_errdetail *err)
+{
+    int64_t hw = atomic_load(&p->high_watermark);
+    int64_t lso = atomic_load(&p->log_start_offset);
+    memset(out, 0, sizeof *out);
+    out->log_start_offset = lso;
+    out->high_watermark = hw;
+    out->next_offset = offset;
+    if (offset < lso || offset > hw)
+        return out_of_range(p, offset, lso, hw, err);
+    if (offset == hw)
+        return 0;
+    eng_segview *v = eng__segview_acquire(p);
+    ssize_t i = eng__segview_floor(v, offset);
+    int rc = 0;
+    int64_t target = offset;
+    for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n; k++) {
+        eng_segment *seg = v->segs[k];
+        if (eng_segment_base(seg) > target)
+            target = eng_segment_base(seg);
+        if (target >= hw)
+            break;
+        uint64_t limit = eng_segment_size(seg);
+        eng_batch_pos b;
+        rc = eng_segment_find_batch(seg, target, limit, &b);
+        if (rc == ENG_ENOTFOUND) {
+            rc = 0;
+            continue;
+        }
+        if (rc)
+            break;
+        rc = read_batches(seg, &b, limit, hw, max_bytes, out);
+        break;
+    }
+    eng__segview_release(v);
+    if (rc) {
+        ENG_ERROR("%s-%d: read at offset %lld failed: %s", p->topic, p->id, (long long)offset,
+                  eng_strerror(rc));
+        return eng_fail(err, rc, "reading %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
+    }
+    return 0;
+}
+
+int eng_partition_offset_for_timestamp(eng_partition *p, int64_t ts, int64_t *offset,
+                                       int64_t *found_ts)
+{
+    int64_t lso = atomic_load(&p->log_start_offset);
+    int64_t hw = atomic_load(&p->high_watermark);
+    eng_segview *v = eng__segview_acquire(p);
+    int rc = ENG_ENOTFOUND;
+    for (size_t k = 0; k < v->n; k++) {
+        eng_segment *seg = v->segs[k];
+        if (k + 1 < v->n && eng_segment_base(v->segs[k + 1]) <= lso)
+            continue;
+        if (eng_segment_size(seg) == 0 || eng_segment_max_timestamp(seg) < ts)
+            continue;
+        rc = eng_segment_find_by_timestamp(seg, ts, lso, offset, found_ts);
+        if (rc != ENG_ENOTFOUND)
+            break;
+    }
+    eng__segview_release(v);
+    if (rc == 0 && *offset >= hw)
+        rc = ENG_ENOTFOUND;
+    return rc;
+}
+
+typedef struct max_ts_ctx {
+    eng_segment *seg;
+    int64_t ts;
+    int64_t target_last;
+    int64_t offset;
+    eng_buf batch, scratch;
+} max_ts_ctx;
+
+/* Finds, in the batch whose last offset is target_last, the first record
+ * carrying the maximum timestamp. */
+static int visit_max_ts(const eng_batch_pos *b, void *vctx)
+{
+    max_ts_ctx *c = vctx;
+    if (eng_batch_last_offset(&b->header) < c->target_last)
+        return 0;
+    size_t size = eng_batch_size(&b->header), got;
+    const uint8_t *recs;
+    size_t len;
+    if (eng_buf_reserve(&c->batch, size) ||
+        eng_segment_pread(c->seg, c->batch.data, size, b->position, &got) || got != size ||
+        eng_batch_plain_records(c->batch.data, &b->header, &c->scratch, &recs, &len))
+        return 1;
+    eng_record_iter it;
+    eng_record r;
+    eng_record_iter_init(&it, &b->header, recs, len);
+    while (eng_record_iter_next(&it, &r) == 1) {
+        if (r.timestamp == c->ts) {
+            c->offset = r.offset;
+            break;
+        }
+    }
+    return 1;
+}
+
+int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
+{
+    eng_segview *v = eng__segview_acquire(p);
+    eng_segment *best = NULL;
+    int64_t best_ts = -1;
+    for (size_t k = 0; k < v->n; k++) {
+        int64_t t = eng_segment_max_timestamp(v->segs[k]);
+        if (t > best_ts) {
+            best_ts = t;
+            best = v->segs[k];
+        }
+    }
+    int rc = ENG_ENOTFOUND;
+    if (best) {
+        max_ts_ctx c = {.seg = best, .ts = best_ts,
+                        .target_last = eng_segment_offset_of_max_timestamp(best)};
+        c.offset = c.target_last;
+        eng_segment_scan(best, eng_segment_size(best), visit_max_ts, &c);
+        eng_buf_free(&c.batch);
+        eng_buf_free(&c.scratch);
+        *offset = c.offset;
+        *ts = best_ts;
+        rc = 0;
+    }
+    eng__segview_release(v);
+    return rc;
+}
+
+static int64_t first_batch_timestamp(eng_segment *seg)
+{
+    uint8_t hb[ENG_BATCH_OVERHEAD];
+    size_t got;
+    eng_batch_header h;
+    if (eng_segment_size(seg) < ENG_BATCH_OVERHEAD ||
+        eng_segment_pread(seg, hb, sizeof hb, 0, &got) || got != sizeof hb ||
+        eng_batch_header_decode(hb, got, &h))
+        return -1;
+    return h.base_timestamp;
+}
+
+void eng_partition_info_get(eng_partition *p, eng_partition_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->log_start_offset = atomic_load(&p->log_start_offset);
+    out->high_watermark = atomic_load(&p->high_watermark);
+    out->log_end_offset = atomic_load(&p->log_end_offset);
+    out->recovery_point = atomic_load(&p->recovery_point);
+    eng_segview *v = eng__segview_acquire(p);
+    out->segment_count = (uint32_t)v->n;
+    out->max_timestamp = -1;
+    out->first_timestamp = -1;
+    for (size_t k = 0; k < v->n; k++) {
+        out->size_bytes += eng_segment_size(v->segs[k]);
+        int64_t t = eng_segment_max_timestamp(v->segs[k]);
+        if (t > out->max_timestamp)
+            out->max_timestamp = t;
+    }
+    if (v->n > 0) {
+        out->active_base_offset = eng_segment_base(v->segs[v->n - 1]);
+        out->first_timestamp = first_batch_timestamp(v->segs[0]);
+    }
+    eng__segview_release(v);
+}
+
+typedef struct count_ctx {
+    int64_t records, batches;
+} count_ctx;
+
+static int visit_count(const eng_batch_pos *b, void *vctx)
+{
+    count_ctx *c = vctx;
+    c->records += b->header.record_count;
+    c->batches++;
+    return 0;
+}
+
+int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
+{
+    eng_segview *v = eng__segview_acquire(p);
+    eng_segment_info *arr = calloc(v->n ? v->n : 1, sizeof *arr);
+    int rc = arr ? 0 : -ENOMEM;
+    for (size_t k = 0; k < v->n && !rc; k++) {
+        eng_segment *seg = v->segs[k];
+        eng_segment_info *si = &arr[k];
+        si->base_offset = eng_segment_base(seg);
+        si->next_offset = eng_segment_next_offset(seg);
+        si->size_bytes = eng_segment_size(seg);
+        si->max_timestamp = eng_segment_max_timestamp(seg);
+        si->first_timestamp = first_batch_timestamp(seg);
+        si->active = eng_segment_is_active(seg);
+        count_ctx c = {0};
+        rc = eng_segment_scan(seg, si->size_bytes, visit_count, &c);
+        si->record_count = c.records;
+        si->batch_count = c.batches;
+        eng_index *oi = eng_segment_offset_index(seg), *ti = eng_segment_time_index(seg);
+        if (!rc && (!oi || !ti))
+            rc = -EIO;
+        if (!rc) {
+            si->index_bytes = eng_index_file_bytes(oi);
+            si->timeindex_bytes = eng_index_file_bytes(ti);
+            si->index_entries = eng_index_entries(oi);
+            si->timeindex_entries = eng_index_entries(ti);
+        }
+    }
+    eng__segview_release(v);
+    if (rc) {
+        free(arr);
+        return rc;
+    }
+    *out = arr;
+    *n = v->n;
+    return 0;
+}
+
+int eng_partition_segment(eng_partition *p, int64_t base, eng_segment **out)
+{
+    eng_segview *v = eng__segview_acquire(p);
+    ssize_t i = eng__segview_floor(v, base);
+    int rc = ENG_ENOTFOUND;
+    if (i >= 0 && eng_segment_base(v->segs[i]) == base) {
+        eng_segment_ref(v->segs[i]);
+        *out = v->segs[i];
+        rc = 0;
+    }
+    eng__segview_release(v);
+    return rc;
+}
+
+typedef struct dump_ctx {
+    eng_segment *seg;
+    size_t skip, max, index;
+    eng_batch_dump *arr;
+    size_t n;
+    eng_buf batch, scratch;
+    int err;
+} dump_ctx;
+
+static int visit_dump(const eng_batch_pos *b, void *vctx)
+{
+    dump_ctx *c = vctx;
+    size_t idx = c->index++;
+    if (idx < c->skip || c->n >= c->max)
+        return 0;
+    eng_batch_dump *d = &c->arr[c->n++];
+    d->position = b->position;
+    d->header = b->header;
+    size_t size = eng_batch_size(&b->header), got;
+    if ((c->err = eng_buf_reserve(&c->batch, size)) ||
+        (c->err = eng_segment_pread(c->seg, c->batch.data, size, b->position, &got)))
+        return 1;
+    eng_batch_header h;
+    d->computed_crc = got == size ? eng_batch_compute_crc(c->batch.data, size) : 0;
+    d->valid = got == size && eng_batch_validate(c->batch.data, size, &h) == 0;
+    if (d->valid && (h.attributes & ENG_ATTR_CODEC_MASK)) {
+        const uint8_t *recs;
+        size_t len;
+        d->valid = eng_batch_plain_records(c->batch.data, &h, &c->scratch, &recs, &len) == 0;
+    }
+    return 0;
+}
+
+int eng_partition_dump_batches(eng_partition *p, int64_t base, size_t skip, size_t max,
+                               eng_batch_dump **out, size_t *n, size_t *total)
+{
+    eng_segment *seg;
+    int rc = eng_partition_segment(p, base, &seg);
+    if (rc)
+        return rc;
+    dump_ctx c = {.seg = seg, .skip = skip, .max = max};
+    c.arr = calloc(max ? max : 1, sizeof *c.arr);
+    if (!c.arr)
+        rc = -ENOMEM;
+    if (!rc)
+        rc = eng_segment_scan(seg, eng_segment_size(seg), visit_dump, &c);
+    if (!rc)
+        rc = c.err;
+    eng_buf_free(&c.batch);
+    eng_buf_free(&c.scratch);
+    eng_segment_unref(seg);
+    if (rc) {
+        free(c.arr);
+        return rc;
+    }
+    *out = c.arr;
+    *n = c.n;
+    *total = c.index;
+    return 0;
+}

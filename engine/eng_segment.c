@@ -1,0 +1,862 @@
+/*
+ * eng_segment.c - the .log file and its indexes.
+ *
+ * Threading: one appender (the partition's append lock), many readers.  The
+ * fields readers look at (size, next_offset, max timestamp, the lazily opened
+ * index pointers) are atomics; everything else belongs to the appender or to
+ * single-threaded startup code.  `lock` only guards lazy index opening,
+ * lazy tail-state loading and renames, never I/O on the append path.
+ */
+#include "eng_segment.h"
+
+#include "eng_buf.h"
+#include "eng_compress.h"
+#include "eng_endian.h"
+#include "eng_error.h"
+#include "eng_fs.h"
+#include "eng_logger.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SCAN_CHUNK 16384
+
+struct eng_segment {
+    int64_t base;
+    char *dir;
+    char suffix[16];
+    int log_fd;
+    eng_segment_opts opts;
+    _Atomic int refs;
+    _Atomic uint64_t size;
+    _Atomic int64_t next_offset; /* -1 until loaded for an inactive segment */
+    _Atomic int64_t max_ts;
+    _Atomic int64_t offset_of_max_ts;
+    _Atomic bool max_ts_loaded;
+    _Atomic(eng_index *) oidx;
+    _Atomic(eng_index *) tidx;
+    _Atomic bool active;
+    pthread_mutex_t lock;
+    /* appender-only state */
+    uint64_t bytes_since_index;
+    int64_t first_batch_ts; /* max timestamp of the first append, -1 unknown */
+    int64_t created_ms;
+    bool preallocated;
+};
+
+int eng_segment_file_path(const eng_segment *s, const char *ext, char *buf, size_t len)
+{
+    char full[64];
+    snprintf(full, sizeof full, "%s%s", ext, s->suffix);
+    return eng_fs_segment_path(buf, len, s->dir, s->base, full);
+}
+
+static eng_segment *segment_new(const char *dir, int64_t base, const eng_segment_opts *o)
+{
+    eng_segment *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    if (!(s->dir = strdup(dir))) {
+        free(s);
+        return NULL;
+    }
+    s->base = base;
+    s->opts = *o;
+    s->log_fd = -1;
+    atomic_init(&s->refs, 1);
+    atomic_init(&s->next_offset, base);
+    atomic_init(&s->max_ts, -1);
+    atomic_init(&s->offset_of_max_ts, -1);
+    s->first_batch_ts = -1;
+    s->created_ms = eng_now_ms();
+    pthread_mutex_init(&s->lock, NULL);
+    return s;
+}
+
+static void segment_free(eng_segment *s)
+{
+    eng_index_close(atomic_load(&s->oidx));
+    eng_index_close(atomic_load(&s->tidx));
+    if (s->log_fd >= 0)
+        close(s->log_fd);
+    pthread_mutex_destroy(&s->lock);
+    free(s->dir);
+    free(s);
+}
+
+void eng_segment_ref(eng_segment *s)
+{
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+
+void eng_segment_unref(eng_segment *s)
+{
+    if (s && atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+        segment_free(s);
+}
+
+/* Opens both indexes; writable ones are preallocated.  Caller holds lock or
+ * is the only thread. */
+static int open_indexes(eng_segment *s, bool writable)
+{
+    char path[PATH_MAX];
+    eng_index *oi = NULL, *ti = NULL;
+    int rc = eng_segment_file_path(s, ".index", path, sizeof path);
+    if (!rc)
+        rc = eng_index_open(path, ENG_INDEX_OFFSET, s->base, s->opts.index_max_bytes, writable, &oi);
+    if (!rc)
+        rc = eng_segment_file_path(s, ".timeindex", path, sizeof path);
+    if (!rc)
+        rc = eng_index_open(path, ENG_INDEX_TIME, s->base, s->opts.index_max_bytes, writable, &ti);
+    if (rc) {
+        eng_index_close(oi);
+        return rc;
+    }
+    eng_index_close(atomic_exchange(&s->oidx, oi));
+    eng_index_close(atomic_exchange(&s->tidx, ti));
+    return 0;
+}
+
+/* Maps the indexes of an inactive segment on first use. */
+static int ensure_indexes(eng_segment *s)
+{
+    if (atomic_load_explicit(&s->tidx, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    if (!atomic_load(&s->tidx)) {
+        rc = open_indexes(s, false);
+        if (rc == -ENOENT) {
+            /* A missing index reads as empty; recovery rebuilds it at startup. */
+            char path[PATH_MAX];
+            rc = eng_segment_file_path(s, ".index", path, sizeof path);
+            if (!rc && !eng_fs_exists(path))
+                rc = open_indexes(s, true);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+eng_index *eng_segment_offset_index(eng_segment *s)
+{
+    return ensure_indexes(s) ? NULL : atomic_load_explicit(&s->oidx, memory_order_acquire);
+}
+
+eng_index *eng_segment_time_index(eng_segment *s)
+{
+    return ensure_indexes(s) ? NULL : atomic_load_explicit(&s->tidx, memory_order_acquire);
+}
+
+static int remove_stale(eng_segment *s, const char *ext)
+{
+    char path[PATH_MAX];
+    int rc = eng_segment_file_path(s, ext, path, sizeof path);
+    if (!rc && unlink(path) < 0 && errno != ENOENT)
+        rc = -errno;
+    return rc;
+}
+
+int eng_segment_create(const char *dir, int64_t base, const eng_segment_opts *o, eng_segment **out)
+{
+    char path[PATH_MAX];
+    eng_segment *s = segment_new(dir, base, o);
+    if (!s)
+        return -ENOMEM;
+    int rc = eng_segment_file_path(s, ".log", path, sizeof path);
+    if (rc)
+        goto fail;
+    s->log_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->log_fd < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(s->log_fd, &st) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    if (st.st_size > 0) {
+        rc = -EEXIST;
+        goto fail;
+    }
+    if (o->preallocate_bytes > 0) {
+        int e = posix_fallocate(s->log_fd, 0, (off_t)o->preallocate_bytes);
+        if (e) {
+            rc = -e;
+            goto fail;
+        }
+        s->preallocated = true;
+    }
+    if ((rc = remove_stale(s, ".index")) || (rc = remove_stale(s, ".timeindex")))
+        goto fail;
+    if ((rc = open_indexes(s, true)))
+        goto fail;
+    atomic_store(&s->max_ts_loaded, true);
+    atomic_store(&s->active, true);
+    if ((rc = eng_fs_sync_dir(dir)))
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    if (s->log_fd >= 0 && rc != -EEXIST)
+        unlink(path);
+    segment_free(s);
+    return rc;
+}
+
+/* Reads up to len bytes at pos, retrying short reads. */
+int eng_segment_pread(const eng_segment *s, uint8_t *buf, size_t len, uint64_t pos, size_t *got)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t r = pread(s->log_fd, buf + done, len - done, (off_t)(pos + done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    *got = done;
+    return 0;
+}
+
+/* Visits batch headers from a batch boundary up to limit, reading the file in
+ * chunks so that small batches do not cost one pread each. */
+static int scan_from(eng_segment *s, uint64_t start, uint64_t limit, eng_batch_visit_fn fn,
+                     void *ctx)
+{
+    uint8_t buf[SCAN_CHUNK];
+    uint64_t pos = start, buf_pos = 0;
+    size_t buf_len = 0;
+    while (pos + ENG_BATCH_OVERHEAD <= limit) {
+        if (pos < buf_pos || pos + ENG_BATCH_OVERHEAD > buf_pos + buf_len) {
+            size_t want = limit - pos < SCAN_CHUNK ? (size_t)(limit - pos) : SCAN_CHUNK;
+            int rc = eng_segment_pread(s, buf, want, pos, &buf_len);
+            if (rc)
+                return rc;
+            buf_pos = pos;
+            if (buf_len < ENG_BATCH_OVERHEAD)
+                return ENG_ECORRUPT;
+        }
+        eng_batch_pos b = {.position = pos};
+        if (eng_batch_header_decode(buf + (pos - buf_pos), buf_len - (pos - buf_pos), &b.header))
+            return ENG_ECORRUPT;
+        if (pos + eng_batch_size(&b.header) > limit)
+            break;
+        int r = fn(&b, ctx);
+        if (r)
+            return r;
+        pos += eng_batch_size(&b.header);
+    }
+    return 0;
+}
+
+int eng_segment_scan(eng_segment *s, uint64_t limit, eng_batch_visit_fn fn, void *ctx)
+{
+    return scan_from(s, 0, limit, fn, ctx);
+}
+
+typedef struct last_batch_ctx {
+    int64_t next_offset;
+    int64_t first_max_ts;
+    bool first;
+} last_batch_ctx;
+
+static int visit_last(const eng_batch_pos *b, void *ctx)
+{
+    last_batch_ctx *c = ctx;
+    if (c->first) {
+        c->first_max_ts = b->header.max_timestamp;
+        c->first = false;
+    }
+    c->next_offset = eng_batch_last_offset(&b->header) + 1;
+    return 0;
+}
+
+/* Position of the last offset-index entry read straight from the file, so an
+ * inactive segment's next offset can be found without mapping its index. */
+static uint64_t last_index_position(eng_segment *s, uint64_t log_size)
+{
+    char path[PATH_MAX];
+    if (eng_segment_file_path(s, ".index", path, sizeof path))
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    uint64_t pos = 0;
+    struct stat st;
+    uint8_t e[ENG_OFFSET_ENTRY_SIZE];
+    if (fstat(fd, &st) == 0 && st.st_size >= ENG_OFFSET_ENTRY_SIZE &&
+        pread(fd, e, sizeof e, (st.st_size / ENG_OFFSET_ENTRY_SIZE - 1) * ENG_OFFSET_ENTRY_SIZE) ==
+            (ssize_t)sizeof e) {
+        pos = eng_be32(e + 4);
+        if (pos >= log_size)
+            pos = 0;
+    }
+    close(fd);
+    return pos;
+}
+
+/* Loads next offset (and, for an active segment, the first batch's
+ * timestamp) by scanning from the last index entry to the end. */
+static int load_tail_state(eng_segment *s)
+{
+    uint64_t size = atomic_load(&s->size);
+    last_batch_ctx c = {.next_offset = s->base, .first_max_ts = -1, .first = true};
+    uint64_t start = last_index_position(s, size);
+    int rc = scan_from(s, start, size, visit_last, &c);
+    if (rc == ENG_ECORRUPT && start > 0) {
+        c = (last_batch_ctx){.next_offset = s->base, .first_max_ts = -1, .first = true};
+        rc = scan_from(s, 0, size, visit_last, &c);
+    }
+    if (rc)
+        return rc;
+    atomic_store_explicit(&s->next_offset, c.next_offset, memory_order_release);
+    if (start == 0)
+        s->first_batch_ts = c.first_max_ts;
+    return 0;
+}
+
+static void load_max_ts(eng_segment *s)
+{
+    if (atomic_load_explicit(&s->max_ts_loaded, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&s->lock);
+    if (!atomic_load(&s->max_ts_loaded)) {
+        int64_t ts = -1, off = -1;
+        eng_index *ti = atomic_load(&s->tidx);
+        if (ti) {
+            eng_time_index_last(ti, &ts, &off);
+        } else {
+            char path[PATH_MAX];
+            int fd = eng_segment_file_path(s, ".timeindex", path, sizeof path) ? -1
+                     : open(path, O_RDONLY | O_CLOEXEC);
+            struct stat st;
+            uint8_t e[ENG_TIME_ENTRY_SIZE];
+            if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= ENG_TIME_ENTRY_SIZE &&
+                pread(fd, e, sizeof e,
+                      (st.st_size / ENG_TIME_ENTRY_SIZE - 1) * ENG_TIME_ENTRY_SIZE) ==
+                    (ssize_t)sizeof e) {
+                ts = (int64_t)eng_be64(e);
+                off = s->base + (int32_t)eng_be32(e + 8);
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+        if (ts < 0)
+            off = -1;
+        atomic_store(&s->max_ts, ts);
+        atomic_store(&s->offset_of_max_ts, off);
+        atomic_store_explicit(&s->max_ts_loaded, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+int eng_segment_open(const char *dir, int64_t base, const eng_segment_opts *o, bool active,
+                     eng_segment **out)
+{
+    char path[PATH_MAX];
+    eng_segment *s = segment_new(dir, base, o);
+    if (!s)
+        return -ENOMEM;
+    int rc = eng_segment_file_path(s, ".log", path, sizeof path);
+    if (rc)
+        goto fail;
+    s->log_fd = open(path, O_RDWR | O_CLOEXEC);
+    if (s->log_fd < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(s->log_fd, &st) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    atomic_store(&s->size, (uint64_t)st.st_size);
+    atomic_store(&s->active, active);
+    if (active) {
+        if ((rc = open_indexes(s, true)))
+            goto fail;
+        load_max_ts(s);
+        if ((rc = load_tail_state(s)))
+            goto fail;
+        if (s->first_batch_ts < 0 && st.st_size > 0) {
+            eng_batch_header h;
+            uint8_t hb[ENG_BATCH_OVERHEAD];
+            size_t got;
+            if (!eng_segment_pread(s, hb, sizeof hb, 0, &got) && got == sizeof hb &&
+                !eng_batch_header_decode(hb, got, &h))
+                s->first_batch_ts = h.max_timestamp;
+        }
+    } else {
+        atomic_store(&s->next_offset, -1);
+    }
+    *out = s;
+    return 0;
+fail:
+    segment_free(s);
+    return rc;
+}
+
+int64_t eng_segment_base(const eng_segment *s)
+{
+    return s->base;
+}
+
+uint64_t eng_segment_size(const eng_segment *s)
+{
+    return atomic_load_explicit(&((eng_segment *)s)->size, memory_order_acquire);
+}
+
+int64_t eng_segment_next_offset(const eng_segment *cs)
+{
+    eng_segment *s = (eng_segment *)cs;
+    int64_t n = atomic_load_explicit(&s->next_offset, memory_order_acquire);
+    if (n >= 0)
+        return n;
+    pthread_mutex_lock(&s->lock);
+    if (atomic_load(&s->next_offset) < 0 && load_tail_state(s) != 0)
+        atomic_store(&s->next_offset, s->base); /* unreadable tail: treat as empty */
+    pthread_mutex_unlock(&s->lock);
+    return atomic_load_explicit(&s->next_offset, memory_order_acquire);
+}
+
+bool eng_segment_is_active(const eng_segment *s)
+{
+    return atomic_load(&((eng_segment *)s)->active);
+}
+
+int64_t eng_segment_max_timestamp(eng_segment *s)
+{
+    load_max_ts(s);
+    return atomic_load_explicit(&s->max_ts, memory_order_acquire);
+}
+
+int64_t eng_segment_offset_of_max_timestamp(eng_segment *s)
+{
+    load_max_ts(s);
+    return atomic_load_explicit(&s->offset_of_max_ts, memory_order_acquire);
+}
+
+int64_t eng_segment_mtime_ms(const eng_segment *s)
+{
+    struct stat st;
+    if (fstat(s->log_fd, &st) < 0)
+        return 0;
+    return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+int eng_segment_log_fd(const eng_segment *s)
+{
+    return s->log_fd;
+}
+
+eng_roll_reason eng_segment_should_roll(eng_segment *s, uint64_t size, int64_t max_ts,
+                                        int64_t last_offset, int64_t segment_bytes,
+                                        int64_t max_segment_ms, int64_t now_ms)
+{
+    uint64_t cur = eng_segment_size(s);
+    if ((int64_t)cur > segment_bytes - (int64_t)size)
+        return ENG_ROLL_SIZE;
+    if (cur > 0) {
+        int64_t waited = s->first_batch_ts >= 0 ? max_ts - s->first_batch_ts : now_ms - s->created_ms;
+        if (waited > max_segment_ms - s->opts.roll_jitter_ms)
+            return ENG_ROLL_TIME;
+    }
+    eng_index *oi = atomic_load(&s->oidx), *ti = atomic_load(&s->tidx);
+    if (oi && eng_index_is_full(oi))
+        return ENG_ROLL_OFFSET_INDEX_FULL;
+    if (ti && eng_index_is_full(ti))
+        return ENG_ROLL_TIME_INDEX_FULL;
+    if (last_offset - s->base > INT32_MAX)
+        return ENG_ROLL_OFFSET_OVERFLOW;
+    return ENG_ROLL_NONE;
+}
+
+static int write_at(int fd, const uint8_t *data, size_t len, uint64_t pos)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = pwrite(fd, data + done, len - done, (off_t)(pos + done));
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (w == 0)
+            return -EIO;
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+int eng_segment_append(eng_segment *s, const uint8_t *data, size_t len, int64_t largest_offset,
+                       int64_t largest_ts, int64_t offset_of_max_ts)
+{
+    if (largest_offset - s->base > INT32_MAX || largest_offset < s->base)
+        return ENG_EINVAL;
+    eng_index *oi = atomic_load(&s->oidx), *ti = atomic_load(&s->tidx);
+    if (!oi || !ti || !eng_segment_is_active(s))
+        return ENG_EINVAL;
+    uint64_t pos = eng_segment_size(s);
+    if (pos + len > UINT32_MAX)
+        return ENG_ETOOLARGE;
+    int rc = write_at(s->log_fd, data, len, pos);
+    if (!rc && s->bytes_since_index > s->opts.index_interval) {
+        int64_t ts = largest_ts > atomic_load(&s->max_ts) ? largest_ts : atomic_load(&s->max_ts);
+        int64_t ts_off = largest_ts > atomic_load(&s->max_ts) ? offset_of_max_ts
+                                                               : atomic_load(&s->offset_of_max_ts);
+        rc = eng_offset_index_append(oi, largest_offset, (uint32_t)pos);
+        if (!rc) {
+            rc = eng_time_index_maybe_append(ti, ts, ts_off, false);
+            if (rc)
+                eng_index_truncate_to(oi, largest_offset);
+        }
+    }
+    if (rc) {
+        /* Leave no partial batch behind: the file ends where it ended. */
+        if (!s->preallocated && ftruncate(s->log_fd, (off_t)pos) < 0)
+            ENG_ERROR("segment %020lld: cannot truncate after failed append: %s",
+                      (long long)s->base, strerror(errno));
+        return rc;
+    }
+    if (s->bytes_since_index > s->opts.index_interval)
+        s->bytes_since_index = 0;
+    s->bytes_since_index += len;
+    if (largest_ts > atomic_load(&s->max_ts)) {
+        atomic_store(&s->offset_of_max_ts, offset_of_max_ts);
+        atomic_store(&s->max_ts, largest_ts);
+    }
+    if (pos == 0)
+        s->first_batch_ts = largest_ts;
+    atomic_store_explicit(&s->next_offset, largest_offset + 1, memory_order_release);
+    atomic_store_explicit(&s->size, pos + len, memory_order_release);
+    return 0;
+}
+
+int eng_segment_seal(eng_segment *s)
+{
+    if (!eng_segment_is_active(s))
+        return 0;
+    eng_index *oi = atomic_load(&s->oidx), *ti = atomic_load(&s->tidx);
+    int rc = 0;
+    int64_t ts = atomic_load(&s->max_ts);
+    if (ts >= 0 && ti) {
+        rc = eng_time_index_maybe_append(ti, ts, atomic_load(&s->offset_of_max_ts), true);
+        if (rc)
+            ENG_WARN("segment %020lld: final time-index entry not written: %s", (long long)s->base,
+                     eng_strerror(rc));
+    }
+    if (oi && (rc = eng_index_trim(oi)))
+        return rc;
+    if (ti && (rc = eng_index_trim(ti)))
+        return rc;
+    if (s->preallocated && ftruncate(s->log_fd, (off_t)eng_segment_size(s)) < 0)
+        return -errno;
+    atomic_store(&s->active, false);
+    return 0;
+}
+
+int eng_segment_sync(eng_segment *s)
+{
+    if (fdatasync(s->log_fd) < 0)
+        return -errno;
+    eng_index *oi = atomic_load(&s->oidx), *ti = atomic_load(&s->tidx);
+    int rc = 0;
+    if (oi && (rc = eng_index_sync(oi)))
+        return rc;
+    if (ti && (rc = eng_index_sync(ti)))
+        return rc;
+    return 0;
+}
+
+typedef struct find_ctx {
+    int64_t target;
+    eng_batch_pos found;
+    bool ok;
+} find_ctx;
+
+static int visit_find(const eng_batch_pos *b, void *ctx)
+{
+    find_ctx *c = ctx;
+    if (eng_batch_last_offset(&b->header) >= c->target) {
+        c->found = *b;
+        c->ok = true;
+        return 1;
+    }
+    return 0;
+}
+
+int eng_segment_find_batch(eng_segment *s, int64_t target, uint64_t limit, eng_batch_pos *out)
+{
+    eng_index *oi = eng_segment_offset_index(s);
+    if (!oi)
+        return -EIO;
+    int64_t off;
+    uint32_t pos;
+    eng_offset_index_lookup(oi, target, &off, &pos);
+    if (pos >= limit)
+        pos = 0;
+    find_ctx c = {.target = target};
+    int rc = scan_from(s, pos, limit, visit_find, &c);
+    if (rc < 0)
+        return rc;
+    if (!c.ok)
+        return ENG_ENOTFOUND;
+    *out = c.found;
+    return 0;
+}
+
+/* Reads the whole batch at b into buf. */
+static int read_batch(eng_segment *s, const eng_batch_pos *b, eng_buf *buf)
+{
+    size_t size = eng_batch_size(&b->header);
+    int rc = eng_buf_reserve(buf, size);
+    size_t got;
+    if (!rc)
+        rc = eng_segment_pread(s, buf->data, size, b->position, &got);
+    if (!rc && got != size)
+        rc = ENG_ECORRUPT;
+    if (!rc)
+        buf->len = size;
+    return rc;
+}
+
+typedef struct ts_ctx {
+    eng_segment *s;
+    int64_t ts, min_offset;
+    int64_t found_offset, found_ts;
+    eng_buf batch, scratch;
+    int err;
+} ts_ctx;
+
+static int visit_ts(const eng_batch_pos *b, void *ctx)
+{
+    ts_ctx *c = ctx;
+    if (b->header.max_timestamp < c->ts || eng_batch_last_offset(&b->header) < c->min_offset)
+        return 0;
+    const uint8_t *recs;
+    size_t len;
+    int rc = read_batch(c->s, b, &c->batch);
+    if (!rc)
+        rc = eng_batch_plain_records(c->batch.data, &b->header, &c->scratch, &recs, &len);
+    if (rc) {
+        c->err = rc;
+        return 1;
+    }
+    eng_record_iter it;
+    eng_record r;
+    eng_record_iter_init(&it, &b->header, recs, len);
+    while ((rc = eng_record_iter_next(&it, &r)) == 1) {
+        if (r.timestamp >= c->ts && r.offset >= c->min_offset) {
+            c->found_offset = r.offset;
+            c->found_ts = r.timestamp;
+            return 1;
+        }
+    }
+    if (rc < 0) {
+        c->err = rc;
+        return 1;
+    }
+    return 0;
+}
+
+int eng_segment_find_by_timestamp(eng_segment *s, int64_t ts, int64_t min_offset, int64_t *offset,
+                                  int64_t *timestamp)
+{
+    eng_index *oi = eng_segment_offset_index(s), *ti = eng_segment_time_index(s);
+    if (!oi || !ti)
+        return -EIO;
+    int64_t ets, eoff, ioff;
+    uint32_t pos;
+    eng_time_index_lookup(ti, ts, &ets, &eoff);
+    eng_offset_index_lookup(oi, eoff > min_offset ? eoff : min_offset, &ioff, &pos);
+    uint64_t limit = eng_segment_size(s);
+    if (pos >= limit)
+        pos = 0;
+    ts_ctx c = {.s = s, .ts = ts, .min_offset = min_offset, .found_offset = -1};
+    int rc = scan_from(s, pos, limit, visit_ts, &c);
+    eng_buf_free(&c.batch);
+    eng_buf_free(&c.scratch);
+    if (rc < 0)
+        return rc;
+    if (c.err)
+        return c.err;
+    if (c.found_offset < 0)
+        return ENG_ENOTFOUND;
+    *offset = c.found_offset;
+    *timestamp = c.found_ts;
+    return 0;
+}
+
+/* Validates one batch read whole into buf, as recovery must: CRC, framing of
+ * every record, offsets within the segment and after the previous batch. */
+static const char *check_batch(eng_segment *s, const eng_batch_header *h, eng_buf *buf,
+                               eng_buf *scratch, int64_t prev_next)
+{
+    eng_batch_header v;
+    int rc = eng_batch_validate(buf->data, buf->len, &v);
+    if (rc == ENG_ECRC)
+        return "CRC mismatch";
+    if (rc)
+        return "malformed batch";
+    if (h->base_offset < s->base || h->base_offset < prev_next)
+        return "offsets not increasing";
+    if (eng_batch_last_offset(h) - s->base > INT32_MAX)
+        return "offset beyond the segment's range";
+    if ((h->attributes & ENG_ATTR_CODEC_MASK) != ENG_CODEC_NONE) {
+        const uint8_t *recs;
+        size_t len;
+        eng_record_iter it;
+        eng_record r;
+        if (eng_batch_plain_records(buf->data, h, scratch, &recs, &len))
+            return "compressed records do not decompress";
+        eng_record_iter_init(&it, h, recs, len);
+        while ((rc = eng_record_iter_next(&it, &r)) == 1)
+            ;
+        if (rc)
+            return "malformed compressed records";
+    }
+    return NULL;
+}
+
+int eng_segment_recover(eng_segment *s, eng_recover_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->next_offset = s->base;
+    struct stat fst;
+    if (fstat(s->log_fd, &fst) < 0)
+        return -errno;
+    uint64_t file_size = (uint64_t)fst.st_size;
+    int rc = open_indexes(s, true);
+    if (rc)
+        return rc;
+    eng_index *oi = atomic_load(&s->oidx), *ti = atomic_load(&s->tidx);
+    eng_index_reset(oi);
+    eng_index_reset(ti);
+    eng_buf buf = {0}, scratch = {0};
+    uint64_t valid = 0, last_entry = 0;
+    int64_t max_ts = -1, off_of_max = -1, next = s->base;
+    uint8_t hb[ENG_BATCH_OVERHEAD];
+    for (;;) {
+        size_t got;
+        if (file_size - valid < ENG_BATCH_OVERHEAD) {
+            if (file_size != valid)
+                st->stop_reason = "torn batch header at the end";
+            break;
+        }
+        if ((rc = eng_segment_pread(s, hb, sizeof hb, valid, &got)))
+            goto done;
+        eng_batch_header h;
+        if (got != sizeof hb || eng_batch_header_decode(hb, got, &h)) {
+            st->stop_reason = "invalid batch header";
+            break;
+        }
+        /* The length is checked against the file before anything is allocated. */
+        if (eng_batch_size(&h) > file_size - valid) {
+            st->stop_reason = "batch extends past the end of the file";
+            break;
+        }
+        eng_batch_pos b = {.position = valid, .header = h};
+        if ((rc = read_batch(s, &b, &buf)))
+            goto done;
+        const char *why = check_batch(s, &h, &buf, &scratch, next);
+        if (why) {
+            st->stop_reason = why;
+            break;
+        }
+        if (h.max_timestamp > max_ts) {
+            max_ts = h.max_timestamp;
+            off_of_max = eng_batch_last_offset(&h);
+        }
+        if (valid - last_entry > s->opts.index_interval) {
+            if ((rc = eng_offset_index_append(oi, eng_batch_last_offset(&h), (uint32_t)valid)) ||
+                (rc = eng_time_index_maybe_append(ti, max_ts, off_of_max, true)))
+                goto done;
+            last_entry = valid;
+        }
+        valid += eng_batch_size(&h);
+        next = eng_batch_last_offset(&h) + 1;
+        st->batches++;
+    }
+    if (valid < file_size && ftruncate(s->log_fd, (off_t)valid) < 0) {
+        rc = -errno;
+        goto done;
+    }
+    st->valid_bytes = valid;
+    st->truncated_bytes = file_size - valid;
+    st->next_offset = next;
+    if (max_ts >= 0)
+        eng_time_index_maybe_append(ti, max_ts, off_of_max, true);
+    if ((rc = eng_index_trim(oi)) || (rc = eng_index_trim(ti)))
+        goto done;
+    atomic_store(&s->size, valid);
+    atomic_store(&s->next_offset, next);
+    atomic_store(&s->max_ts, max_ts);
+    atomic_store(&s->offset_of_max_ts, off_of_max);
+    atomic_store(&s->max_ts_loaded, true);
+    s->bytes_since_index = 0;
+    if (eng_segment_is_active(s)) {
+        /* The active segment keeps growing: expand its indexes again. */
+        if ((rc = open_indexes(s, true)))
+            goto done;
+        if (valid > 0) {
+            eng_batch_header h;
+            size_t got;
+            if (!eng_segment_pread(s, hb, sizeof hb, 0, &got) && got == sizeof hb &&
+                !eng_batch_header_decode(hb, got, &h))
+                s->first_batch_ts = h.max_timestamp;
+        }
+    }
+done:
+    eng_buf_free(&buf);
+    eng_buf_free(&scratch);
+    return rc;
+}
+
+static const char *const file_exts[] = {".log", ".index", ".timeindex", ".txnindex", NULL};
+
+int eng_segment_rename(eng_segment *s, const char *suffix)
+{
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    char from[PATH_MAX], to[PATH_MAX], full[64];
+    for (int i = 0; file_exts[i] && !rc; i++) {
+        snprintf(full, sizeof full, "%s%s", file_exts[i], suffix);
+        if ((rc = eng_segment_file_path(s, file_exts[i], from, sizeof from)) ||
+            (rc = eng_fs_segment_path(to, sizeof to, s->dir, s->base, full)))
+            break;
+        if (rename(from, to) < 0 && !(errno == ENOENT && i > 0))
+            rc = -errno;
+    }
+    if (!rc)
+        snprintf(s->suffix, sizeof s->suffix, "%s", suffix);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int eng_segment_unlink(eng_segment *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    char path[PATH_MAX];
+    for (int i = 0; file_exts[i]; i++) {
+        if (eng_segment_file_path(s, file_exts[i], path, sizeof path) == 0 && unlink(path) < 0 &&
+            errno != ENOENT && !rc)
+            rc = -errno;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}

@@ -1,0 +1,147 @@
+/*
+ * eng_segment.h - one log segment: <base>.log, <base>.index, <base>.timeindex.
+ *
+ * A segment is a reference-counted handle.  The partition's segment view holds
+ * one reference per segment; a reader that found a segment in a view takes its
+ * own through the view, so a segment that retention or the cleaner drops stays
+ * open (files renamed, descriptors valid) until the last reader lets go.
+ *
+ * Appends (one thread at a time, under the partition's append lock) write at
+ * the committed size with pwrite and then publish the new size and next offset
+ * with release stores; readers load them with acquire and never look past
+ * them.  Index maintenance is Kafka's LogSegment.append (kafka-format.md
+ * §13.1); sealing adds the final time-index entry and trims (§13.2);
+ * recovery revalidates the .log and rebuilds both indexes (§13.3).
+ *
+ * Indexes of a segment opened inactive are mapped lazily, on first lookup.
+ */
+#ifndef ENG_SEGMENT_H
+#define ENG_SEGMENT_H
+
+#include "eng_batch.h"
+#include "eng_index.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct eng_segment eng_segment;
+
+typedef struct eng_segment_opts {
+    uint32_t index_max_bytes;   /* segment.index.bytes */
+    uint32_t index_interval;    /* index.interval.bytes */
+    uint64_t preallocate_bytes; /* > 0: fallocate a new .log to this size */
+    int64_t roll_jitter_ms;     /* chosen per segment by the partition */
+} eng_segment_opts;
+
+/* Why a segment should roll; 0 = it should not. */
+typedef enum {
+    ENG_ROLL_NONE = 0,
+    ENG_ROLL_SIZE,
+    ENG_ROLL_TIME,
+    ENG_ROLL_OFFSET_INDEX_FULL,
+    ENG_ROLL_TIME_INDEX_FULL,
+    ENG_ROLL_OFFSET_OVERFLOW,
+} eng_roll_reason;
+
+/* Where a batch sits in the file, with its decoded header. */
+typedef struct eng_batch_pos {
+    uint64_t position;
+    eng_batch_header header;
+} eng_batch_pos;
+
+/* Result of recovering a segment. */
+typedef struct eng_recover_stats {
+    uint64_t valid_bytes;
+    uint64_t truncated_bytes;
+    int64_t next_offset;  /* last valid offset + 1, or base when empty */
+    uint32_t batches;
+    const char *stop_reason; /* static text, NULL when the whole file was valid */
+} eng_recover_stats;
+
+/* Creates a new, empty, active segment; fails with -EEXIST if its .log exists
+ * with content.  *out holds one reference. */
+int eng_segment_create(const char *dir, int64_t base, const eng_segment_opts *o, eng_segment **out);
+
+/* Opens an existing segment.  An active one gets writable, preallocated
+ * indexes at once; an inactive one maps them on first use.  The caller must
+ * have checked or recovered the files (see eng_segment_recover). */
+int eng_segment_open(const char *dir, int64_t base, const eng_segment_opts *o, bool active,
+                     eng_segment **out);
+
+void eng_segment_ref(eng_segment *s);
+/* Drops a reference; the last one unmaps and closes everything. */
+void eng_segment_unref(eng_segment *s);
+
+int64_t eng_segment_base(const eng_segment *s);
+/* Committed bytes of the .log (what readers may read). */
+uint64_t eng_segment_size(const eng_segment *s);
+/* Offset after the last committed batch (base when empty). */
+int64_t eng_segment_next_offset(const eng_segment *s);
+bool eng_segment_is_active(const eng_segment *s);
+/* Largest record timestamp (Kafka's largestTimestamp), -1 if none. */
+int64_t eng_segment_max_timestamp(eng_segment *s);
+/* Offset (batch last offset) that carries the max timestamp, -1 if none. */
+int64_t eng_segment_offset_of_max_timestamp(eng_segment *s);
+/* mtime of the .log in ms. */
+int64_t eng_segment_mtime_ms(const eng_segment *s);
+/* File descriptor of the .log (borrowed; valid while the reference lives). */
+int eng_segment_log_fd(const eng_segment *s);
+
+/* Checks the five roll conditions of kafka-format.md §14 for an append of
+ * size bytes whose largest timestamp is max_ts and last offset last_offset. */
+eng_roll_reason eng_segment_should_roll(eng_segment *s, uint64_t size, int64_t max_ts,
+                                        int64_t last_offset, int64_t segment_bytes,
+                                        int64_t max_segment_ms, int64_t now_ms);
+
+/* Appends len bytes (whole batches) at the committed end and maintains the
+ * indexes.  On failure nothing is left in the file (it is truncated back). */
+int eng_segment_append(eng_segment *s, const uint8_t *data, size_t len, int64_t largest_offset,
+                       int64_t largest_ts, int64_t offset_of_max_ts);
+
+/* Makes the segment inactive: final time-index entry, trims indexes and a
+ * preallocated .log. */
+int eng_segment_seal(eng_segment *s);
+
+/* fdatasync of the .log and both indexes. */
+int eng_segment_sync(eng_segment *s);
+
+/* Finds the first batch whose last offset >= target, scanning headers from
+ * the index entry at or below target; stops at limit bytes.  Returns
+ * ENG_ENOTFOUND when no such batch is in [0, limit). */
+int eng_segment_find_batch(eng_segment *s, int64_t target, uint64_t limit, eng_batch_pos *out);
+
+/* Finds the first record with timestamp >= ts and offset >= min_offset;
+ * returns ENG_ENOTFOUND if none in this segment. */
+int eng_segment_find_by_timestamp(eng_segment *s, int64_t ts, int64_t min_offset,
+                                  int64_t *offset, int64_t *timestamp);
+
+/* Reads len bytes at pos into buf (pread loop); short only at end of file. */
+int eng_segment_pread(const eng_segment *s, uint8_t *buf, size_t len, uint64_t pos, size_t *got);
+
+/* Visits every batch header in [0, limit) in order; stop early by returning
+ * nonzero from fn (that value is returned). */
+typedef int (*eng_batch_visit_fn)(const eng_batch_pos *b, void *ctx);
+int eng_segment_scan(eng_segment *s, uint64_t limit, eng_batch_visit_fn fn, void *ctx);
+
+/* Rebuilds the indexes from the .log, validating every batch (size, magic,
+ * CRC, framing, offsets increasing, within the segment) and truncating the
+ * file at the first invalid one.  Used at startup; single-threaded. */
+int eng_segment_recover(eng_segment *s, eng_recover_stats *st);
+
+/* Index access for listings; the index is opened if needed.  Borrowed
+ * pointers valid while the reference lives; NULL on failure. */
+eng_index *eng_segment_offset_index(eng_segment *s);
+eng_index *eng_segment_time_index(eng_segment *s);
+
+/* Renames the segment's files from their current suffix to suffix ("" for
+ * none, ".deleted", ".swap", ...). Missing index files are skipped. */
+int eng_segment_rename(eng_segment *s, const char *suffix);
+
+/* Unlinks the segment's files under their current suffix. */
+int eng_segment_unlink(eng_segment *s);
+
+/* Path of one of the segment's files under its current suffix. */
+int eng_segment_file_path(const eng_segment *s, const char *ext, char *buf, size_t len);
+
+#endif

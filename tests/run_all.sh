@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs every test binary under build/san/tests (unit first, then integration,
+# then crash and fuzz-corpus replays when present), each with a time limit,
+# and ends with one line: "N passed, N failed".
+#
+# Binaries print TAP (cmocka's CMOCKA_MESSAGE_OUTPUT=TAP): "ok N - name" and
+# "not ok N - name".  A binary that dies without reporting (a sanitizer abort,
+# a signal) counts as one failure on top of what it reported.
+set -u
+root=${1:-build/san}
+passed=0
+failed=0
+failed_names=()
+export CMOCKA_MESSAGE_OUTPUT=TAP
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LOGSTORE_TEST_BINARY=${LOGSTORE_TEST_BINARY:-$root/logstore}
+logdir=$root/test-logs
+mkdir -p "$logdir"
+
+run_one() {
+    local bin=$1 limit=$2 name out rc p f
+    name=$(basename "$bin")
+    out=$logdir/$name.log
+    echo "== $name"
+    timeout --kill-after=10 "$limit" "$bin" >"$out" 2>&1
+    rc=$?
+    p=$(grep -cE '^ok [0-9]+' "$out")
+    f=$(grep -cE '^not ok [0-9]+' "$out")
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+        echo "   $name exited with status $rc without reporting a failure (see $out)"
+        tail -n 30 "$out" | sed 's/^/   | /'
+    fi
+    if [ "$f" -gt 0 ]; then
+        grep -E '^not ok' "$out" | sed 's/^/   /'
+        grep -E '^# (ERROR|FAIL|.*error)' "$out" | head -20 | sed 's/^/   /'
+        failed_names+=("$name")
+    fi
+    echo "   $p passed, $f failed"
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+for suite in unit integration crash fuzz; do
+    [ -d "$root/tests/$suite" ] || continue
+    for bin in "$root"/tests/$suite/test_*; do
+        [ -x "$bin" ] && [ -f "$bin" ] || continue
+        case "$bin" in *.o|*.d) continue;; esac
+        run_one "$bin" 900
+    done
+done
+
+if [ ${#failed_names[@]} -gt 0 ]; then
+    echo "failing suites: ${failed_names[*]}"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
