@@ -48,7 +48,8 @@ INTEG_BIN := $(INTEG_SRC:tests/integration/%.c=$(BUILD)/san/tests/integration/%)
 INTEG_HARNESS := $(BUILD)/san/tests/integration/harness.o
 TEST_SUPPORT := $(BUILD)/san/tests/unit/support.o
 
-.PHONY: all run test deps test-run build-tests bench clean check-layers
+.PHONY: all run test deps build-tests bench clean check-layers
+.SECONDARY:
 
 all: $(BUILD)/logstore
 
@@ -83,10 +84,12 @@ deps:
 # ---- release build -------------------------------------------------------
 $(BUILD)/rel/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(RUNTIME_CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(RUNTIME_CFLAGS) -c $< -o $@
 
 $(BUILD)/logstore: $(REL_OBJ) $(BUILD)/rel/service/main.o
-	$(CC) $(REL_CFLAGS) $(REL_LDFLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(REL_CFLAGS) $(REL_LDFLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS)
 
 run: deps
 	@$(MAKE) --no-print-directory $(BUILD)/logstore
@@ -96,16 +99,20 @@ run: deps
 # ---- sanitizer build and tests -------------------------------------------
 $(BUILD)/san/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(RUNTIME_CFLAGS) $(TEST_CFLAGS) -Itests/unit -Itests/integration -c $< -o $@
+	@echo "  CC san  $<"
+	@$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(RUNTIME_CFLAGS) $(TEST_CFLAGS) -Itests/unit -Itests/integration -c $< -o $@
 
 $(BUILD)/san/logstore: $(SAN_OBJ) $(BUILD)/san/service/main.o
-	$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS)
+	@echo "  LD san  $@"
+	@$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS)
 
 $(BUILD)/san/tests/unit/%: $(BUILD)/san/tests/unit/%.o $(TEST_SUPPORT) $(SAN_OBJ)
-	$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS) $(TEST_LIBS)
+	@echo "  LD san  $@"
+	@$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS) $(TEST_LIBS)
 
 $(BUILD)/san/tests/integration/%: $(BUILD)/san/tests/integration/%.o $(INTEG_HARNESS) $(TEST_SUPPORT) $(SAN_OBJ)
-	$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS) $(TEST_LIBS)
+	@echo "  LD san  $@"
+	@$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS) $(TEST_LIBS)
 
 build-tests: $(BUILD)/san/logstore $(UNIT_BIN) $(INTEG_BIN)
 

@@ -213,6 +213,8 @@ static int open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_c
             eng_fs_remove_tree(pdir);
         return rc;
     }
+    if (!lc)
+        return 0; /* created now, not loaded: not part of the startup report */
     m->report.partitions++;
     m->report.segments += st.segments;
     m->report.segments_recovered += st.segments_recovered;
@@ -345,9 +347,21 @@ static int load_all(eng_manager *m, bool clean)
     return 0;
 }
 
-int eng_manager_open(const eng_manager_opts *o, eng_manager **out, eng_errdetail *err)
+static void manager_free(eng_manager *m)
 {
-    int64_t t0 = eng_mono_ms();
+    for (size_t i = 0; i < m->ntopics; i++)
+        topic_free(m->topics[i]);
+    free(m->topics);
+    if (m->lock_fd >= 0)
+        close(m->lock_fd); /* releases the flock */
+    pthread_rwlock_destroy(&m->lock);
+    free(m->meta_dir);
+    free(m->dir);
+    free(m);
+}
+
+int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail *err)
+{
     eng_manager *m = calloc(1, sizeof *m);
     if (!m)
         return -ENOMEM;
@@ -365,12 +379,10 @@ int eng_manager_open(const eng_manager_opts *o, eng_manager **out, eng_errdetail
         rc = rc ? rc : -ENOMEM;
         goto fail;
     }
-    if ((rc = eng_fs_mkdir(m->dir))) {
+    if ((rc = eng_fs_mkdir(m->dir)) || (rc = eng_fs_mkdir(m->meta_dir))) {
         eng_fail(err, rc, "cannot create log dir %s: %s", m->dir, eng_strerror(rc));
         goto fail;
     }
-    if ((rc = eng_fs_mkdir(m->meta_dir)))
-        goto fail;
     if ((rc = eng_fs_join(path, sizeof path, m->dir, ".lock")))
         goto fail;
     m->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -384,41 +396,57 @@ int eng_manager_open(const eng_manager_opts *o, eng_manager **out, eng_errdetail
         eng_fail(err, rc, "log dir %s is in use by another process (%s is locked)", m->dir, path);
         goto fail;
     }
+    *out = m;
+    return 0;
+fail:
+    manager_free(m);
+    return rc;
+}
+
+int eng_manager_load(eng_manager *m, eng_errdetail *err)
+{
+    int64_t t0 = eng_mono_ms();
+    char path[PATH_MAX];
     /* The marker is consumed before loading: a crash while loading is unclean. */
-    if ((rc = eng_fs_join(path, sizeof path, m->dir, ".kafka_cleanshutdown")))
-        goto fail;
+    int rc = eng_fs_join(path, sizeof path, m->dir, ".kafka_cleanshutdown");
+    if (rc)
+        return rc;
     m->report.clean_shutdown = eng_fs_exists(path);
-    if (m->report.clean_shutdown) {
-        if (unlink(path) < 0 || (rc = eng_fs_sync_dir(m->dir))) {
-            rc = rc ? rc : -errno;
-            goto fail;
-        }
+    if (m->report.clean_shutdown && (unlink(path) < 0 || (rc = eng_fs_sync_dir(m->dir)))) {
+        rc = rc ? rc : -errno;
+        return eng_fail(err, rc, "cannot remove %s: %s", path, eng_strerror(rc));
     }
     atomic_store(&g_loaded, 0);
     atomic_store(&g_total, 0);
-    if ((rc = load_all(m, m->report.clean_shutdown))) {
-        eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
-        goto fail;
-    }
+    if ((rc = load_all(m, m->report.clean_shutdown)))
+        return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
     m->report.duration_ms = eng_mono_ms() - t0;
     ENG_INFO("loaded %u topics, %u partitions from %s in %lld ms (%s shutdown, %u segments "
              "recovered, %" PRIu64 " bytes truncated)",
              m->report.topics, m->report.partitions, m->dir, (long long)m->report.duration_ms,
              m->report.clean_shutdown ? "clean" : "unclean", m->report.segments_recovered,
              m->report.bytes_truncated);
+    return 0;
+}
+
+void eng_manager_abandon(eng_manager *m)
+{
+    if (m)
+        manager_free(m);
+}
+
+int eng_manager_open(const eng_manager_opts *o, eng_manager **out, eng_errdetail *err)
+{
+    eng_manager *m;
+    int rc = eng_manager_new(o, &m, err);
+    if (rc)
+        return rc;
+    if ((rc = eng_manager_load(m, err))) {
+        manager_free(m);
+        return rc;
+    }
     *out = m;
     return 0;
-fail:
-    for (size_t i = 0; i < m->ntopics; i++)
-        topic_free(m->topics[i]);
-    free(m->topics);
-    if (m->lock_fd >= 0)
-        close(m->lock_fd);
-    pthread_rwlock_destroy(&m->lock);
-    free(m->meta_dir);
-    free(m->dir);
-    free(m);
-    return rc;
 }
 
 int eng_manager_all_partitions(eng_manager *m, eng_partition ***out, size_t *n)
@@ -510,14 +538,7 @@ void eng_manager_close(eng_manager *m)
         if (rc)
             ENG_ERROR("writing the clean-shutdown marker: %s", eng_strerror(rc));
     }
-    for (size_t i = 0; i < m->ntopics; i++)
-        topic_free(m->topics[i]);
-    free(m->topics);
-    close(m->lock_fd); /* releases the flock */
-    pthread_rwlock_destroy(&m->lock);
-    free(m->meta_dir);
-    free(m->dir);
-    free(m);
+    manager_free(m);
 }
 
 void eng_manager_startup_report(const eng_manager *m, eng_startup_report *out)

@@ -76,6 +76,15 @@ typedef struct eng_topic_desc {
  * dir, with the reason in err. */
 int eng_manager_open(const eng_manager_opts *o, eng_manager **out, eng_errdetail *err);
 
+/* The two halves of eng_manager_open, so a server can refuse a locked dir
+ * before it opens its port, then report progress while loading:
+ * eng_manager_new creates the dir and takes the lock; eng_manager_load
+ * consumes the clean-shutdown marker and loads every topic.  A manager whose
+ * load failed is released with eng_manager_abandon (no marker written). */
+int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail *err);
+int eng_manager_load(eng_manager *m, eng_errdetail *err);
+void eng_manager_abandon(eng_manager *m);
+
 /* Clean stop: closes every partition (final index entries, trims, fsync),
  * writes checkpoints, then the clean-shutdown marker, then unlocks. */
 void eng_manager_close(eng_manager *m);

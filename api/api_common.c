@@ -1,0 +1,125 @@
+/*
+ * api_common.c - shared handler helpers.
+ */
+#include "api_common.h"
+
+#include "api_errors.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+eng_manager *api_mgr(api_ctx *ctx)
+{
+    return atomic_load(&ctx->mgr);
+}
+
+bool api_parse_i64(const char *s, int64_t *out)
+{
+    if (!s || !*s)
+        return false;
+    const char *p = s;
+    if (*p == '-')
+        p++;
+    if (!*p)
+        return false;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9')
+            return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool api_query_i64(const api_request *req, api_response *resp, const char *key, int64_t dflt,
+                   int64_t min, int64_t max, int64_t *out)
+{
+    bool present;
+    const char *v = api_query(req, key, &present);
+    if (!present) {
+        *out = dflt;
+        return true;
+    }
+    int64_t x;
+    if (!api_parse_i64(v, &x) || x < min || x > max) {
+        api_error(resp, req, "invalid_request", NULL,
+                  "query parameter %s must be an integer in [%lld, %lld]", key, (long long)min,
+                  (long long)max);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool api_query_bool(const api_request *req, api_response *resp, const char *key, bool dflt,
+                    bool *out)
+{
+    bool present;
+    const char *v = api_query(req, key, &present);
+    if (!present) {
+        *out = dflt;
+        return true;
+    }
+    if (!v || !*v || !strcmp(v, "1") || !strcmp(v, "true")) {
+        *out = true;
+        return true;
+    }
+    if (!strcmp(v, "0") || !strcmp(v, "false")) {
+        *out = false;
+        return true;
+    }
+    api_error(resp, req, "invalid_request", NULL, "query parameter %s must be true or false", key);
+    return false;
+}
+
+bool api_lookup_partition(api_ctx *ctx, const api_request *req, const api_params *params,
+                          api_response *resp, eng_partition **out)
+{
+    const char *topic = api_param(params, "topic");
+    int64_t id;
+    if (!eng_topic_name_valid(topic)) {
+        api_error(resp, req, "invalid_topic_name", NULL, "'%.100s' is not a valid topic name", topic);
+        return false;
+    }
+    if (!api_parse_i64(api_param(params, "partition"), &id) || id < 0 || id > INT32_MAX) {
+        api_error(resp, req, "invalid_request", NULL, "partition must be a non-negative integer");
+        return false;
+    }
+    eng_errdetail d = {0};
+    int rc = eng_manager_partition(api_mgr(ctx), topic, (int32_t)id, out, &d);
+    if (rc) {
+        api_error_from_engine(resp, req, rc, &d);
+        return false;
+    }
+    return true;
+}
+
+json_t *api_body_object(const api_request *req, api_response *resp, bool allow_empty)
+{
+    if (!req->body || req->body_len == 0) {
+        if (allow_empty)
+            return json_object();
+        api_error(resp, req, "malformed_json", NULL, "the request body is empty; expected a JSON object");
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *doc = json_loadb((const char *)req->body, req->body_len, JSON_ALLOW_NUL, &jerr);
+    if (!doc) {
+        if (json_error_code(&jerr) == json_error_invalid_utf8)
+            api_error(resp, req, "invalid_utf8", NULL, "the body is not valid UTF-8");
+        else
+            api_error(resp, req, "malformed_json", NULL, "malformed JSON at line %d column %d: %s",
+                      jerr.line, jerr.column, jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        api_error(resp, req, "invalid_request", NULL, "the body must be a JSON object");
+        return NULL;
+    }
+    return doc;
+}

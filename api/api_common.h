@@ -1,0 +1,40 @@
+/*
+ * api_common.h - helpers every handler module uses: strict number parsing
+ * for path and query values, partition lookup with the right error, JSON
+ * body parsing with the right error.  Each helper that can fail fills the
+ * response with the error itself and returns false, so handlers read as
+ * straight-line code.
+ */
+#ifndef API_COMMON_H
+#define API_COMMON_H
+
+#include "api_ctx.h"
+#include "api_request.h"
+#include "eng_partition.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Strict base-10 int64: no sign unless negative, no spaces, no trailing bytes. */
+bool api_parse_i64(const char *s, int64_t *out);
+
+/* Query integer `key` in [min, max], or dflt when absent. */
+bool api_query_i64(const api_request *req, api_response *resp, const char *key, int64_t dflt,
+                   int64_t min, int64_t max, int64_t *out);
+
+/* Query boolean: absent -> dflt; "", "1", "true" -> true; "0", "false" -> false. */
+bool api_query_bool(const api_request *req, api_response *resp, const char *key, bool dflt,
+                    bool *out);
+
+/* Looks up {topic}/{partition}; on success *out is referenced. */
+bool api_lookup_partition(api_ctx *ctx, const api_request *req, const api_params *params,
+                          api_response *resp, eng_partition **out);
+
+/* Parses the body as a JSON object (an empty body gives an empty object when
+ * allow_empty).  Returns a new reference or NULL with resp filled. */
+json_t *api_body_object(const api_request *req, api_response *resp, bool allow_empty);
+
+/* The engine manager (never NULL once dispatch let the request through). */
+eng_manager *api_mgr(api_ctx *ctx);
+
+#endif

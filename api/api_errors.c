@@ -1,0 +1,155 @@
+/*
+ * api_errors.c - error codes, their HTTP statuses and Kafka equivalents.
+ */
+#include "api_errors.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct err_def {
+    const char *code;
+    int status;
+    const char *kafka; /* NULL: no Kafka equivalent */
+    int kafka_code;
+    bool retriable;
+} err_def;
+
+static const err_def table[] = {
+    {"invalid_request", 400, "INVALID_REQUEST", 42, false},
+    {"malformed_json", 400, "INVALID_REQUEST", 42, false},
+    {"invalid_partitions", 400, "INVALID_PARTITIONS", 37, false},
+    {"unauthorized", 401, "SASL_AUTHENTICATION_FAILED", 58, false},
+    {"forbidden", 403, "TOPIC_AUTHORIZATION_FAILED", 29, false},
+    {"route_not_found", 404, NULL, 0, false},
+    {"unknown_topic", 404, "UNKNOWN_TOPIC_OR_PARTITION", 3, false},
+    {"unknown_partition", 404, "UNKNOWN_TOPIC_OR_PARTITION", 3, false},
+    {"segment_not_found", 404, NULL, 0, false},
+    {"record_not_found", 404, NULL, 0, false},
+    {"not_found", 404, NULL, 0, false},
+    {"method_not_allowed", 405, NULL, 0, false},
+    {"topic_exists", 409, "TOPIC_ALREADY_EXISTS", 36, false},
+    {"busy", 409, NULL, 0, true},
+    {"expected_offset_mismatch", 412, NULL, 0, false},
+    {"request_too_large", 413, NULL, 0, false},
+    {"record_too_large", 413, "MESSAGE_TOO_LARGE", 10, false},
+    {"unsupported_media_type", 415, NULL, 0, false},
+    {"offset_out_of_range", 416, "OFFSET_OUT_OF_RANGE", 1, false},
+    {"invalid_config", 422, "INVALID_CONFIG", 40, false},
+    {"invalid_topic_name", 422, "INVALID_TOPIC_EXCEPTION", 17, false},
+    {"invalid_record", 422, "INVALID_RECORD", 87, false},
+    {"corrupt_record", 422, "CORRUPT_MESSAGE", 2, false},
+    {"invalid_timestamp", 422, "INVALID_TIMESTAMP", 32, false},
+    {"invalid_base64", 422, "INVALID_RECORD", 87, false},
+    {"invalid_utf8", 422, "INVALID_RECORD", 87, false},
+    {"not_compacted", 422, NULL, 0, false},
+    {"too_many_waiters", 429, "THROTTLING_QUOTA_EXCEEDED", 89, true},
+    {"internal_error", 500, "UNKNOWN_SERVER_ERROR", -1, false},
+    {"not_ready", 503, "LEADER_NOT_AVAILABLE", 5, true},
+    {"log_dir_offline", 503, "KAFKA_STORAGE_ERROR", 56, true},
+    {"shutting_down", 503, "BROKER_NOT_AVAILABLE", 8, true},
+    {"disk_full", 507, "KAFKA_STORAGE_ERROR", 56, true},
+};
+
+static const err_def *find_def(const char *code)
+{
+    const err_def *internal = NULL;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (strcmp(table[i].code, code) == 0)
+            return &table[i];
+        if (strcmp(table[i].code, "internal_error") == 0)
+            internal = &table[i];
+    }
+    return internal;
+}
+
+int api_error_status(const char *code)
+{
+    return find_def(code)->status;
+}
+
+json_t *api_error_object(const api_request *req, const char *code, const char *message,
+                         json_t *details)
+{
+    const err_def *d = find_def(code);
+    json_t *o = json_object();
+    if (!o) {
+        json_decref(details);
+        return NULL;
+    }
+    json_object_set_new(o, "error_code", json_string(d->code));
+    json_object_set_new(o, "message", json_string(message) ? json_string(message)
+                                                           : json_string("(unprintable message)"));
+    json_object_set_new(o, "kafka_error", d->kafka ? json_string(d->kafka) : json_null());
+    json_object_set_new(o, "kafka_error_code", d->kafka ? json_integer(d->kafka_code) : json_null());
+    json_object_set_new(o, "retriable", json_boolean(d->retriable));
+    json_object_set_new(o, "details", details ? details : json_object());
+    json_object_set_new(o, "request_id", json_string(req ? req->request_id : ""));
+    return o;
+}
+
+void api_error(api_response *resp, const api_request *req, const char *code, json_t *details,
+               const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    free(resp->raw);
+    resp->raw = NULL;
+    resp->content_type = NULL;
+    api_resp_json(resp, find_def(code)->status, api_error_object(req, code, msg, details));
+}
+
+const char *api_error_code_for(int rc)
+{
+    switch (rc) {
+    case ENG_EINVAL: return "invalid_request";
+    case ENG_ECORRUPT:
+    case ENG_ECRC: return "corrupt_record";
+    case ENG_ETOOLARGE: return "record_too_large";
+    case ENG_ENOTOPIC: return "unknown_topic";
+    case ENG_ENOPARTITION: return "unknown_partition";
+    case ENG_ETOPICEXISTS: return "topic_exists";
+    case ENG_ETOPICNAME: return "invalid_topic_name";
+    case ENG_ECONFIG: return "invalid_config";
+    case ENG_EOFFSET: return "offset_out_of_range";
+    case ENG_EEXPECTED: return "expected_offset_mismatch";
+    case ENG_ETIMESTAMP: return "invalid_timestamp";
+    case ENG_ENULLKEY: return "invalid_record";
+    case ENG_ENOTFOUND: return "not_found";
+    case ENG_EOFFLINE: return "log_dir_offline";
+    case ENG_ESHUTDOWN: return "shutting_down";
+    case ENG_EBUSY: return "busy";
+    case ENG_ENOTCOMPACT: return "not_compacted";
+    case ENG_ENOTREADY: return "not_ready";
+    case ENG_ELIMIT: return "too_many_waiters";
+    case -ENOSPC:
+    case -EDQUOT: return "disk_full";
+    default: return "internal_error";
+    }
+}
+
+void api_error_from_engine(api_response *resp, const api_request *req, int rc,
+                           const eng_errdetail *d)
+{
+    const char *code = api_error_code_for(rc);
+    json_t *details = json_object();
+    if (d && d->key[0])
+        json_object_set_new(details, "key", json_string(d->key));
+    if (d && d->has_bounds) {
+        if (rc == ENG_EOFFSET) {
+            json_object_set_new(details, "log_start_offset", json_integer(d->lo));
+            json_object_set_new(details, "high_watermark", json_integer(d->hi));
+        } else if (rc == ENG_EEXPECTED) {
+            json_object_set_new(details, "expected_offset", json_integer(d->lo));
+            json_object_set_new(details, "log_end_offset", json_integer(d->hi));
+        } else if (rc == ENG_ETOOLARGE) {
+            json_object_set_new(details, "max_bytes", json_integer(d->hi));
+        }
+    }
+    const char *msg = d && d->message[0] ? d->message : eng_strerror(rc);
+    api_error(resp, req, code, details, "%s", msg);
+}

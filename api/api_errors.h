@@ -1,0 +1,35 @@
+/*
+ * api_errors.h - the one error body and status table of the HTTP API.
+ *
+ * Every failure becomes a non-2xx response with DESIGN §6's body:
+ *   {"error_code","message","kafka_error","kafka_error_code","retriable",
+ *    "details":{...},"request_id"}
+ * Codes without a Kafka equivalent carry null kafka fields.  Engine error
+ * codes map onto this table in one place (api_error_from_engine).
+ */
+#ifndef API_ERRORS_H
+#define API_ERRORS_H
+
+#include "api_request.h"
+#include "eng_error.h"
+
+/* Fills resp with the error `code` (a name from the table in api_errors.c),
+ * its status, and a formatted message.  details (may be NULL) is stolen. */
+void api_error(api_response *resp, const api_request *req, const char *code, json_t *details,
+               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Maps an engine result (ENG_E* or -errno) with its detail to a response. */
+void api_error_from_engine(api_response *resp, const api_request *req, int rc,
+                           const eng_errdetail *d);
+
+/* The API code an engine result maps to (for tests and 207 bodies). */
+const char *api_error_code_for(int rc);
+
+/* HTTP status of an API code (500 for unknown codes). */
+int api_error_status(const char *code);
+
+/* Builds just the error object (for per-item errors inside a 207 body). */
+json_t *api_error_object(const api_request *req, const char *code, const char *message,
+                         json_t *details);
+
+#endif

@@ -1,0 +1,451 @@
+/*
+ * api_records.c - appending and reading records as JSON.
+ *
+ * Append: the body is parsed into record specs, encoded into one RecordBatch
+ * v2 (the same bytes a Kafka producer would send) and handed to the engine,
+ * which assigns offsets and writes it whole or not at all.  Keyed appends
+ * spread records over partitions with Kafka's murmur2 partitioner (null keys
+ * round-robin), one batch per partition.
+ *
+ * Read: whole batches come back from the engine; records below the requested
+ * offset are skipped, and the answer stops at max_records, max_bytes (after at
+ * least one record), until_timestamp or the high watermark.  next_offset is
+ * the cursor for the next read: compaction may leave gaps, so clients follow
+ * it instead of counting.
+ */
+#include "api_codec.h"
+#include "api_common.h"
+#include "api_errors.h"
+#include "api_router.h"
+#include "eng_buf.h"
+#include "eng_compress.h"
+#include "eng_fs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static bool json_content_type(const api_request *req, api_response *resp)
+{
+    const char *ct = api_header(req, "Content-Type");
+    if (!ct || strncasecmp(ct, "application/json", 16) == 0)
+        return true;
+    api_error(resp, req, "unsupported_media_type", NULL,
+              "Content-Type %.80s is not supported here; send application/json", ct);
+    return false;
+}
+
+static json_t *append_result_json(const eng_append_result *r)
+{
+    json_t *o = json_pack("{s:I,s:I,s:i,s:s,s:I,s:I,s:I}", "base_offset", (json_int_t)r->base_offset,
+                          "last_offset", (json_int_t)r->last_offset, "record_count",
+                          (int)r->record_count, "timestamp_type",
+                          r->timestamp_type == ENG_TS_LOG_APPEND_TIME ? "LogAppendTime" : "CreateTime",
+                          "log_start_offset", (json_int_t)r->log_start_offset, "high_watermark",
+                          (json_int_t)r->high_watermark, "batch_bytes", (json_int_t)r->batch_bytes);
+    json_object_set_new(o, "log_append_time", json_integer(r->log_append_time));
+    return o;
+}
+
+/* Encodes specs and appends them; fills res or d. */
+static int append_specs(eng_partition *p, const eng_record_spec *recs, size_t n,
+                        int64_t expected_offset, eng_append_result *res, eng_errdetail *d)
+{
+    uint8_t *batch;
+    size_t len;
+    int rc = api_encode_batch(recs, n, &batch, &len);
+    if (rc)
+        return eng_fail(d, rc, "out of memory encoding %zu records", n);
+    eng_append_opts o = {.expected_offset = expected_offset, .producer_batches = false};
+    rc = eng_partition_append(p, batch, len, &o, res, d);
+    free(batch);
+    return rc;
+}
+
+static bool parse_body(api_ctx *ctx, const api_request *req, api_response *resp,
+                       api_append_body *body)
+{
+    if (!json_content_type(req, resp))
+        return false;
+    api_codec_err cerr;
+    if (api_parse_append(req->body, req->body_len, eng_now_ms(), ctx->limits.max_records_per_request,
+                         body, &cerr)) {
+        api_error(resp, req, cerr.code, NULL, "%s", cerr.message);
+        return false;
+    }
+    return true;
+}
+
+void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params,
+                  api_response *resp)
+{
+    eng_partition *p;
+    if (!api_lookup_partition(ctx, req, params, resp, &p))
+        return;
+    api_append_body body;
+    if (parse_body(ctx, req, resp, &body)) {
+        eng_append_result res;
+        eng_errdetail d = {0};
+        int rc = append_specs(p, body.recs, body.n, body.expected_offset, &res, &d);
+        if (rc)
+            api_error_from_engine(resp, req, rc, &d);
+        else
+            api_resp_json(resp, 200, append_result_json(&res));
+        api_append_body_free(&body);
+    }
+    eng_partition_unref(p);
+}
+
+void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *params,
+                        api_response *resp)
+{
+    const char *topic = api_param(params, "topic");
+    eng_topic_desc desc;
+    if (!eng_topic_name_valid(topic)) {
+        api_error(resp, req, "invalid_topic_name", NULL, "'%.100s' is not a valid topic name", topic);
+        return;
+    }
+    int rc = eng_manager_describe_topic(api_mgr(ctx), topic, &desc);
+    if (rc) {
+        eng_errdetail d = {0};
+        eng_fail(&d, rc, "topic '%.200s' does not exist", topic);
+        api_error_from_engine(resp, req, rc, &d);
+        return;
+    }
+    int32_t nparts = desc.meta.partitions;
+    eng_topic_desc_clear(&desc);
+    api_append_body body;
+    if (!parse_body(ctx, req, resp, &body))
+        return;
+    if (body.expected_offset >= 0) {
+        api_error(resp, req, "invalid_request", NULL,
+                  "expected_offset applies to one partition; use the partition's records URL");
+        api_append_body_free(&body);
+        return;
+    }
+    /* Choose each record's partition, then append one batch per partition. */
+    int32_t *target = malloc(body.n * sizeof *target);
+    eng_record_spec *group = malloc(body.n * sizeof *group);
+    json_t *results = json_array(), *records = json_array();
+    size_t ok = 0, failed = 0;
+    json_t *first_error = NULL;
+    int first_status = 0;
+    if (!target || !group) {
+        api_error(resp, req, "internal_error", NULL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < body.n; i++) {
+        if (body.partitions[i] >= nparts) {
+            api_error(resp, req, "unknown_partition", NULL,
+                      "record %zu names partition %d; topic '%s' has %d", i, body.partitions[i],
+                      topic, nparts);
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < body.n; i++) {
+        if (body.partitions[i] >= 0)
+            target[i] = body.partitions[i];
+        else if (body.recs[i].key)
+            target[i] = api_partition_for_key(body.recs[i].key, (size_t)body.recs[i].key_len, nparts);
+        else
+            target[i] = (int32_t)(atomic_fetch_add(&ctx->round_robin, 1) % (uint64_t)nparts);
+    }
+    /* Per-record results in request order: filled as partitions complete. */
+    json_t **rec_out = calloc(body.n, sizeof *rec_out);
+    if (!rec_out) {
+        api_error(resp, req, "internal_error", NULL, "out of memory");
+        goto done;
+    }
+    for (int32_t part = 0; part < nparts; part++) {
+        size_t n = 0;
+        for (size_t i = 0; i < body.n; i++)
+            if (target[i] == part)
+                group[n++] = body.recs[i];
+        if (n == 0)
+            continue;
+        eng_partition *p;
+        eng_errdetail d = {0};
+        eng_append_result res;
+        rc = eng_manager_partition(api_mgr(ctx), topic, part, &p, &d);
+        if (!rc) {
+            rc = append_specs(p, group, n, -1, &res, &d);
+            eng_partition_unref(p);
+        }
+        json_t *r;
+        if (rc) {
+            const char *code = api_error_code_for(rc);
+            json_t *err = api_error_object(req, code, d.message[0] ? d.message : eng_strerror(rc), NULL);
+            r = json_pack("{s:i,s:O}", "partition", (int)part, "error", err);
+            if (!first_error) {
+                first_error = err;
+                first_status = api_error_status(code);
+            } else {
+                json_decref(err);
+            }
+            failed += n;
+        } else {
+            r = append_result_json(&res);
+            json_object_set_new(r, "partition", json_integer(part));
+            ok += n;
+        }
+        int64_t next = rc ? -1 : res.base_offset;
+        for (size_t i = 0; i < body.n; i++) {
+            if (target[i] != part)
+                continue;
+            rec_out[i] = rc ? json_pack("{s:i,s:n}", "partition", (int)part, "offset")
+                            : json_pack("{s:i,s:I}", "partition", (int)part, "offset", (json_int_t)next++);
+        }
+        json_array_append_new(results, r);
+    }
+    for (size_t i = 0; i < body.n; i++)
+        json_array_append_new(records, rec_out[i] ? rec_out[i] : json_null());
+    free(rec_out);
+    if (ok == 0 && first_error) {
+        /* Nothing was written: answer with the (first) error itself. */
+        api_resp_json(resp, first_status, json_incref(first_error));
+    } else {
+        api_resp_json(resp, failed ? 207 : 200,
+                      json_pack("{s:O,s:O,s:I,s:I}", "results", results, "records", records,
+                                "records_appended", (json_int_t)ok, "records_failed",
+                                (json_int_t)failed));
+    }
+done:
+    json_decref(first_error);
+    json_decref(results);
+    json_decref(records);
+    free(target);
+    free(group);
+    api_append_body_free(&body);
+}
+
+/* ---- reads ---------------------------------------------------------------- */
+
+typedef struct read_req {
+    int64_t start;
+    int64_t max_records;
+    int64_t max_bytes;
+    int64_t until_ts; /* INT64_MAX: none */
+    bool base64;
+    bool clamp;
+} read_req;
+
+typedef struct read_out {
+    json_t *records;
+    int64_t count;
+    int64_t bytes;
+    int64_t next_offset;
+    bool done;
+} read_out;
+
+/* Appends the records of the fetched batches at or after out->next_offset. */
+static int collect(const eng_fetch *f, const read_req *rr, read_out *out, eng_buf *scratch,
+                   api_codec_err *cerr)
+{
+    size_t pos = 0;
+    while (pos < f->len && !out->done) {
+        eng_batch_header h;
+        if (eng_batch_header_decode(f->data + pos, f->len - pos, &h))
+            return ENG_ECORRUPT;
+        const uint8_t *recs;
+        size_t len;
+        int rc = eng_batch_plain_records(f->data + pos, &h, scratch, &recs, &len);
+        if (rc)
+            return rc;
+        bool lat = (h.attributes & ENG_ATTR_LOG_APPEND_TIME) != 0;
+        eng_record_iter it;
+        eng_record r;
+        eng_record_iter_init(&it, &h, recs, len);
+        bool cut = false;
+        while ((rc = eng_record_iter_next(&it, &r)) == 1) {
+            if (r.offset < out->next_offset)
+                continue;
+            int64_t size = (r.key_len > 0 ? r.key_len : 0) + (r.value_len > 0 ? r.value_len : 0) +
+                           (int64_t)(r.headers_end - r.headers);
+            if (out->count >= rr->max_records || (out->count > 0 && out->bytes + size > rr->max_bytes) ||
+                r.timestamp > rr->until_ts) {
+                out->next_offset = r.offset;
+                out->done = cut = true;
+                break;
+            }
+            json_t *jr = api_record_json(&r, lat, rr->base64, cerr);
+            if (!jr)
+                return ENG_EINVAL;
+            json_array_append_new(out->records, jr);
+            out->count++;
+            out->bytes += size;
+            out->next_offset = r.offset + 1;
+        }
+        if (rc < 0)
+            return rc;
+        if (!cut && eng_batch_last_offset(&h) + 1 > out->next_offset)
+            out->next_offset = eng_batch_last_offset(&h) + 1;
+        pos += eng_batch_size(&h);
+    }
+    return 0;
+}
+
+/* Resolves the start selector; false with resp filled on a bad request. */
+static bool parse_read(const api_request *req, api_response *resp, eng_partition *p, read_req *rr)
+{
+    static const char *const selectors[] = {"offset", "earliest", "latest", "timestamp", "tail"};
+    size_t nsel = 0;
+    for (size_t i = 0; i < 5; i++)
+        nsel += api_query_count(req, selectors[i]);
+    if (nsel > 1) {
+        api_error(resp, req, "invalid_request", NULL,
+                  "give at most one of offset, earliest, latest, timestamp or tail");
+        return false;
+    }
+    const char *enc = api_query(req, "encoding", NULL);
+    if (api_parse_encoding(enc, &rr->base64)) {
+        api_error(resp, req, "invalid_request", NULL, "encoding must be utf8 or base64");
+        return false;
+    }
+    if (!api_query_i64(req, resp, "max_records", 100, 1, 10000, &rr->max_records) ||
+        !api_query_i64(req, resp, "max_bytes", 1 << 20, 1, 64 << 20, &rr->max_bytes) ||
+        !api_query_i64(req, resp, "until_timestamp", INT64_MAX, 0, INT64_MAX, &rr->until_ts) ||
+        !api_query_bool(req, resp, "clamp", false, &rr->clamp))
+        return false;
+    int64_t lso = eng_partition_log_start_offset(p), hw = eng_partition_high_watermark(p);
+    bool present;
+    const char *off = api_query(req, "offset", &present);
+    if (present && off && !strcmp(off, "earliest"))
+        rr->start = lso;
+    else if (present && off && !strcmp(off, "latest"))
+        rr->start = hw;
+    else if (present) {
+        if (!api_query_i64(req, resp, "offset", 0, INT64_MIN, INT64_MAX, &rr->start))
+            return false;
+    } else if (api_query_count(req, "latest")) {
+        rr->start = hw;
+    } else if (api_query_count(req, "timestamp")) {
+        int64_t ts, found_ts;
+        if (!api_query_i64(req, resp, "timestamp", 0, 0, INT64_MAX, &ts))
+            return false;
+        int rc = eng_partition_offset_for_timestamp(p, ts, &rr->start, &found_ts);
+        if (rc == ENG_ENOTFOUND)
+            rr->start = hw;
+        else if (rc) {
+            api_error_from_engine(resp, req, rc, NULL);
+            return false;
+        }
+    } else if (api_query_count(req, "tail")) {
+        int64_t n;
+        if (!api_query_i64(req, resp, "tail", 0, 0, INT64_MAX, &n))
+            return false;
+        rr->start = hw - n < lso ? lso : hw - n;
+    } else {
+        rr->start = lso; /* earliest, explicit or by default */
+    }
+    if (rr->clamp)
+        rr->start = rr->start < lso ? lso : rr->start > hw ? hw : rr->start;
+    return true;
+}
+
+/* Reads into out; returns an engine code with d filled, or ENG_EINVAL with
+ * cerr filled for an encoding problem. */
+static int run_read(eng_partition *p, const read_req *rr, read_out *out, eng_errdetail *d,
+                    api_codec_err *cerr)
+{
+    eng_buf scratch = {0};
+    int rc = 0;
+    out->next_offset = rr->start;
+    while (!out->done) {
+        eng_fetch f;
+        int64_t budget = rr->max_bytes - out->bytes;
+        rc = eng_partition_read(p, out->next_offset, budget > 0 ? (size_t)budget : 1, &f, d);
+        if (rc == ENG_EOFFSET && rr->clamp && out->count == 0) {
+            /* Retention moved the start under us: begin again at the new start. */
+            int64_t lso = eng_partition_log_start_offset(p);
+            if (out->next_offset < lso) {
+                out->next_offset = lso;
+                continue;
+            }
+        }
+        if (rc)
+            break;
+        if (f.len == 0) {
+            eng_fetch_free(&f);
+            break;
+        }
+        rc = collect(&f, rr, out, &scratch, cerr);
+        int64_t hw = f.high_watermark;
+        eng_fetch_free(&f);
+        if (rc || out->next_offset >= hw)
+            break;
+    }
+    eng_buf_free(&scratch);
+    return rc;
+}
+
+void api_h_read(api_ctx *ctx, const api_request *req, const api_params *params, api_response *resp)
+{
+    eng_partition *p;
+    if (!api_lookup_partition(ctx, req, params, resp, &p))
+        return;
+    read_req rr;
+    if (parse_read(req, resp, p, &rr)) {
+        read_out out = {.records = json_array()};
+        eng_errdetail d = {0};
+        api_codec_err cerr = {0};
+        int rc = run_read(p, &rr, &out, &d, &cerr);
+        if (rc && cerr.code)
+            api_error(resp, req, cerr.code, NULL, "%s", cerr.message);
+        else if (rc)
+            api_error_from_engine(resp, req, rc, &d);
+        else
+            api_resp_json(resp, 200,
+                          json_pack("{s:O,s:I,s:I,s:I}", "records", out.records, "next_offset",
+                                    (json_int_t)out.next_offset, "high_watermark",
+                                    (json_int_t)eng_partition_high_watermark(p), "log_start_offset",
+                                    (json_int_t)eng_partition_log_start_offset(p)));
+        json_decref(out.records);
+    }
+    eng_partition_unref(p);
+}
+
+void api_h_read_one(api_ctx *ctx, const api_request *req, const api_params *params,
+                    api_response *resp)
+{
+    int64_t offset;
+    if (!api_parse_i64(api_param(params, "offset"), &offset)) {
+        api_error(resp, req, "invalid_request", NULL, "offset must be an integer");
+        return;
+    }
+    read_req rr = {.start = offset, .max_records = 1, .max_bytes = 1, .until_ts = INT64_MAX};
+    if (api_parse_encoding(api_query(req, "encoding", NULL), &rr.base64)) {
+        api_error(resp, req, "invalid_request", NULL, "encoding must be utf8 or base64");
+        return;
+    }
+    eng_partition *p;
+    if (!api_lookup_partition(ctx, req, params, resp, &p))
+        return;
+    int64_t hw = eng_partition_high_watermark(p);
+    if (offset >= hw) {
+        eng_errdetail d = {0};
+        eng_errdetail_bounds(&d, eng_partition_log_start_offset(p), hw);
+        eng_fail(&d, ENG_EOFFSET, "offset %lld is outside [%lld, %lld) for %s-%d",
+                 (long long)offset, (long long)d.lo, (long long)hw, eng_partition_topic(p),
+                 eng_partition_id(p));
+        api_error_from_engine(resp, req, ENG_EOFFSET, &d);
+        eng_partition_unref(p);
+        return;
+    }
+    read_out out = {.records = json_array()};
+    eng_errdetail d = {0};
+    api_codec_err cerr = {0};
+    int rc = run_read(p, &rr, &out, &d, &cerr);
+    json_t *first = json_array_get(out.records, 0);
+    if (rc && cerr.code)
+        api_error(resp, req, cerr.code, NULL, "%s", cerr.message);
+    else if (rc)
+        api_error_from_engine(resp, req, rc, &d);
+    else if (!first || json_integer_value(json_object_get(first, "offset")) != offset)
+        api_error(resp, req, "record_not_found", json_pack("{s:I}", "offset", (json_int_t)offset),
+                  "no record at offset %lld (removed by compaction)", (long long)offset);
+    else
+        api_resp_json(resp, 200, json_incref(first));
+    json_decref(out.records);
+    eng_partition_unref(p);
+}

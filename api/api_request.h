@@ -1,0 +1,79 @@
+/*
+ * api_request.h - the HTTP request and response as handlers see them.
+ *
+ * Handlers never touch libmicrohttpd: api_server.c builds an api_request from
+ * a connection (method, decoded path, query arguments, headers, body) and
+ * turns the api_response a handler fills into bytes on the wire.  The same
+ * structures let unit tests and the fuzzer drive every handler in process.
+ */
+#ifndef API_REQUEST_H
+#define API_REQUEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct api_kv {
+    const char *key;
+    const char *value; /* may be NULL for a bare query flag (?earliest) */
+} api_kv;
+
+typedef struct api_request {
+    const char *method;
+    const char *path;    /* percent-decoded, without the query string */
+    const api_kv *query; /* decoded query arguments, in order */
+    size_t nquery;
+    const api_kv *headers;
+    size_t nheaders;
+    const uint8_t *body; /* NULL when there is none */
+    size_t body_len;
+    char request_id[65];
+} api_request;
+
+#define API_MAX_PARAMS 4
+#define API_MAX_RESP_HEADERS 8
+
+/* Path parameters captured by the router ({topic}, {partition}, ...). */
+typedef struct api_params {
+    const char *name[API_MAX_PARAMS];
+    char value[API_MAX_PARAMS][256];
+    size_t n;
+} api_params;
+
+typedef struct api_response {
+    int status;
+    json_t *json;          /* owned; serialized compactly */
+    char *raw;             /* owned (malloc); sent as is when json is NULL */
+    size_t raw_len;
+    const char *content_type; /* static string; default application/json */
+    struct {
+        char name[48];
+        char value[256];
+    } headers[API_MAX_RESP_HEADERS];
+    size_t nheaders;
+} api_response;
+
+/* First query value for key: *present tells whether the key appeared at all
+ * (a bare flag has present=1 and a NULL value). */
+const char *api_query(const api_request *r, const char *key, bool *present);
+
+/* Number of times key appears in the query. */
+size_t api_query_count(const api_request *r, const char *key);
+
+/* Case-insensitive header lookup; NULL if absent. */
+const char *api_header(const api_request *r, const char *name);
+
+/* Value of a path parameter; "" if absent. */
+const char *api_param(const api_params *p, const char *name);
+
+/* Adds a response header (truncated to fit). */
+void api_resp_header(api_response *resp, const char *name, const char *value);
+
+/* Sets a JSON body (takes the reference) and status. */
+void api_resp_json(api_response *resp, int status, json_t *body);
+
+/* Releases what the response owns. */
+void api_response_clear(api_response *resp);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * api_router.c - the route table and request dispatch.
+ */
+#include "api_router.h"
+
+#include "api_errors.h"
+
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define E API_ROUTE_NEEDS_ENGINE
+#define B API_ROUTE_BODY
+#define TP "/v1/topics/{topic}/partitions/{partition}"
+
+static const api_route routes[] = {
+    {"GET", "/health/live", api_h_health_live, API_ROLE_NONE, 0},
+    {"GET", "/health/ready", api_h_health_ready, API_ROLE_NONE, 0},
+    {"GET", "/v1/info", api_h_info, API_ROLE_READ, 0},
+    {"GET", "/v1/topics", api_h_topics_list, API_ROLE_READ, E},
+    {"POST", "/v1/topics", api_h_topic_create, API_ROLE_ADMIN, E | B},
+    {"GET", "/v1/topics/{topic}", api_h_topic_get, API_ROLE_READ, E},
+    {"DELETE", "/v1/topics/{topic}", api_h_topic_delete, API_ROLE_ADMIN, E},
+    {"PATCH", "/v1/topics/{topic}", api_h_topic_patch, API_ROLE_ADMIN, E | B},
+    {"POST", "/v1/topics/{topic}/records", api_h_append_keyed, API_ROLE_WRITE, E | B},
+    {"GET", TP, api_h_partition_get, API_ROLE_READ, E},
+    {"GET", TP "/offsets", api_h_offsets, API_ROLE_READ, E},
+    {"POST", TP "/records", api_h_append, API_ROLE_WRITE, E | B},
+    {"GET", TP "/records", api_h_read, API_ROLE_READ, E},
+    {"GET", TP "/records/{offset}", api_h_read_one, API_ROLE_READ, E},
+    {"GET", TP "/segments", api_h_segments, API_ROLE_READ, E},
+    {"POST", TP "/segments:roll", api_h_segment_roll, API_ROLE_ADMIN, E | B},
+    {"GET", TP "/segments/{base}/index", api_h_segment_index, API_ROLE_READ, E},
+    {"GET", TP "/segments/{base}/timeindex", api_h_segment_timeindex, API_ROLE_READ, E},
+    {"GET", TP "/segments/{base}/batches", api_h_segment_batches, API_ROLE_READ, E},
+    {NULL, NULL, NULL, API_ROLE_NONE, 0},
+};
+
+const api_route *api_routes(void)
+{
+    return routes;
+}
+
+/* Matches path against pattern, capturing {name} segments. */
+static bool match_pattern(const char *pattern, const char *path, api_params *params)
+{
+    params->n = 0;
+    const char *p = pattern, *s = path;
+    while (*p && *s) {
+        if (*p != '/' || *s != '/')
+            return false;
+        p++;
+        s++;
+        const char *pe = strchr(p, '/');
+        const char *se = strchr(s, '/');
+        size_t plen = pe ? (size_t)(pe - p) : strlen(p);
+        size_t slen = se ? (size_t)(se - s) : strlen(s);
+        if (plen > 2 && p[0] == '{' && p[plen - 1] == '}') {
+            if (slen == 0 || slen >= sizeof params->value[0] || params->n >= API_MAX_PARAMS)
+                return false;
+            static const char *const names[] = {"topic", "partition", "offset", "base", "name"};
+            const char *name = NULL;
+            for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+                if (strlen(names[i]) == plen - 2 && strncmp(names[i], p + 1, plen - 2) == 0)
+                    name = names[i];
+            if (!name)
+                return false;
+            params->name[params->n] = name;
+            memcpy(params->value[params->n], s, slen);
+            params->value[params->n][slen] = 0;
+            params->n++;
+        } else if (plen != slen || strncmp(p, s, plen) != 0) {
+            return false;
+        }
+        p += plen;
+        s += slen;
+    }
+    return *p == 0 && *s == 0;
+}
+
+const api_route *api_route_match(const char *method, const char *path, api_params *params,
+                                 bool *path_known, char *allow, size_t allow_len)
+{
+    *path_known = false;
+    if (allow_len)
+        allow[0] = 0;
+    size_t used = 0;
+    for (const api_route *r = routes; r->method; r++) {
+        api_params tmp;
+        if (!match_pattern(r->pattern, path, &tmp))
+            continue;
+        if (strcmp(r->method, method) == 0) {
+            *params = tmp;
+            return r;
+        }
+        *path_known = true;
+        if (used < allow_len)
+            used += (size_t)snprintf(allow + used, allow_len - used, "%s%s", used ? ", " : "",
+                                     r->method);
+    }
+    return NULL;
+}
+
+void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
+{
+    api_params params = {0};
+    bool known;
+    char allow[64];
+    const api_route *r = api_route_match(req->method, req->path, &params, &known, allow, sizeof allow);
+    if (!r) {
+        if (known) {
+            api_error(resp, req, "method_not_allowed", NULL, "%s is not allowed on %s (allowed: %s)",
+                      req->method, req->path, allow);
+            api_resp_header(resp, "Allow", allow);
+        } else {
+            api_error(resp, req, "route_not_found", NULL, "no route for %s %s", req->method,
+                      req->path);
+        }
+    } else if ((r->flags & API_ROUTE_NEEDS_ENGINE) &&
+               (atomic_load(&ctx->state) != API_READY || !atomic_load(&ctx->mgr))) {
+        int st = atomic_load(&ctx->state);
+        if (st == API_STOPPING)
+            api_error(resp, req, "shutting_down", NULL, "the server is stopping");
+        else
+            api_error(resp, req, "not_ready", NULL, "the server is still loading its logs");
+        api_resp_header(resp, "Retry-After", "1");
+    } else {
+        r->handler(ctx, req, &params, resp);
+    }
+    if (!resp->status)
+        api_error(resp, req, "internal_error", NULL, "handler produced no response");
+    api_resp_header(resp, "X-Request-Id", req->request_id);
+}
+
+void api_ctx_init(api_ctx *ctx, const char *version)
+{
+    memset(ctx, 0, sizeof *ctx);
+    atomic_store(&ctx->state, API_LOADING);
+    ctx->version = version;
+    ctx->limits.max_request_bytes = 16u << 20;
+    ctx->limits.max_records_per_request = 100000;
+    ctx->limits.max_read_records = 10000;
+    ctx->limits.default_partitions = 1;
+    unsigned char r[3];
+    if (RAND_bytes(r, sizeof r) != 1)
+        r[0] = r[1] = r[2] = 0;
+    snprintf(ctx->id_prefix, sizeof ctx->id_prefix, "%02x%02x%02x", r[0], r[1], r[2]);
+}

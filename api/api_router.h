@@ -1,0 +1,65 @@
+/*
+ * api_router.h - the route table: method + path pattern -> handler.
+ *
+ * Patterns are literal segments and {name} captures of one non-empty segment,
+ * e.g. "/v1/topics/{topic}/partitions/{partition}/records".  A path that
+ * matches a pattern under another method gets 405 with an Allow header; a
+ * path that matches nothing gets 404.  The table is the single place every
+ * route is declared, so tests (and auth) can walk it.
+ */
+#ifndef API_ROUTER_H
+#define API_ROUTER_H
+
+#include "api_ctx.h"
+#include "api_request.h"
+
+typedef void (*api_handler)(api_ctx *ctx, const api_request *req, const api_params *params,
+                            api_response *resp);
+
+typedef enum { API_ROLE_NONE, API_ROLE_READ, API_ROLE_WRITE, API_ROLE_ADMIN } api_role;
+
+typedef struct api_route {
+    const char *method;
+    const char *pattern;
+    api_handler handler;
+    api_role role;           /* what a caller needs (auth) */
+    unsigned flags;          /* API_ROUTE_* */
+} api_route;
+
+#define API_ROUTE_BODY 1u        /* takes a request body */
+#define API_ROUTE_NEEDS_ENGINE 2u /* 503 while loading */
+
+/* The table, terminated by a NULL method. */
+const api_route *api_routes(void);
+
+/* Finds the route for method/path; fills params.  Returns the route, or NULL
+ * with *path_known set when the path exists under other methods (allow gets
+ * the comma-separated list). */
+const api_route *api_route_match(const char *method, const char *path, api_params *params,
+                                 bool *path_known, char *allow, size_t allow_len);
+
+/* Runs the whole request: routing, readiness, the handler, X-Request-Id. */
+void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp);
+
+/* Handlers, by module. */
+void api_h_health_live(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_health_ready(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_info(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_topics_list(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_topic_create(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_topic_get(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_topic_delete(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_topic_patch(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_partition_get(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_offsets(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_append(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_append_keyed(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_read(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_read_one(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_segments(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_segment_index(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_segment_timeindex(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_segment_batches(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_segment_roll(api_ctx *, const api_request *, const api_params *, api_response *);
+
+#endif

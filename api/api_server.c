@@ -1,0 +1,293 @@
+/*
+ * api_server.c - libmicrohttpd glue: connection callbacks to api_dispatch.
+ *
+ * The server runs MHD's internal thread pool with epoll, so a few threads
+ * serve many keep-alive connections.  Handlers run on those threads.
+ */
+#include "api_server.h"
+
+#include "api_errors.h"
+#include "api_router.h"
+#include "eng_logger.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct api_server {
+    struct MHD_Daemon *daemon;
+    api_ctx *ctx;
+    uint16_t port;
+};
+
+typedef struct conn_state {
+    char *body;
+    size_t len, cap;
+    bool too_large;
+    bool refused; /* a response was queued before the body */
+} conn_state;
+
+void api_request_id(api_ctx *ctx, const char *client_id, char out[65])
+{
+    if (client_id) {
+        size_t n = strlen(client_id);
+        bool ok = n > 0 && n <= 64;
+        for (size_t i = 0; ok && i < n; i++) {
+            char c = client_id[i];
+            ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '-' || c == '_' || c == '.';
+        }
+        if (ok) {
+            memcpy(out, client_id, n + 1);
+            return;
+        }
+    }
+    snprintf(out, 65, "%s%010llx", ctx->id_prefix,
+             (unsigned long long)atomic_fetch_add(&ctx->id_counter, 1));
+}
+
+typedef struct kv_list {
+    api_kv *v;
+    size_t n, cap;
+} kv_list;
+
+static enum MHD_Result collect_kv(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    kv_list *l = cls;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        api_kv *nv = realloc(l->v, cap * sizeof *nv);
+        if (!nv)
+            return MHD_NO;
+        l->v = nv;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (api_kv){.key = key, .value = value};
+    return MHD_YES;
+}
+
+static enum MHD_Result queue(struct MHD_Connection *c, api_response *resp)
+{
+    char *body = NULL;
+    size_t len = 0;
+    const char *ctype = resp->content_type ? resp->content_type : "application/json";
+    if (resp->json) {
+        body = json_dumps(resp->json, JSON_COMPACT);
+        len = body ? strlen(body) : 0;
+    } else if (resp->raw) {
+        body = resp->raw;
+        len = resp->raw_len;
+        resp->raw = NULL;
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE
+                                                                            : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    if (len || resp->status != 204)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    for (size_t i = 0; i < resp->nheaders; i++)
+        MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)resp->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Answers before reading the body (unknown route, oversized Content-Length). */
+static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *method,
+                          const char *url, api_response *resp, api_request *req)
+{
+    api_params params;
+    bool known;
+    char allow[64];
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (*end == 0 && n > s->ctx->limits.max_request_bytes) {
+            api_error(resp, req, "request_too_large",
+                      json_pack("{s:I}", "max_bytes", (json_int_t)s->ctx->limits.max_request_bytes),
+                      "request body of %llu bytes is larger than http.max.request.bytes (%zu)", n,
+                      s->ctx->limits.max_request_bytes);
+            return true;
+        }
+    }
+    if (!api_route_match(method, url, &params, &known, allow, sizeof allow)) {
+        api_dispatch(s->ctx, req, resp); /* 404 / 405 with the usual body */
+        return true;
+    }
+    return false;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    api_server *s = cls;
+    conn_state *st = *con_cls;
+    if (!st) {
+        if (!(st = calloc(1, sizeof *st)))
+            return MHD_NO;
+        *con_cls = st;
+        api_request req = {.method = method, .path = url};
+        api_request_id(s->ctx, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id"),
+                       req.request_id);
+        api_response resp = {0};
+        if (early_refusal(s, c, method, url, &resp, &req)) {
+            if (!resp.nheaders || strcmp(resp.headers[resp.nheaders - 1].name, "X-Request-Id"))
+                api_resp_header(&resp, "X-Request-Id", req.request_id);
+            st->refused = true;
+            enum MHD_Result r = queue(c, &resp);
+            api_response_clear(&resp);
+            return r;
+        }
+        return MHD_YES;
+    }
+    if (st->refused) {
+        *upload_size = 0; /* drain what MHD still hands us */
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (st->too_large)
+            return MHD_YES;
+        if (st->len + n > s->ctx->limits.max_request_bytes) {
+            st->too_large = true;
+            free(st->body);
+            st->body = NULL;
+            st->len = st->cap = 0;
+            return MHD_YES;
+        }
+        if (st->len + n > st->cap) {
+            size_t cap = st->cap ? st->cap : 4096;
+            while (cap < st->len + n)
+                cap *= 2;
+            char *nb = realloc(st->body, cap);
+            if (!nb)
+                return MHD_NO;
+            st->body = nb;
+            st->cap = cap;
+        }
+        memcpy(st->body + st->len, upload, n);
+        st->len += n;
+        return MHD_YES;
+    }
+    kv_list query = {0}, headers = {0};
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_kv, &query);
+    MHD_get_connection_values(c, MHD_HEADER_KIND, collect_kv, &headers);
+    api_request req = {.method = method, .path = url, .query = query.v, .nquery = query.n,
+                       .headers = headers.v, .nheaders = headers.n,
+                       .body = (const uint8_t *)st->body, .body_len = st->len};
+    api_request_id(s->ctx, api_header(&req, "X-Request-Id"), req.request_id);
+    api_response resp = {0};
+    if (st->too_large) {
+        api_error(&resp, &req, "request_too_large",
+                  json_pack("{s:I}", "max_bytes", (json_int_t)s->ctx->limits.max_request_bytes),
+                  "request body is larger than http.max.request.bytes (%zu)",
+                  s->ctx->limits.max_request_bytes);
+        api_resp_header(&resp, "X-Request-Id", req.request_id);
+    } else {
+        api_dispatch(s->ctx, &req, &resp);
+    }
+    enum MHD_Result r = queue(c, &resp);
+    api_response_clear(&resp);
+    free(query.v);
+    free(headers.v);
+    return r;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    conn_state *st = *con_cls;
+    if (st) {
+        free(st->body);
+        free(st);
+        *con_cls = NULL;
+    }
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = 0;
+    ENG_WARN("http: %s", line);
+}
+
+int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, char *err,
+                     size_t err_len)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE},
+                    *ai;
+    int gai = getaddrinfo(o->host, NULL, &hints, &ai);
+    if (gai) {
+        snprintf(err, err_len, "cannot resolve listener host '%s': %s", o->host, gai_strerror(gai));
+        return -EINVAL;
+    }
+    memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+    bool v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+    if (v6)
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons(o->port);
+    else
+        ((struct sockaddr_in *)&ss)->sin_port = htons(o->port);
+    api_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->ctx = ctx;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+                     MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
+    s->daemon = MHD_start_daemon(
+        flags, o->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, o->threads ? o->threads : 4, MHD_OPTION_CONNECTION_LIMIT,
+        o->connection_limit ? o->connection_limit : 10000, MHD_OPTION_CONNECTION_TIMEOUT,
+        o->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+        MHD_OPTION_END);
+    if (!s->daemon) {
+        snprintf(err, err_len, "cannot listen on %s:%u (address in use or not permitted)", o->host,
+                 o->port);
+        free(s);
+        return -EADDRINUSE;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : o->port;
+    *out = s;
+    return 0;
+}
+
+uint16_t api_server_port(const api_server *s)
+{
+    return s->port;
+}
+
+void api_server_stop(api_server *s)
+{
+    if (!s)
+        return;
+    MHD_quiesce_daemon(s->daemon);
+    MHD_stop_daemon(s->daemon);
+    free(s);
+}

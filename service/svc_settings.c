@@ -1,0 +1,417 @@
+/*
+ * svc_settings.c - the server settings table and its three sources.
+ *
+ * Every raw (name, value, source) triple is collected first, in precedence
+ * order, then applied: a server setting takes the last value given; a topic
+ * config synonym goes through eng_config_defaults_apply, which keeps Kafka's
+ * priority between synonyms (log.retention.ms over .minutes over .hours)
+ * whatever the order they arrive in.
+ */
+#include "svc_settings.h"
+
+#include "svc_log.h"
+#include "svc_version.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEXT 1, 0
+
+static const svc_setting_def defs[SVC_COUNT] = {
+    [SVC_LISTENERS] = {"listeners", "http://127.0.0.1:8080", TEXT,
+                       "Address to serve HTTP on, as http://host:port (port 0 picks a free one)."},
+    [SVC_LOG_DIRS] = {"log.dirs", "./data", TEXT,
+                      "Data directory holding every partition (one directory)."},
+    [SVC_LOG_DIR] = {"log.dir", "", TEXT, "Kafka's single-dir name; used when log.dirs is not set."},
+    [SVC_HTTP_THREADS] = {"http.threads", "8", 1, 1024,
+                          "HTTP worker threads (each serves many connections)."},
+    [SVC_HTTP_MAX_REQUEST_BYTES] = {"http.max.request.bytes", "16777216", 1024, 1073741824,
+                                    "Largest request body accepted; larger ones get 413 while streaming."},
+    [SVC_HTTP_MAX_RECORDS_PER_REQUEST] = {"http.max.records.per.request", "100000", 1, 10000000,
+                                          "Most records one append request may carry."},
+    [SVC_HTTP_MAX_CONNECTIONS] = {"http.max.connections", "10000", 1, 1000000,
+                                  "Concurrent HTTP connections accepted."},
+    [SVC_HTTP_IDLE_TIMEOUT_MS] = {"http.idle.timeout.ms", "60000", 0, 86400000,
+                                  "Close a connection idle this long (0 = never)."},
+    [SVC_NUM_PARTITIONS] = {"num.partitions", "1", 1, 100000,
+                            "Partitions of a topic created without a partition count."},
+    [SVC_LOG_LEVEL] = {"log.level", "INFO", TEXT, "DEBUG, INFO, WARN or ERROR."},
+};
+
+const svc_setting_def *svc_setting_def_at(svc_setting_id id)
+{
+    return (unsigned)id < SVC_COUNT ? &defs[id] : NULL;
+}
+
+static int lookup(const char *name)
+{
+    for (int i = 0; i < SVC_COUNT; i++)
+        if (strcmp(defs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+typedef struct raw_entry {
+    char *name, *value;
+    svc_source source;
+} raw_entry;
+
+typedef struct raw_list {
+    raw_entry *v;
+    size_t n, cap;
+} raw_list;
+
+static int raw_push(raw_list *l, const char *name, size_t nlen, const char *value, svc_source src)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        raw_entry *nv = realloc(l->v, cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        l->v = nv;
+        l->cap = cap;
+    }
+    raw_entry *e = &l->v[l->n];
+    e->name = strndup(name, nlen);
+    e->value = strdup(value);
+    e->source = src;
+    if (!e->name || !e->value) {
+        free(e->name);
+        free(e->value);
+        return -1;
+    }
+    l->n++;
+    return 0;
+}
+
+static void raw_free(raw_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].name);
+        free(l->v[i].value);
+    }
+    free(l->v);
+}
+
+static void warn(svc_settings *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void warn(svc_settings *s, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    size_t old = s->warnings ? strlen(s->warnings) : 0;
+    char *w = realloc(s->warnings, old + strlen(line) + 2);
+    if (!w)
+        return;
+    memcpy(w + old, line, strlen(line));
+    w[old + strlen(line)] = '\n';
+    w[old + strlen(line) + 1] = 0;
+    s->warnings = w;
+}
+
+static char *trim(char *p)
+{
+    while (isspace((unsigned char)*p))
+        p++;
+    char *e = p + strlen(p);
+    while (e > p && isspace((unsigned char)e[-1]))
+        *--e = 0;
+    return p;
+}
+
+/* Java-properties subset: key=value, key: value or key value; # and !
+ * comments; a trailing backslash continues the line. */
+static int read_properties(const char *path, raw_list *raw)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "logstore: cannot read config file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[8192], logical[65536];
+    size_t used = 0;
+    int rc = 0, lineno = 0;
+    logical[0] = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = 0;
+        char *t = used ? line : trim(line);
+        if (!used && (*t == '#' || *t == '!' || *t == 0))
+            continue;
+        size_t n = strlen(t);
+        bool cont = n > 0 && t[n - 1] == '\\';
+        if (cont)
+            t[--n] = 0;
+        if (used + n + 1 > sizeof logical) {
+            fprintf(stderr, "logstore: %s:%d: line too long\n", path, lineno);
+            rc = -1;
+            break;
+        }
+        memcpy(logical + used, used ? trim(t) : t, strlen(used ? trim(t) : t) + 1);
+        used += strlen(logical + used);
+        if (cont)
+            continue;
+        char *sep = logical + strcspn(logical, "=: \t");
+        char *key = logical, *value = *sep ? sep + 1 : sep;
+        size_t klen = (size_t)(sep - logical);
+        value = trim(value);
+        if (*value == '=' || *value == ':')
+            value = trim(value + 1);
+        if (klen == 0 || raw_push(raw, key, klen, value, SVC_SRC_FILE)) {
+            fprintf(stderr, "logstore: %s:%d: cannot parse '%s'\n", path, lineno, logical);
+            rc = -1;
+            break;
+        }
+        used = 0;
+        logical[0] = 0;
+    }
+    fclose(f);
+    return rc;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: logstore [--config FILE] [--set name=value]... [--help] [--version]\n");
+}
+
+static int apply(svc_settings *s, raw_list *raw)
+{
+    for (size_t i = 0; i < raw->n; i++) {
+        raw_entry *e = &raw->v[i];
+        int id = lookup(e->name);
+        if (id >= 0) {
+            free(s->text[id]);
+            if (!(s->text[id] = strdup(e->value)))
+                return -1;
+            s->source[id] = e->source;
+            continue;
+        }
+        eng_errdetail err = {0};
+        int rc = eng_config_defaults_apply(&s->topic_defaults, e->name, e->value, &err);
+        if (rc < 0) {
+            fprintf(stderr, "logstore: %s\n", err.message);
+            return -1;
+        }
+        if (rc == 1) {
+            svc_synonym *ns = realloc(s->synonyms, (s->nsynonyms + 1) * sizeof *ns);
+            if (!ns)
+                return -1;
+            s->synonyms = ns;
+            ns[s->nsynonyms++] = (svc_synonym){strdup(e->name), strdup(e->value), e->source};
+            continue;
+        }
+        if (e->source == SVC_SRC_FLAG) {
+            fprintf(stderr, "logstore: unknown setting '%s' (see --help)\n", e->name);
+            return -1;
+        }
+        warn(s, "ignoring unknown setting '%s' from the %s", e->name,
+             e->source == SVC_SRC_FILE ? "config file" : "environment");
+    }
+    return 0;
+}
+
+static int resolve_int(svc_settings *s, svc_setting_id id, int64_t *out)
+{
+    const char *t = s->text[id];
+    char *end;
+    errno = 0;
+    long long v = strtoll(t, &end, 10);
+    if (errno || end == t || *end || v < defs[id].min || v > defs[id].max) {
+        fprintf(stderr, "logstore: %s must be an integer in [%lld, %lld], got '%s'\n",
+                defs[id].name, (long long)defs[id].min, (long long)defs[id].max, t);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int resolve_listener(svc_settings *s)
+{
+    const char *l = s->text[SVC_LISTENERS];
+    const char *p = strstr(l, "://");
+    if (!p || strncmp(l, "http://", 7) != 0) {
+        fprintf(stderr, "logstore: listeners must look like http://host:port, got '%s'\n", l);
+        return -1;
+    }
+    p += 3;
+    const char *host_end, *port_s;
+    if (*p == '[') {
+        host_end = strchr(p, ']');
+        if (!host_end || host_end[1] != ':')
+            goto bad;
+        port_s = host_end + 2;
+        p++;
+    } else {
+        host_end = strrchr(p, ':');
+        if (!host_end)
+            goto bad;
+        port_s = host_end + 1;
+    }
+    size_t hl = (size_t)(host_end - p);
+    if (hl == 0 || hl >= sizeof s->listen_host)
+        goto bad;
+    memcpy(s->listen_host, p, hl);
+    s->listen_host[hl] = 0;
+    char *end;
+    long port = strtol(port_s, &end, 10);
+    if (end == port_s || (*end && strcmp(end, "/")) || port < 0 || port > 65535)
+        goto bad;
+    s->listen_port = (uint16_t)port;
+    return 0;
+bad:
+    fprintf(stderr, "logstore: listeners must look like http://host:port, got '%s'\n", l);
+    return -1;
+}
+
+static int resolve(svc_settings *s)
+{
+    if (resolve_listener(s) || resolve_int(s, SVC_HTTP_THREADS, &s->http_threads) ||
+        resolve_int(s, SVC_HTTP_MAX_REQUEST_BYTES, &s->max_request_bytes) ||
+        resolve_int(s, SVC_HTTP_MAX_RECORDS_PER_REQUEST, &s->max_records_per_request) ||
+        resolve_int(s, SVC_HTTP_MAX_CONNECTIONS, &s->max_connections) ||
+        resolve_int(s, SVC_HTTP_IDLE_TIMEOUT_MS, &s->idle_timeout_ms) ||
+        resolve_int(s, SVC_NUM_PARTITIONS, &s->num_partitions))
+        return -1;
+    s->log_level = svc_log_parse_level(s->text[SVC_LOG_LEVEL]);
+    if (s->log_level < 0) {
+        fprintf(stderr, "logstore: log.level must be DEBUG, INFO, WARN or ERROR\n");
+        return -1;
+    }
+    /* log.dirs wins; Kafka's log.dir is the fallback when only it is set. */
+    s->log_dir = s->text[SVC_LOG_DIRS];
+    if (s->source[SVC_LOG_DIRS] == SVC_SRC_DEFAULT && s->text[SVC_LOG_DIR][0])
+        s->log_dir = s->text[SVC_LOG_DIR];
+    if (strchr(s->log_dir, ',')) {
+        fprintf(stderr, "logstore: log.dirs takes one directory, got '%s'\n", s->log_dir);
+        return -1;
+    }
+    eng_errdetail err = {0};
+    if (eng_config_check(&s->topic_defaults.cfg, &err)) {
+        fprintf(stderr, "logstore: %s\n", err.message);
+        return -1;
+    }
+    return 0;
+}
+
+svc_load_result svc_settings_load(svc_settings *s, int argc, char **argv, char **envp)
+{
+    memset(s, 0, sizeof *s);
+    eng_config_defaults_init(&s->topic_defaults);
+    for (int i = 0; i < SVC_COUNT; i++)
+        if (!(s->text[i] = strdup(defs[i].default_text)))
+            return SVC_LOAD_EXIT_ERROR;
+    raw_list file = {0}, env = {0}, flags = {0};
+    svc_load_result res = SVC_LOAD_EXIT_ERROR;
+    const char *config_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            svc_settings_help(stdout);
+            res = SVC_LOAD_EXIT_OK;
+            goto done;
+        } else if (!strcmp(a, "--version")) {
+            printf("logstore %s\n", LOGSTORE_VERSION);
+            res = SVC_LOAD_EXIT_OK;
+            goto done;
+        } else if (!strcmp(a, "--config") && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (!strncmp(a, "--config=", 9)) {
+            config_path = a + 9;
+        } else if ((!strcmp(a, "--set") && i + 1 < argc) || !strncmp(a, "--set=", 6)) {
+            const char *kv = a[5] == '=' ? a + 6 : argv[++i];
+            const char *eq = strchr(kv, '=');
+            if (!eq || eq == kv) {
+                fprintf(stderr, "logstore: --set takes name=value, got '%s'\n", kv);
+                goto done;
+            }
+            if (raw_push(&flags, kv, (size_t)(eq - kv), eq + 1, SVC_SRC_FLAG))
+                goto done;
+        } else {
+            fprintf(stderr, "logstore: unknown argument '%s'\n", a);
+            usage(stderr);
+            goto done;
+        }
+    }
+    if (config_path && read_properties(config_path, &file))
+        goto done;
+    for (char **e = envp; e && *e; e++) {
+        if (strncmp(*e, "LOGSTORE_", 9) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        if (!eq)
+            continue;
+        char name[256];
+        size_t n = (size_t)(eq - *e) - 9;
+        if (n == 0 || n >= sizeof name)
+            continue;
+        for (size_t k = 0; k < n; k++) {
+            char c = (*e)[9 + k];
+            name[k] = c == '_' ? '.' : (char)tolower((unsigned char)c);
+        }
+        name[n] = 0;
+        if (raw_push(&env, name, n, eq + 1, SVC_SRC_ENV))
+            goto done;
+    }
+    if (apply(s, &file) || apply(s, &env) || apply(s, &flags) || resolve(s))
+        goto done;
+    res = SVC_LOAD_RUN;
+done:
+    raw_free(&file);
+    raw_free(&env);
+    raw_free(&flags);
+    if (res != SVC_LOAD_RUN)
+        svc_settings_free(s);
+    return res;
+}
+
+void svc_settings_free(svc_settings *s)
+{
+    for (int i = 0; i < SVC_COUNT; i++) {
+        free(s->text[i]);
+        s->text[i] = NULL;
+    }
+    for (size_t i = 0; i < s->nsynonyms; i++) {
+        free(s->synonyms[i].name);
+        free(s->synonyms[i].value);
+    }
+    free(s->synonyms);
+    s->synonyms = NULL;
+    s->nsynonyms = 0;
+    free(s->warnings);
+    s->warnings = NULL;
+}
+
+void svc_settings_help(FILE *out)
+{
+    usage(out);
+    fprintf(out, "\nSettings come from defaults, then --config FILE (Kafka properties), then\n"
+                 "LOGSTORE_<NAME> environment variables (LOGSTORE_LOG_RETENTION_HOURS=24), then\n"
+                 "--set name=value.\n\nServer settings:\n");
+    for (int i = 0; i < SVC_COUNT; i++)
+        fprintf(out, "  %-36s default %-24s %s\n", defs[i].name,
+                defs[i].default_text[0] ? defs[i].default_text : "(unset)", defs[i].doc);
+    fprintf(out, "\nTopic-config defaults (broker synonyms; per-topic names in parentheses):\n");
+    for (int i = 0; i < ENG_CFG_COUNT; i++) {
+        const eng_config_def *d = eng_config_def_at((eng_config_id)i);
+        for (int k = 0; k < 4 && d->synonyms[k].name; k++) {
+            char dflt[64];
+            long long v = strtoll(d->default_text, NULL, 10);
+            int64_t f = d->synonyms[k].factor;
+            if (f == 1)
+                snprintf(dflt, sizeof dflt, "%s", d->default_text);
+            else if (v >= 0 && v % f == 0)
+                snprintf(dflt, sizeof dflt, "%lld", v / (long long)f);
+            else
+                snprintf(dflt, sizeof dflt, "(unset)");
+            char label[96];
+            snprintf(label, sizeof label, "%s (%s)", d->synonyms[k].name, d->name);
+            fprintf(out, "  %-56s default %-20s %s\n", label, dflt, k ? "" : d->doc);
+        }
+    }
+}

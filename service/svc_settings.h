@@ -1,0 +1,87 @@
+/*
+ * svc_settings.h - server settings: one table, three sources.
+ *
+ * Sources, later ones winning (DESIGN §5): table defaults, a Kafka-style
+ * properties file (--config FILE), LOGSTORE_<NAME> environment variables
+ * (dots as underscores, upper case: LOGSTORE_LOG_RETENTION_HOURS), then
+ * --set name=value flags.  Names are logstore's own server settings (the
+ * table in svc_settings.c) or the broker-level synonyms of topic configs
+ * (log.segment.bytes, log.retention.hours, ...), which become the
+ * STATIC_BROKER_CONFIG defaults of every topic.
+ */
+#ifndef SVC_SETTINGS_H
+#define SVC_SETTINGS_H
+
+#include "eng_config.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum { SVC_SRC_DEFAULT, SVC_SRC_FILE, SVC_SRC_ENV, SVC_SRC_FLAG } svc_source;
+
+typedef enum {
+    SVC_LISTENERS,
+    SVC_LOG_DIRS,
+    SVC_LOG_DIR,
+    SVC_HTTP_THREADS,
+    SVC_HTTP_MAX_REQUEST_BYTES,
+    SVC_HTTP_MAX_RECORDS_PER_REQUEST,
+    SVC_HTTP_MAX_CONNECTIONS,
+    SVC_HTTP_IDLE_TIMEOUT_MS,
+    SVC_NUM_PARTITIONS,
+    SVC_LOG_LEVEL,
+    SVC_COUNT
+} svc_setting_id;
+
+typedef struct svc_setting_def {
+    const char *name;
+    const char *default_text;
+    int64_t min, max; /* for integers; min > max means "text" */
+    const char *doc;
+} svc_setting_def;
+
+/* A broker-level synonym of a topic config, as the user set it. */
+typedef struct svc_synonym {
+    char *name;
+    char *value;
+    svc_source source;
+} svc_synonym;
+
+typedef struct svc_settings {
+    char *text[SVC_COUNT]; /* owned; the winning text of each setting */
+    svc_source source[SVC_COUNT];
+    svc_synonym *synonyms;
+    size_t nsynonyms;
+    char *warnings;        /* owned; lines to log once logging is up */
+
+    /* Resolved values. */
+    const char *log_dir;
+    char listen_host[256];
+    uint16_t listen_port;
+    int64_t http_threads;
+    int64_t max_request_bytes;
+    int64_t max_records_per_request;
+    int64_t max_connections;
+    int64_t idle_timeout_ms;
+    int64_t num_partitions;
+    int log_level;
+    eng_config_defaults topic_defaults;
+} svc_settings;
+
+typedef enum { SVC_LOAD_RUN, SVC_LOAD_EXIT_OK, SVC_LOAD_EXIT_ERROR } svc_load_result;
+
+/* Parses argv (--config, --set, --help, --version), the environment and the
+ * file.  On SVC_LOAD_EXIT_* the caller exits (help and errors are printed). */
+svc_load_result svc_settings_load(svc_settings *s, int argc, char **argv, char **envp);
+
+void svc_settings_free(svc_settings *s);
+
+/* Writes --help: every server setting and topic-config synonym with its
+ * default and a line of doc. */
+void svc_settings_help(FILE *out);
+
+const svc_setting_def *svc_setting_def_at(svc_setting_id id);
+
+#endif

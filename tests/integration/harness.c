@@ -1,0 +1,424 @@
+/*
+ * harness.c - process control and HTTP for integration tests.
+ */
+#include "harness.h"
+
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "eng_fs.h"
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static const char *binary(void)
+{
+    const char *b = getenv("LOGSTORE_TEST_BINARY");
+    return b && *b ? b : "build/san/logstore";
+}
+
+/* The port from "listening on http://127.0.0.1:PORT" in the log. */
+static int read_port(const char *log_path)
+{
+    FILE *f = fopen(log_path, "r");
+    if (!f)
+        return -1;
+    char line[2048];
+    int port = -1;
+    while (fgets(line, sizeof line, f)) {
+        char *p = strstr(line, "listening on http://");
+        if (p) {
+            char *colon = strrchr(p + 20, ':');
+            if (colon)
+                port = atoi(colon + 1);
+        }
+    }
+    fclose(f);
+    return port;
+}
+
+int ls_start_dir(ls_server *s, const char *dir, const char *const *extra, bool wait_ready)
+{
+    static int curl_ready;
+    if (!curl_ready) {
+        curl_global_init(CURL_GLOBAL_ALL);
+        curl_ready = 1;
+    }
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    snprintf(s->log_path, sizeof s->log_path, "%s.log", dir);
+    char *argv[64];
+    char sets[64][512];
+    int n = 0, k = 0;
+    argv[n++] = (char *)binary();
+    snprintf(sets[k], sizeof sets[k], "log.dirs=%s", dir);
+    argv[n++] = "--set";
+    argv[n++] = sets[k++];
+    snprintf(sets[k], sizeof sets[k], "listeners=http://127.0.0.1:0");
+    argv[n++] = "--set";
+    argv[n++] = sets[k++];
+    for (size_t i = 0; extra && extra[i] && n < 60; i++) {
+        snprintf(sets[k], sizeof sets[k], "%s", extra[i]);
+        argv[n++] = "--set";
+        argv[n++] = sets[k++];
+    }
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(s->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    s->port = -1;
+    for (int i = 0; i < 400 && s->port < 0; i++) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            s->pid = 0;
+            return -1;
+        }
+        sleep_ms(25);
+        s->port = read_port(s->log_path);
+    }
+    if (s->port < 0)
+        return -1;
+    snprintf(s->base_url, sizeof s->base_url, "http://127.0.0.1:%d", s->port);
+    if (!wait_ready)
+        return 0;
+    for (int i = 0; i < 1200; i++) {
+        ls_resp r;
+        if (ls_get(s, "/health/ready", &r) == 0) {
+            long st = r.status;
+            ls_resp_free(&r);
+            if (st == 200)
+                return 0;
+        }
+        int wst;
+        if (waitpid(pid, &wst, WNOHANG) == pid) {
+            s->pid = 0;
+            return -1;
+        }
+        sleep_ms(25);
+    }
+    return -1;
+}
+
+int ls_start(ls_server *s, const char *const *extra)
+{
+    memset(s, 0, sizeof *s);
+    char tmpl[] = "/tmp/logstore-itest-XXXXXX";
+    if (!mkdtemp(tmpl))
+        return -1;
+    s->own_dir = true;
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/data", tmpl);
+    return ls_start_dir(s, dir, extra, true);
+}
+
+int ls_stop(ls_server *s)
+{
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, SIGTERM);
+    int st = 0;
+    for (int i = 0; i < 1200; i++) {
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            s->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        sleep_ms(25);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, &st, 0);
+    s->pid = 0;
+    return -1;
+}
+
+void ls_kill9(ls_server *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+}
+
+void ls_cleanup(ls_server *s)
+{
+    if (s->pid > 0)
+        ls_kill9(s);
+    if (s->own_dir) {
+        char parent[256];
+        snprintf(parent, sizeof parent, "%s", s->dir);
+        char *slash = strrchr(parent, '/');
+        if (slash)
+            *slash = 0;
+        eng_fs_remove_tree(parent);
+    }
+}
+
+typedef struct buf {
+    char *p;
+    size_t n;
+} buf;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    buf *b = ud;
+    size_t add = size * nmemb;
+    char *np = realloc(b->p, b->n + add + 1);
+    if (!np)
+        return 0;
+    memcpy(np + b->n, ptr, add);
+    b->n += add;
+    np[b->n] = 0;
+    b->p = np;
+    return add;
+}
+
+int ls_http(ls_server *s, const char *method, const char *path, const char *content_type,
+            const void *body, size_t len, const char *const *extra_headers, ls_resp *out)
+{
+    memset(out, 0, sizeof *out);
+    CURL *c = curl_easy_init();
+    if (!c)
+        return -1;
+    char url[4096];
+    snprintf(url, sizeof url, "%s%s", s->base_url, path);
+    buf b = {0}, h = {0};
+    struct curl_slist *hl = NULL;
+    char ct[256];
+    if (content_type) {
+        snprintf(ct, sizeof ct, "Content-Type: %s", content_type);
+        hl = curl_slist_append(hl, ct);
+    }
+    hl = curl_slist_append(hl, "Expect:");
+    for (size_t i = 0; extra_headers && extra_headers[i]; i++)
+        hl = curl_slist_append(hl, extra_headers[i]);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    }
+    if (!strcmp(method, "HEAD"))
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK) {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+        out->body = b.p ? b.p : calloc(1, 1);
+        out->len = b.n;
+        out->headers = h.p ? h.p : calloc(1, 1);
+        if (b.n)
+            out->json = json_loadb(b.p, b.n, JSON_ALLOW_NUL, NULL);
+    } else {
+        free(b.p);
+        free(h.p);
+    }
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(c);
+    return rc == CURLE_OK ? 0 : -1;
+}
+
+int ls_get(ls_server *s, const char *path, ls_resp *out)
+{
+    return ls_http(s, "GET", path, NULL, NULL, 0, NULL, out);
+}
+
+int ls_post(ls_server *s, const char *path, const char *json_text, ls_resp *out)
+{
+    return ls_http(s, "POST", path, "application/json", json_text,
+                   json_text ? strlen(json_text) : 0, NULL, out);
+}
+
+int ls_delete(ls_server *s, const char *path, ls_resp *out)
+{
+    return ls_http(s, "DELETE", path, NULL, NULL, 0, NULL, out);
+}
+
+long ls_create_topic(ls_server *s, const char *name, int partitions, const char *configs_json)
+{
+    char body[4096];
+    snprintf(body, sizeof body, "{\"name\":\"%s\",\"partitions\":%d,\"configs\":%s}", name,
+             partitions, configs_json ? configs_json : "{}");
+    ls_resp r;
+    if (ls_post(s, "/v1/topics", body, &r))
+        return -1;
+    long st = r.status;
+    ls_resp_free(&r);
+    return st;
+}
+
+void ls_resp_free(ls_resp *r)
+{
+    free(r->body);
+    free(r->headers);
+    json_decref(r->json);
+    memset(r, 0, sizeof *r);
+}
+
+const char *ls_header(const ls_resp *r, const char *name)
+{
+    static char value[1024];
+    size_t n = strlen(name);
+    for (const char *line = r->headers; line && *line;) {
+        const char *eol = strstr(line, "\r\n");
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        if (len > n && line[n] == ':' && strncasecmp(line, name, n) == 0) {
+            const char *v = line + n + 1;
+            while (*v == ' ')
+                v++;
+            size_t vl = len - (size_t)(v - line);
+            if (vl >= sizeof value)
+                vl = sizeof value - 1;
+            memcpy(value, v, vl);
+            value[vl] = 0;
+            return value;
+        }
+        line = eol ? eol + 2 : line + len;
+    }
+    return NULL;
+}
+
+static json_t *jpath(const ls_resp *r, const char *path)
+{
+    json_t *cur = r->json;
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *tok = strtok(tmp, "."); tok && cur; tok = strtok(NULL, ".")) {
+        if (json_is_array(cur))
+            cur = json_array_get(cur, (size_t)atoi(tok));
+        else
+            cur = json_object_get(cur, tok);
+    }
+    return cur;
+}
+
+long long ls_jint(const ls_resp *r, const char *path)
+{
+    json_t *v = jpath(r, path);
+    return json_is_integer(v) ? json_integer_value(v) : -999999;
+}
+
+const char *ls_jstr(const ls_resp *r, const char *path)
+{
+    json_t *v = jpath(r, path);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static long long walk_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    long long total = 0;
+    struct dirent *e;
+    char path[4096];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st))
+            continue;
+        if (S_ISDIR(st.st_mode))
+            total += walk_bytes(path);
+        else
+            total += st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+long long ls_dir_bytes(const char *dir)
+{
+    return walk_bytes(dir);
+}
+
+static void walk_list(const char *dir, const char *rel, char **out, size_t *len)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[4096], r2[4096];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        snprintf(r2, sizeof r2, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+        struct stat st;
+        if (lstat(path, &st))
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            walk_list(path, r2, out, len);
+            continue;
+        }
+        char line[4200];
+        int n = snprintf(line, sizeof line, "%s %lld\n", r2, (long long)st.st_size);
+        char *np = realloc(*out, *len + (size_t)n + 1);
+        if (!np)
+            return;
+        memcpy(np + *len, line, (size_t)n + 1);
+        *out = np;
+        *len += (size_t)n;
+    }
+    closedir(d);
+}
+
+static int cmp_lines(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char *ls_dir_listing(const char *dir)
+{
+    char *raw = NULL;
+    size_t len = 0;
+    walk_list(dir, "", &raw, &len);
+    if (!raw)
+        return calloc(1, 1);
+    size_t n = 0;
+    for (char *p = raw; *p; p++)
+        n += *p == '\n';
+    char **lines = calloc(n + 1, sizeof *lines);
+    size_t k = 0;
+    for (char *tok = strtok(raw, "\n"); tok; tok = strtok(NULL, "\n"))
+        lines[k++] = tok;
+    qsort(lines, k, sizeof *lines, cmp_lines);
+    char *out = calloc(1, len + 2);
+    for (size_t i = 0; i < k; i++) {
+        strcat(out, lines[i]);
+        strcat(out, "\n");
+    }
+    free(lines);
+    free(raw);
+    return out;
+}

@@ -1,0 +1,69 @@
+/*
+ * test_smoke.c - the walk-through a new user does: start, create a topic,
+ * append, read back, stop cleanly, restart and read again.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void test_walkthrough(void **state)
+{
+    (void)state;
+    ls_server s;
+    assert_int_equal(ls_start(&s, NULL), 0);
+    ls_resp r;
+
+    assert_int_equal(ls_get(&s, "/health/live", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+
+    assert_int_equal(ls_create_topic(&s, "orders", 2, "{\"segment.bytes\":\"1048576\"}"), 201);
+    assert_int_equal(ls_post(&s, "/v1/topics/orders/partitions/0/records",
+                             "{\"records\":[{\"key\":\"k1\",\"value\":\"v1\"},"
+                             "{\"key\":\"k2\",\"value\":null,\"headers\":[{\"name\":\"h\",\"value\":\"x\"}]}]}",
+                             &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ls_jint(&r, "base_offset"), 0);
+    assert_int_equal(ls_jint(&r, "last_offset"), 1);
+    assert_int_equal(ls_jint(&r, "high_watermark"), 2);
+    assert_non_null(ls_header(&r, "X-Request-Id"));
+    ls_resp_free(&r);
+
+    assert_int_equal(ls_get(&s, "/v1/topics/orders/partitions/0/records?offset=0", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(ls_jstr(&r, "records.0.key"), "k1");
+    assert_string_equal(ls_jstr(&r, "records.0.value"), "v1");
+    assert_true(json_is_null(json_object_get(json_array_get(json_object_get(r.json, "records"), 1), "value")));
+    assert_string_equal(ls_jstr(&r, "records.1.headers.0.name"), "h");
+    assert_int_equal(ls_jint(&r, "next_offset"), 2);
+    ls_resp_free(&r);
+
+    assert_int_equal(ls_stop(&s), 0);
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", s.dir);
+    assert_int_equal(ls_start_dir(&s, dir, NULL, true), 0);
+    assert_int_equal(ls_get(&s, "/v1/topics/orders/partitions/0/records?offset=1", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(ls_jstr(&r, "records.0.key"), "k2");
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(&s, "/v1/info", &r), 0);
+    assert_true(json_is_true(json_object_get(json_object_get(r.json, "startup"), "clean_shutdown")));
+    ls_resp_free(&r);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_walkthrough),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
