@@ -122,8 +122,16 @@ test: deps
 	@tests/run_all.sh $(BUILD)/san
 
 # ---- benchmarks ------------------------------------------------------------
+BENCH_SRC := $(wildcard tests/bench/bench_*.c)
+BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/rel/tests/bench/%)
+
+$(BUILD)/rel/tests/bench/%: tests/bench/%.c $(REL_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(RUNTIME_CFLAGS) -o $@ $< $(REL_OBJ) $(RUNTIME_LIBS)
+
 bench: deps
-	@$(MAKE) --no-print-directory $(BUILD)/logstore
+	@$(MAKE) --no-print-directory $(BUILD)/logstore $(BENCH_BIN)
 	@tests/bench/run.sh
 
 # ---- layering ------------------------------------------------------------

@@ -1,0 +1,220 @@
+/*
+ * test_api_codec.c - the pure parts of the HTTP layer: Kafka's murmur2
+ * partitioner (Kafka's own test values), strict base64, the append-body
+ * parser's refusals, record JSON, the route table and the error table.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "api_codec.h"
+#include "api_errors.h"
+#include "api_router.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_murmur2_kafka_values(void **state)
+{
+    (void)state;
+    /* From Kafka's UtilsTest.testMurmur2. */
+    static const struct {
+        const char *in;
+        int32_t out;
+    } cases[] = {
+        {"21", -973932308},
+        {"foobar", -790332482},
+        {"a-little-bit-long-string", -985981536},
+        {"a-little-bit-longer-string", -1486304829},
+        {"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971},
+        {"abc", 479470107},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_int_equal(api_murmur2((const uint8_t *)cases[i].in, strlen(cases[i].in)), cases[i].out);
+    /* toPositive(h) % n stays in range and is stable. */
+    for (int n = 1; n < 50; n++) {
+        int32_t p = api_partition_for_key((const uint8_t *)"user-42", 7, n);
+        assert_true(p >= 0 && p < n);
+        assert_int_equal(p, api_partition_for_key((const uint8_t *)"user-42", 7, n));
+    }
+}
+
+static void test_base64_strict(void **state)
+{
+    (void)state;
+    uint8_t out[64];
+    assert_int_equal(api_base64_decode("aGVsbG8=", 8, out), 5);
+    assert_memory_equal(out, "hello", 5);
+    assert_int_equal(api_base64_decode("AP8=", 4, out), 2);
+    assert_int_equal(out[0], 0x00);
+    assert_int_equal(out[1], 0xff);
+    assert_int_equal(api_base64_decode("", 0, out), 0);
+    assert_int_equal(api_base64_decode("aGVsbG8", 7, out), -1);   /* no padding */
+    assert_int_equal(api_base64_decode("aGV$bG8=", 8, out), -1);  /* bad char */
+    assert_int_equal(api_base64_decode("aG=sbG8=", 8, out), -1);  /* padding inside */
+}
+
+static int parse(const char *json, api_append_body *b, api_codec_err *e)
+{
+    memset(e, 0, sizeof *e);
+    return api_parse_append((const uint8_t *)json, strlen(json), 1000, 100, b, e);
+}
+
+static void test_parse_append_ok(void **state)
+{
+    (void)state;
+    api_append_body b;
+    api_codec_err e;
+    assert_int_equal(parse("{\"encoding\":\"base64\",\"expected_offset\":7,\"records\":["
+                           "{\"key\":\"AP8=\",\"value\":null,\"timestamp\":5,"
+                           "\"headers\":[{\"name\":\"h\",\"value\":\"eA==\"}]},"
+                           "{\"value\":\"\"}]}",
+                           &b, &e),
+                     0);
+    assert_int_equal(b.n, 2);
+    assert_int_equal(b.expected_offset, 7);
+    assert_int_equal(b.recs[0].key_len, 2);
+    assert_int_equal(b.recs[0].key[1], 0xff);
+    assert_int_equal(b.recs[0].value_len, -1);
+    assert_int_equal(b.recs[0].timestamp, 5);
+    assert_int_equal(b.recs[0].header_count, 1);
+    assert_int_equal(b.recs[0].headers[0].value_len, 1);
+    assert_int_equal(b.recs[0].headers[0].value[0], 'x');
+    assert_null(b.recs[1].key);
+    assert_int_equal(b.recs[1].value_len, 0); /* "" is an empty value, not a tombstone */
+    assert_int_equal(b.recs[1].timestamp, 1000); /* defaults to now */
+    uint8_t *batch;
+    size_t len;
+    assert_int_equal(api_encode_batch(b.recs, b.n, &batch, &len), 0);
+    eng_batch_header h;
+    assert_int_equal(eng_batch_validate(batch, len, &h), 0);
+    assert_int_equal(h.record_count, 2);
+    free(batch);
+    api_append_body_free(&b);
+}
+
+static void test_parse_append_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        const char *code;
+    } cases[] = {
+        {"", "malformed_json"},
+        {"{\"records\":[", "malformed_json"},
+        {"[1,2]", "invalid_request"},
+        {"{\"records\":[]}", "invalid_request"},
+        {"{\"records\":{}}", "invalid_request"},
+        {"{\"records\":[{\"key\":\"a\"}]}", "invalid_request"},          /* value missing */
+        {"{\"records\":[{\"value\":5}]}", "invalid_request"},
+        {"{\"records\":[{\"value\":\"v\",\"vlaue\":1}]}", "invalid_request"},
+        {"{\"records\":[{\"value\":\"v\",\"timestamp\":-5}]}", "invalid_timestamp"},
+        {"{\"records\":[{\"value\":\"v\",\"timestamp\":1.5}]}", "invalid_request"},
+        {"{\"encoding\":\"base64\",\"records\":[{\"value\":\"***\"}]}", "invalid_base64"},
+        {"{\"encoding\":\"hex\",\"records\":[{\"value\":\"v\"}]}", "invalid_request"},
+        {"{\"expected_offset\":-1,\"records\":[{\"value\":\"v\"}]}", "invalid_request"},
+        {"{\"records\":[{\"value\":\"v\",\"headers\":[{\"value\":\"x\"}]}]}", "invalid_request"},
+        {"{\"records\":[{\"value\":\"v\"}],\"expected_offset\":99999999999999999999}", "malformed_json"},
+        {"{\"records\":[{\"value\":\"\xff\"}]}", "invalid_utf8"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        api_append_body b;
+        api_codec_err e;
+        assert_int_equal(parse(cases[i].json, &b, &e), -1);
+        assert_non_null(e.code);
+        if (strcmp(e.code, cases[i].code) != 0)
+            fail_msg("case %zu (%s): got %s (%s)", i, cases[i].json, e.code, e.message);
+    }
+    /* Over the per-request record limit. */
+    char big[4096] = "{\"records\":[";
+    for (int i = 0; i < 101; i++)
+        strcat(big, i ? ",{\"value\":\"v\"}" : "{\"value\":\"v\"}");
+    strcat(big, "]}");
+    api_append_body b;
+    api_codec_err e;
+    assert_int_equal(parse(big, &b, &e), -1);
+    assert_string_equal(e.code, "request_too_large");
+}
+
+static void test_record_json(void **state)
+{
+    (void)state;
+    eng_record r = {.offset = 3, .timestamp = 9, .key = (const uint8_t *)"k", .key_len = 1,
+                    .value = (const uint8_t *)"\xff", .value_len = 1};
+    r.headers = r.headers_end = (const uint8_t *)"";
+    api_codec_err e = {0};
+    assert_null(api_record_json(&r, false, false, &e)); /* not UTF-8 */
+    assert_string_equal(e.code, "invalid_utf8");
+    json_t *o = api_record_json(&r, true, true, &e);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "value")), "/w==");
+    assert_string_equal(json_string_value(json_object_get(o, "timestamp_type")), "LogAppendTime");
+    json_decref(o);
+}
+
+static void test_routes(void **state)
+{
+    (void)state;
+    api_params p;
+    bool known;
+    char allow[64];
+    const api_route *r = api_route_match("GET", "/v1/topics/t1/partitions/3/records/17", &p, &known,
+                                         allow, sizeof allow);
+    assert_non_null(r);
+    assert_string_equal(api_param(&p, "topic"), "t1");
+    assert_string_equal(api_param(&p, "partition"), "3");
+    assert_string_equal(api_param(&p, "offset"), "17");
+    assert_null(api_route_match("PUT", "/v1/topics/t1", &p, &known, allow, sizeof allow));
+    assert_true(known);
+    assert_string_equal(allow, "GET, DELETE, PATCH");
+    assert_null(api_route_match("GET", "/v1/nothing", &p, &known, allow, sizeof allow));
+    assert_false(known);
+    assert_null(api_route_match("GET", "/v1/topics//partitions/0", &p, &known, allow, sizeof allow));
+    /* Every route declares a handler and, except health, a role. */
+    for (const api_route *x = api_routes(); x->method; x++) {
+        assert_non_null(x->handler);
+        if (strncmp(x->pattern, "/health/", 8) != 0)
+            assert_true(x->role != API_ROLE_NONE);
+    }
+}
+
+static void test_error_table(void **state)
+{
+    (void)state;
+    assert_int_equal(api_error_status(api_error_code_for(ENG_EOFFSET)), 416);
+    assert_int_equal(api_error_status(api_error_code_for(ENG_ETOOLARGE)), 413);
+    assert_int_equal(api_error_status(api_error_code_for(ENG_ECONFIG)), 422);
+    assert_int_equal(api_error_status(api_error_code_for(ENG_ETOPICEXISTS)), 409);
+    assert_int_equal(api_error_status(api_error_code_for(ENG_EEXPECTED)), 412);
+    assert_int_equal(api_error_status(api_error_code_for(-ENOSPC)), 507);
+    assert_int_equal(api_error_status(api_error_code_for(ENG_EOFFLINE)), 503);
+    assert_int_equal(api_error_status(api_error_code_for(-EIO)), 500);
+    api_request req = {.method = "GET", .path = "/x", .request_id = "abc"};
+    api_response resp = {0};
+    eng_errdetail d = {0};
+    eng_errdetail_bounds(&d, 0, 122);
+    eng_fail(&d, ENG_EOFFSET, "offset 500 is outside [0, 122) for orders-0");
+    api_error_from_engine(&resp, &req, ENG_EOFFSET, &d);
+    assert_int_equal(resp.status, 416);
+    json_t *o = resp.json;
+    assert_string_equal(json_string_value(json_object_get(o, "error_code")), "offset_out_of_range");
+    assert_string_equal(json_string_value(json_object_get(o, "kafka_error")), "OFFSET_OUT_OF_RANGE");
+    assert_int_equal(json_integer_value(json_object_get(o, "kafka_error_code")), 1);
+    assert_true(json_is_false(json_object_get(o, "retriable")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "details"), "high_watermark")), 122);
+    assert_string_equal(json_string_value(json_object_get(o, "request_id")), "abc");
+    api_response_clear(&resp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_murmur2_kafka_values), cmocka_unit_test(test_base64_strict),
+        cmocka_unit_test(test_parse_append_ok),      cmocka_unit_test(test_parse_append_refusals),
+        cmocka_unit_test(test_record_json),          cmocka_unit_test(test_routes),
+        cmocka_unit_test(test_error_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
