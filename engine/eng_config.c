@@ -8,6 +8,8 @@
  */
 #include "eng_config.h"
 
+#include "eng_compress.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -212,6 +214,8 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
         int c = choice_index(d->choices, text, strlen(text));
         if (c < 0)
             return bad(err, d, text, "not one of the allowed values");
+        if (id == ENG_CFG_COMPRESSION_TYPE && !eng_codec_supported(eng_config_codec(c)))
+            return bad(err, d, text, "this codec is not available in this build");
         v.i = c;
         break;
     }
@@ -419,4 +423,15 @@ int64_t eng_config_ts_after_max(const eng_config *c)
 {
     int64_t v = c->v[ENG_CFG_MESSAGE_TIMESTAMP_AFTER_MAX_MS].i;
     return v == INT64_MAX ? c->v[ENG_CFG_MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS].i : v;
+}
+
+int eng_config_codec(int64_t compression_type)
+{
+    switch (compression_type) {
+    case ENG_COMPRESSION_ZSTD: return ENG_CODEC_ZSTD;
+    case ENG_COMPRESSION_LZ4: return ENG_CODEC_LZ4;
+    case ENG_COMPRESSION_SNAPPY: return ENG_CODEC_SNAPPY;
+    case ENG_COMPRESSION_GZIP: return ENG_CODEC_GZIP;
+    default: return ENG_CODEC_NONE; /* uncompressed, producer */
+    }
 }

@@ -160,6 +160,10 @@ void eng_config_overrides_clear(eng_config_overrides *ov);
 int eng_config_overrides_set(eng_config_overrides *ov, const char *name, const char *text,
                              eng_errdetail *err);
 
+/* The batch codec (ENG_CODEC_*) a compression.type value stores with;
+ * ENG_CODEC_NONE for uncompressed and producer. */
+int eng_config_codec(int64_t compression_type);
+
 /* Effective message.timestamp.before/after.max.ms: falls back to the
  * deprecated difference.max.ms when left at Long.MAX. */
 int64_t eng_config_ts_before_max(const eng_config *c);

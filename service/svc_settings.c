@@ -315,6 +315,10 @@ svc_load_result svc_settings_load(svc_settings *s, int argc, char **argv, char *
             svc_settings_help(stdout);
             res = SVC_LOAD_EXIT_OK;
             goto done;
+        } else if (!strcmp(a, "--settings-markdown")) {
+            svc_settings_markdown(stdout);
+            res = SVC_LOAD_EXIT_OK;
+            goto done;
         } else if (!strcmp(a, "--version")) {
             printf("logstore %s\n", LOGSTORE_VERSION);
             res = SVC_LOAD_EXIT_OK;
@@ -413,5 +417,31 @@ void svc_settings_help(FILE *out)
             snprintf(label, sizeof label, "%s (%s)", d->synonyms[k].name, d->name);
             fprintf(out, "  %-56s default %-20s %s\n", label, dflt, k ? "" : d->doc);
         }
+    }
+}
+
+static const char *type_name(eng_config_type t)
+{
+    static const char *const names[] = {"int", "long", "double", "boolean", "string", "list"};
+    return names[t];
+}
+
+void svc_settings_markdown(FILE *out)
+{
+    fprintf(out, "| Server setting | Default | Meaning |\n|---|---|---|\n");
+    for (int i = 0; i < SVC_COUNT; i++)
+        fprintf(out, "| `%s` | `%s` | %s |\n", defs[i].name,
+                defs[i].default_text[0] ? defs[i].default_text : "(unset)", defs[i].doc);
+    fprintf(out, "\n| Topic config | Type | Default | Broker-level synonyms | Meaning |\n"
+                 "|---|---|---|---|---|\n");
+    for (int i = 0; i < ENG_CFG_COUNT; i++) {
+        const eng_config_def *d = eng_config_def_at((eng_config_id)i);
+        char syn[256] = "";
+        size_t used = 0;
+        for (int k = 0; k < 4 && d->synonyms[k].name; k++)
+            used += (size_t)snprintf(syn + used, sizeof syn - used, "%s`%s`", k ? ", " : "",
+                                     d->synonyms[k].name);
+        fprintf(out, "| `%s` | %s | `%s` | %s | %s |\n", d->name, type_name(d->type),
+                d->default_text, syn, d->doc);
     }
 }

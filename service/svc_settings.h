@@ -82,6 +82,10 @@ void svc_settings_free(svc_settings *s);
  * default and a line of doc. */
 void svc_settings_help(FILE *out);
 
+/* Writes the same tables as Markdown (README's configuration reference is
+ * this output, checked by a test). */
+void svc_settings_markdown(FILE *out);
+
 const svc_setting_def *svc_setting_def_at(svc_setting_id id);
 
 #endif

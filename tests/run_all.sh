@@ -51,6 +51,10 @@ for suite in unit integration crash fuzz; do
     done
 done
 
+for script in tests/scripts/test_*.sh; do
+    [ -x "$script" ] && run_one "$script" 300
+done
+
 if [ ${#failed_names[@]} -gt 0 ]; then
     echo "failing suites: ${failed_names[*]}"
 fi
