@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,24 @@ int eng_fs_write_atomic(const char *path, const void *data, size_t len)
     char tmp[4096];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
         return ENG_EINVAL;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const char *slash = strrchr(tmp, '/');
+    size_t dir_len = slash ? (size_t)(slash + 1 - tmp) : 0;
+    int fd;
+    if (strlen(tmp + dir_len) > NAME_MAX) {
+        /* "<name>.tmp" does not fit in a directory entry (the meta file of a
+         * 249-character topic is 254 bytes): use a unique short name in the
+         * same directory instead, so the rename stays atomic. */
+        snprintf(tmp + dir_len, sizeof tmp - dir_len, ".tmp-XXXXXX");
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd >= 0 && fchmod(fd, 0644) < 0) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return -e;
+        }
+    } else {
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
     if (fd < 0)
         return -errno;
     int rc = write_all(fd, data, len);

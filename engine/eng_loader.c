@@ -109,7 +109,10 @@ static int scan_dir(const char *dir, dir_scan *d, eng_load_stats *st)
     closedir(dh);
     if (rc)
         return rc;
-    qsort(d->bases, d->n, sizeof *d->bases, cmp_i64);
+    /* qsort/bsearch take non-null arrays even for 0 elements (UB otherwise,
+     * and UBSan aborts): a new partition dir has no .log, so bases is NULL. */
+    if (d->n > 0)
+        qsort(d->bases, d->n, sizeof *d->bases, cmp_i64);
     /* Orphan indexes: an index whose .log is gone can only mislead. */
     dh = opendir(dir);
     if (!dh)
@@ -120,7 +123,7 @@ static int scan_dir(const char *dir, dir_scan *d, eng_load_stats *st)
         if (base < 0 || (strcmp(rest, ".index") && strcmp(rest, ".timeindex") &&
                          strcmp(rest, ".txnindex")))
             continue;
-        if (!bsearch(&base, d->bases, d->n, sizeof *d->bases, cmp_i64))
+        if (d->n == 0 || !bsearch(&base, d->bases, d->n, sizeof *d->bases, cmp_i64))
             remove_file(dir, e->d_name, "index without a .log");
     }
     closedir(dh);
@@ -178,11 +181,21 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
             rc = -ENOMEM;
             goto done;
         }
+        bool torn_tail = false;
         for (size_t i = 0; i < d.n; i++) {
             eng_segment_opts o;
             eng__segment_opts(&cfg, false, &o);
             bool active = i + 1 == d.n;
-            if ((rc = eng_segment_open(p->dir, d.bases[i], &o, active, &segs[i])))
+            rc = eng_segment_open(p->dir, d.bases[i], &o, active, &segs[i]);
+            if (rc == ENG_ECORRUPT && active) {
+                /* Opening a segment active scans its tail for the next offset,
+                 * which fails on a torn or garbage tail (an unclean stop, or
+                 * a preallocated .log's zeros).  Open it inactive instead;
+                 * it is recovered below and then reopened active. */
+                torn_tail = true;
+                rc = eng_segment_open(p->dir, d.bases[i], &o, false, &segs[i]);
+            }
+            if (rc)
                 goto done;
             nsegs++;
         }
@@ -196,7 +209,7 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
                     first_recover = i;
         }
         for (size_t i = 0; i < nsegs; i++) {
-            if (i < first_recover && indexes_ok(segs[i]))
+            if (i < first_recover && indexes_ok(segs[i]) && !(torn_tail && i + 1 == nsegs))
                 continue;
             eng_recover_stats rs;
             if ((rc = eng_segment_recover(segs[i], &rs)))
@@ -229,6 +242,18 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
                 goto done;
             }
             break;
+        }
+        /* A torn active segment was opened inactive for its recovery; with
+         * its tail now valid it becomes the active one again. */
+        if (!eng_segment_is_active(segs[nsegs - 1])) {
+            eng_segment_opts o;
+            eng__segment_opts(&cfg, false, &o);
+            int64_t base = eng_segment_base(segs[nsegs - 1]);
+            eng_segment_unref(segs[nsegs - 1]);
+            if ((rc = eng_segment_open(p->dir, base, &o, true, &segs[nsegs - 1]))) {
+                nsegs--;
+                goto done;
+            }
         }
     }
     st->segments = (uint32_t)nsegs;

@@ -253,7 +253,10 @@ static int visit_count(const eng_batch_pos *b, void *vctx)
 int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
 {
     eng_segview *v = eng__segview_acquire(p);
-    eng_segment_info *arr = calloc(v->n ? v->n : 1, sizeof *arr);
+    /* Read the count while the view is held: once released, a roll may have
+     * dropped the last reference and freed it. */
+    size_t count = v->n;
+    eng_segment_info *arr = calloc(count ? count : 1, sizeof *arr);
     int rc = arr ? 0 : -ENOMEM;
     for (size_t k = 0; k < v->n && !rc; k++) {
         eng_segment *seg = v->segs[k];
@@ -284,7 +287,7 @@ int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
         return rc;
     }
     *out = arr;
-    *n = v->n;
+    *n = count;
     return 0;
 }
 

@@ -1,0 +1,402 @@
+/*
+ * test_config.c - the topic config table (kafka-format.md §18.1): every
+ * default parses and prints back as Kafka prints it; bounds and types are
+ * enforced with the key named in eng_errdetail; broker synonyms apply with
+ * Kafka's priority (log.retention.ms > .minutes > .hours) whatever the order
+ * they are applied in, with their unit factors; the min/max compaction lag
+ * cross-check; cleanup.policy lists; unknown and inapplicable keys; layered
+ * resolution and the source of each value.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "eng_compress.h"
+#include "eng_config.h"
+#include "eng_error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static eng_config defaults(void)
+{
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    return d.cfg;
+}
+
+static void test_defaults_round_trip(void **state)
+{
+    (void)state;
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    for (int i = 0; i < ENG_CFG_COUNT; i++) {
+        const eng_config_def *def = eng_config_def_at((eng_config_id)i);
+        assert_non_null(def);
+        assert_non_null(def->name);
+        assert_non_null(def->doc);
+        assert_int_equal(eng_config_lookup(def->name), i);
+        eng_config_value v;
+        eng_errdetail err = {0};
+        if (eng_config_parse((eng_config_id)i, def->default_text, &v, &err))
+            fail_msg("default of %s does not parse: %s", def->name, err.message);
+        char buf[128];
+        eng_config_format((eng_config_id)i, v, buf, sizeof buf);
+        assert_string_equal(buf, def->default_text);
+        eng_config_format((eng_config_id)i, d.cfg.v[i], buf, sizeof buf);
+        assert_string_equal(buf, def->default_text);
+        assert_int_equal(d.synonym_rank[i], -1);
+        assert_int_equal(eng_config_source_of(&d, NULL, (eng_config_id)i), ENG_SRC_DEFAULT);
+    }
+    assert_null(eng_config_def_at(ENG_CFG_COUNT));
+    assert_int_equal(eng_config_lookup("no.such.config"), -1);
+
+    /* Kafka's values, spelled out. */
+    static const struct {
+        eng_config_id id;
+        const char *text;
+    } kafka[] = {
+        {ENG_CFG_SEGMENT_BYTES, "1073741824"},
+        {ENG_CFG_SEGMENT_MS, "604800000"},
+        {ENG_CFG_SEGMENT_JITTER_MS, "0"},
+        {ENG_CFG_SEGMENT_INDEX_BYTES, "10485760"},
+        {ENG_CFG_FLUSH_MESSAGES, "9223372036854775807"},
+        {ENG_CFG_FLUSH_MS, "9223372036854775807"},
+        {ENG_CFG_RETENTION_BYTES, "-1"},
+        {ENG_CFG_RETENTION_MS, "604800000"},
+        {ENG_CFG_MAX_MESSAGE_BYTES, "1048588"},
+        {ENG_CFG_INDEX_INTERVAL_BYTES, "4096"},
+        {ENG_CFG_DELETE_RETENTION_MS, "86400000"},
+        {ENG_CFG_MIN_COMPACTION_LAG_MS, "0"},
+        {ENG_CFG_MAX_COMPACTION_LAG_MS, "9223372036854775807"},
+        {ENG_CFG_FILE_DELETE_DELAY_MS, "60000"},
+        {ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, "0.5"},
+        {ENG_CFG_CLEANUP_POLICY, "delete"},
+        {ENG_CFG_COMPRESSION_TYPE, "producer"},
+        {ENG_CFG_COMPRESSION_GZIP_LEVEL, "-1"},
+        {ENG_CFG_COMPRESSION_LZ4_LEVEL, "9"},
+        {ENG_CFG_COMPRESSION_ZSTD_LEVEL, "3"},
+        {ENG_CFG_PREALLOCATE, "false"},
+        {ENG_CFG_MESSAGE_TIMESTAMP_TYPE, "CreateTime"},
+        {ENG_CFG_MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS, "9223372036854775807"},
+        {ENG_CFG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS, "9223372036854775807"},
+        {ENG_CFG_MESSAGE_TIMESTAMP_AFTER_MAX_MS, "9223372036854775807"},
+    };
+    assert_int_equal(sizeof kafka / sizeof kafka[0], ENG_CFG_COUNT);
+    for (size_t i = 0; i < sizeof kafka / sizeof kafka[0]; i++)
+        assert_string_equal(eng_config_def_at(kafka[i].id)->default_text, kafka[i].text);
+    assert_int_equal(d.cfg.v[ENG_CFG_SEGMENT_BYTES].i, 1073741824);
+    assert_int_equal(d.cfg.v[ENG_CFG_CLEANUP_POLICY].i, ENG_POLICY_DELETE);
+    assert_int_equal(d.cfg.v[ENG_CFG_COMPRESSION_TYPE].i, ENG_COMPRESSION_PRODUCER);
+    assert_int_equal(d.cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i, ENG_TS_CREATE_TIME);
+    assert_true(d.cfg.v[ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO].d == 0.5);
+    assert_int_equal(eng_config_check(&d.cfg, NULL), 0);
+}
+
+/* Parses text for id; on failure checks the key named in the detail. */
+static int parse(eng_config_id id, const char *text, eng_config_value *v)
+{
+    eng_errdetail err = {0};
+    eng_config_value local;
+    int rc = eng_config_parse(id, text, v ? v : &local, &err);
+    if (rc) {
+        assert_int_equal(rc, ENG_ECONFIG);
+        assert_string_equal(err.key, eng_config_def_at(id)->name);
+        assert_true(strlen(err.message) > 0);
+    }
+    return rc;
+}
+
+static void test_bounds_and_types(void **state)
+{
+    (void)state;
+    eng_config_value v;
+    /* segment.bytes >= 1048576 as in current Kafka; an int. */
+    assert_int_equal(parse(ENG_CFG_SEGMENT_BYTES, "1048575", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_SEGMENT_BYTES, "14", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_SEGMENT_BYTES, "1048576", &v), 0);
+    assert_int_equal(v.i, 1048576);
+    assert_int_equal(parse(ENG_CFG_SEGMENT_BYTES, "2147483647", &v), 0);
+    assert_int_equal(parse(ENG_CFG_SEGMENT_BYTES, "2147483648", NULL), ENG_ECONFIG);
+    eng_errdetail err = {0};
+    assert_int_equal(eng_config_parse(ENG_CFG_SEGMENT_BYTES, "1000", &v, &err), ENG_ECONFIG);
+    assert_string_equal(err.key, "segment.bytes");
+    assert_non_null(strstr(err.message, "1048576"));
+    /* Not numbers. */
+    static const char *const junk[] = {"", "abc", "12x", "1.5", "0x10", " "};
+    for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
+        assert_int_equal(parse(ENG_CFG_SEGMENT_MS, junk[i], NULL), ENG_ECONFIG);
+        assert_int_equal(parse(ENG_CFG_INDEX_INTERVAL_BYTES, junk[i], NULL), ENG_ECONFIG);
+    }
+    assert_int_equal(parse(ENG_CFG_SEGMENT_MS, "99999999999999999999", NULL), ENG_ECONFIG);
+    /* Lower bounds of longs. */
+    assert_int_equal(parse(ENG_CFG_SEGMENT_MS, "0", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_SEGMENT_MS, "1", &v), 0);
+    assert_int_equal(parse(ENG_CFG_RETENTION_MS, "-2", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_RETENTION_MS, "-1", &v), 0);
+    assert_int_equal(v.i, -1);
+    assert_int_equal(parse(ENG_CFG_RETENTION_BYTES, "-5", &v), 0);
+    assert_int_equal(parse(ENG_CFG_FLUSH_MESSAGES, "0", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_SEGMENT_INDEX_BYTES, "3", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_MAX_COMPACTION_LAG_MS, "0", NULL), ENG_ECONFIG);
+    /* Ranges. */
+    assert_int_equal(parse(ENG_CFG_COMPRESSION_GZIP_LEVEL, "10", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_COMPRESSION_GZIP_LEVEL, "9", &v), 0);
+    assert_int_equal(parse(ENG_CFG_COMPRESSION_LZ4_LEVEL, "0", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_COMPRESSION_ZSTD_LEVEL, "-131073", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_COMPRESSION_ZSTD_LEVEL, "-131072", &v), 0);
+    /* Doubles in [0, 1]. */
+    assert_int_equal(parse(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, "0.25", &v), 0);
+    assert_true(v.d == 0.25);
+    char buf[64];
+    eng_config_format(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, v, buf, sizeof buf);
+    assert_string_equal(buf, "0.25");
+    assert_int_equal(parse(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, "1.5", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, "-0.1", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, "nan", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, "half", NULL), ENG_ECONFIG);
+    /* Booleans and strings. */
+    assert_int_equal(parse(ENG_CFG_PREALLOCATE, "true", &v), 0);
+    assert_int_equal(v.i, 1);
+    assert_int_equal(parse(ENG_CFG_PREALLOCATE, "yes", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_MESSAGE_TIMESTAMP_TYPE, "LogAppendTime", &v), 0);
+    assert_int_equal(v.i, ENG_TS_LOG_APPEND_TIME);
+    assert_int_equal(parse(ENG_CFG_MESSAGE_TIMESTAMP_TYPE, "WallTime", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_COMPRESSION_TYPE, "uncompressed", &v), 0);
+    assert_int_equal(v.i, ENG_COMPRESSION_UNCOMPRESSED);
+    eng_config_format(ENG_CFG_COMPRESSION_TYPE, v, buf, sizeof buf);
+    assert_string_equal(buf, "uncompressed");
+    assert_int_equal(parse(ENG_CFG_COMPRESSION_TYPE, "brotli", NULL), ENG_ECONFIG);
+    /* A codec is accepted exactly when this build can write it. */
+    static const char *const codecs[] = {"zstd", "lz4", "snappy", "gzip"};
+    static const int ids[] = {ENG_COMPRESSION_ZSTD, ENG_COMPRESSION_LZ4, ENG_COMPRESSION_SNAPPY,
+                              ENG_COMPRESSION_GZIP};
+    for (int i = 0; i < 4; i++) {
+        bool ok = eng_codec_supported(eng_config_codec(ids[i]));
+        assert_int_equal(parse(ENG_CFG_COMPRESSION_TYPE, codecs[i], &v), ok ? 0 : ENG_ECONFIG);
+        if (ok)
+            assert_int_equal(v.i, ids[i]);
+    }
+}
+
+static void test_cleanup_policy_lists(void **state)
+{
+    (void)state;
+    eng_config_value v;
+    char buf[64];
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "compact,delete", &v), 0);
+    assert_int_equal(v.i, ENG_POLICY_COMPACT | ENG_POLICY_DELETE);
+    eng_config_format(ENG_CFG_CLEANUP_POLICY, v, buf, sizeof buf);
+    assert_string_equal(buf, "delete,compact");
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "delete, compact", &v), 0);
+    assert_int_equal(v.i, ENG_POLICY_COMPACT | ENG_POLICY_DELETE);
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "compact", &v), 0);
+    assert_int_equal(v.i, ENG_POLICY_COMPACT);
+    eng_config_format(ENG_CFG_CLEANUP_POLICY, v, buf, sizeof buf);
+    assert_string_equal(buf, "compact");
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "delete", &v), 0);
+    assert_int_equal(v.i, ENG_POLICY_DELETE);
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "compact,compact", &v), 0);
+    assert_int_equal(v.i, ENG_POLICY_COMPACT);
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "compact,archive", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "compact,", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "compactdelete", NULL), ENG_ECONFIG);
+}
+
+static void test_broker_synonyms_priority(void **state)
+{
+    (void)state;
+    static const char *const names[3] = {"log.retention.ms", "log.retention.minutes",
+                                         "log.retention.hours"};
+    static const char *const values[3] = {"1234", "5", "2"};
+    static const int64_t as_ms[3] = {1234, 5 * 60000, 2 * 3600000LL};
+    static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                    {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    /* Any subset, in any order: the highest-priority synonym set wins. */
+    for (int mask = 1; mask < 8; mask++) {
+        for (int p = 0; p < 6; p++) {
+            eng_config_defaults d;
+            eng_config_defaults_init(&d);
+            for (int k = 0; k < 3; k++) {
+                int s = perms[p][k];
+                if (mask & (1 << s))
+                    assert_int_equal(eng_config_defaults_apply(&d, names[s], values[s], NULL), 1);
+            }
+            int best = (mask & 1) ? 0 : (mask & 2) ? 1 : 2;
+            if (d.cfg.v[ENG_CFG_RETENTION_MS].i != as_ms[best])
+                fail_msg("mask %d order %d: retention.ms %lld, want %lld", mask, p,
+                         (long long)d.cfg.v[ENG_CFG_RETENTION_MS].i, (long long)as_ms[best]);
+            assert_int_equal(d.synonym_rank[ENG_CFG_RETENTION_MS], best);
+            assert_int_equal(eng_config_source_of(&d, NULL, ENG_CFG_RETENTION_MS), ENG_SRC_BROKER);
+        }
+    }
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    /* Hours are multiplied by 3,600,000; a negative value means unlimited. */
+    assert_int_equal(eng_config_defaults_apply(&d, "log.retention.hours", "168", NULL), 1);
+    assert_int_equal(d.cfg.v[ENG_CFG_RETENTION_MS].i, 604800000);
+    assert_int_equal(eng_config_defaults_apply(&d, "log.retention.hours", "-1", NULL), 1);
+    assert_int_equal(d.cfg.v[ENG_CFG_RETENTION_MS].i, -1);
+    assert_int_equal(eng_config_defaults_apply(&d, "log.roll.hours", "1", NULL), 1);
+    assert_int_equal(d.cfg.v[ENG_CFG_SEGMENT_MS].i, 3600000);
+    assert_int_equal(eng_config_defaults_apply(&d, "log.roll.ms", "5000", NULL), 1);
+    assert_int_equal(eng_config_defaults_apply(&d, "log.roll.hours", "3", NULL), 1);
+    assert_int_equal(d.cfg.v[ENG_CFG_SEGMENT_MS].i, 5000);
+    /* Factor-1 synonyms are validated like the topic config. */
+    assert_int_equal(eng_config_defaults_apply(&d, "log.segment.bytes", "2097152", NULL), 1);
+    assert_int_equal(d.cfg.v[ENG_CFG_SEGMENT_BYTES].i, 2097152);
+    eng_errdetail err = {0};
+    assert_int_equal(eng_config_defaults_apply(&d, "log.segment.bytes", "1000", &err),
+                     ENG_ECONFIG);
+    assert_string_equal(err.key, "log.segment.bytes");
+    assert_int_equal(d.cfg.v[ENG_CFG_SEGMENT_BYTES].i, 2097152);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(eng_config_defaults_apply(&d, "log.retention.minutes", "ten", &err),
+                     ENG_ECONFIG);
+    assert_string_equal(err.key, "log.retention.minutes");
+    /* Not a synonym of any topic config. */
+    assert_int_equal(eng_config_defaults_apply(&d, "log.dirs", "/data", NULL), 0);
+    assert_int_equal(eng_config_defaults_apply(&d, "retention.ms", "1", NULL), 0);
+    /* A synonym shared by name with its topic config. */
+    assert_int_equal(eng_config_defaults_apply(&d, "compression.type", "uncompressed", NULL), 1);
+    assert_int_equal(d.cfg.v[ENG_CFG_COMPRESSION_TYPE].i, ENG_COMPRESSION_UNCOMPRESSED);
+    assert_int_equal(eng_config_defaults_apply(&d, "log.cleanup.policy", "compact", NULL), 1);
+    assert_int_equal(d.cfg.v[ENG_CFG_CLEANUP_POLICY].i, ENG_POLICY_COMPACT);
+    assert_int_equal(eng_config_source_of(&d, NULL, ENG_CFG_FLUSH_MS), ENG_SRC_DEFAULT);
+}
+
+static void test_compaction_lag_cross_check(void **state)
+{
+    (void)state;
+    eng_config c = defaults();
+    c.v[ENG_CFG_MIN_COMPACTION_LAG_MS].i = 5000;
+    c.v[ENG_CFG_MAX_COMPACTION_LAG_MS].i = 5000;
+    assert_int_equal(eng_config_check(&c, NULL), 0);
+    c.v[ENG_CFG_MAX_COMPACTION_LAG_MS].i = 4999;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_config_check(&c, &err), ENG_ECONFIG);
+    assert_string_equal(err.key, "min.compaction.lag.ms");
+
+    /* Through resolve: overrides on top of the defaults. */
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    eng_config_overrides ov = {{0}};
+    assert_int_equal(eng_config_overrides_set(&ov, "min.compaction.lag.ms", "10000", NULL), 0);
+    assert_int_equal(eng_config_overrides_set(&ov, "max.compaction.lag.ms", "9999", NULL), 0);
+    eng_config out = defaults();
+    out.v[ENG_CFG_SEGMENT_BYTES].i = 77; /* untouched on failure */
+    memset(&err, 0, sizeof err);
+    assert_int_equal(eng_config_resolve(&d, &ov, &out, &err), ENG_ECONFIG);
+    assert_string_equal(err.key, "min.compaction.lag.ms");
+    assert_int_equal(out.v[ENG_CFG_SEGMENT_BYTES].i, 77);
+    assert_int_equal(eng_config_overrides_set(&ov, "max.compaction.lag.ms", "10000", NULL), 0);
+    assert_int_equal(eng_config_resolve(&d, &ov, &out, NULL), 0);
+    assert_int_equal(out.v[ENG_CFG_MIN_COMPACTION_LAG_MS].i, 10000);
+    /* Across layers: a topic min above the broker-level max is caught too. */
+    assert_int_equal(
+        eng_config_defaults_apply(&d, "log.cleaner.max.compaction.lag.ms", "100", NULL), 1);
+    assert_int_equal(eng_config_resolve(&d, &ov, &out, &err), 0); /* topic sets both */
+    eng_config_overrides_clear(&ov);
+    assert_int_equal(eng_config_overrides_set(&ov, "min.compaction.lag.ms", "101", NULL), 0);
+    assert_int_equal(eng_config_resolve(&d, &ov, &out, &err), ENG_ECONFIG);
+    eng_config_overrides_clear(&ov);
+}
+
+static void test_overrides_set_and_resolve(void **state)
+{
+    (void)state;
+    eng_config_overrides ov = {{0}};
+    eng_errdetail err = {0};
+    /* Unknown key. */
+    assert_int_equal(eng_config_overrides_set(&ov, "retention.weeks", "1", &err), ENG_ECONFIG);
+    assert_string_equal(err.key, "retention.weeks");
+    assert_non_null(strstr(err.message, "unknown"));
+    /* Kafka topic configs that mean nothing on one node: refused, and said so. */
+    static const char *const inapplicable[] = {"min.insync.replicas",
+                                               "unclean.leader.election.enable",
+                                               "remote.storage.enable", "message.format.version",
+                                               "local.retention.ms"};
+    for (size_t i = 0; i < sizeof inapplicable / sizeof inapplicable[0]; i++) {
+        memset(&err, 0, sizeof err);
+        assert_true(eng_config_is_inapplicable(inapplicable[i]));
+        assert_int_equal(eng_config_overrides_set(&ov, inapplicable[i], "1", &err), ENG_ECONFIG);
+        assert_string_equal(err.key, inapplicable[i]);
+        assert_null(strstr(err.message, "unknown"));
+    }
+    assert_false(eng_config_is_inapplicable("retention.ms"));
+    /* Broker synonyms are not topic configs. */
+    assert_int_equal(eng_config_overrides_set(&ov, "log.retention.ms", "1", &err), ENG_ECONFIG);
+    for (int i = 0; i < ENG_CFG_COUNT; i++)
+        assert_null(ov.text[i]);
+
+    /* Bad values are refused and leave the override as it was. */
+    assert_int_equal(eng_config_overrides_set(&ov, "segment.bytes", "2097152", NULL), 0);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(eng_config_overrides_set(&ov, "segment.bytes", "1048575", &err), ENG_ECONFIG);
+    assert_string_equal(err.key, "segment.bytes");
+    assert_string_equal(ov.text[ENG_CFG_SEGMENT_BYTES], "2097152");
+    assert_int_equal(eng_config_overrides_set(&ov, "cleanup.policy", "compact,delete", NULL), 0);
+    assert_int_equal(eng_config_overrides_set(&ov, "retention.ms", "-1", NULL), 0);
+
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    assert_int_equal(eng_config_defaults_apply(&d, "log.retention.hours", "1", NULL), 1);
+    assert_int_equal(eng_config_defaults_apply(&d, "log.index.interval.bytes", "100", NULL), 1);
+    eng_config c;
+    assert_int_equal(eng_config_resolve(&d, &ov, &c, NULL), 0);
+    assert_int_equal(c.v[ENG_CFG_SEGMENT_BYTES].i, 2097152);
+    assert_int_equal(c.v[ENG_CFG_RETENTION_MS].i, -1); /* topic beats broker */
+    assert_int_equal(c.v[ENG_CFG_INDEX_INTERVAL_BYTES].i, 100);
+    assert_int_equal(c.v[ENG_CFG_CLEANUP_POLICY].i, ENG_POLICY_COMPACT | ENG_POLICY_DELETE);
+    assert_int_equal(c.v[ENG_CFG_FLUSH_MESSAGES].i, INT64_MAX);
+    assert_int_equal(eng_config_source_of(&d, &ov, ENG_CFG_RETENTION_MS), ENG_SRC_TOPIC);
+    assert_int_equal(eng_config_source_of(&d, &ov, ENG_CFG_INDEX_INTERVAL_BYTES), ENG_SRC_BROKER);
+    assert_int_equal(eng_config_source_of(&d, &ov, ENG_CFG_FLUSH_MS), ENG_SRC_DEFAULT);
+
+    /* Copy is deep; removing an override (NULL) reverts to the lower layer. */
+    eng_config_overrides copy;
+    assert_int_equal(eng_config_overrides_copy(&copy, &ov), 0);
+    assert_ptr_not_equal(copy.text[ENG_CFG_SEGMENT_BYTES], ov.text[ENG_CFG_SEGMENT_BYTES]);
+    assert_string_equal(copy.text[ENG_CFG_CLEANUP_POLICY], "compact,delete");
+    assert_int_equal(eng_config_overrides_set(&copy, "retention.ms", NULL, NULL), 0);
+    assert_null(copy.text[ENG_CFG_RETENTION_MS]);
+    assert_int_equal(eng_config_resolve(&d, &copy, &c, NULL), 0);
+    assert_int_equal(c.v[ENG_CFG_RETENTION_MS].i, 3600000);
+    assert_string_equal(ov.text[ENG_CFG_RETENTION_MS], "-1");
+    eng_config_overrides_clear(&copy);
+    eng_config_overrides_clear(&ov);
+    for (int i = 0; i < ENG_CFG_COUNT; i++)
+        assert_null(ov.text[i]);
+}
+
+static void test_timestamp_limit_fallback(void **state)
+{
+    (void)state;
+    eng_config c = defaults();
+    assert_int_equal(eng_config_ts_before_max(&c), INT64_MAX);
+    assert_int_equal(eng_config_ts_after_max(&c), INT64_MAX);
+    c.v[ENG_CFG_MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS].i = 1000;
+    assert_int_equal(eng_config_ts_before_max(&c), 1000);
+    assert_int_equal(eng_config_ts_after_max(&c), 1000);
+    c.v[ENG_CFG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS].i = 50;
+    assert_int_equal(eng_config_ts_before_max(&c), 50);
+    assert_int_equal(eng_config_ts_after_max(&c), 1000);
+    c.v[ENG_CFG_MESSAGE_TIMESTAMP_AFTER_MAX_MS].i = 70;
+    assert_int_equal(eng_config_ts_after_max(&c), 70);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_round_trip),
+        cmocka_unit_test(test_bounds_and_types),
+        cmocka_unit_test(test_cleanup_policy_lists),
+        cmocka_unit_test(test_broker_synonyms_priority),
+        cmocka_unit_test(test_compaction_lag_cross_check),
+        cmocka_unit_test(test_overrides_set_and_resolve),
+        cmocka_unit_test(test_timestamp_limit_fallback),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

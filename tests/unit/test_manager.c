@@ -1,0 +1,601 @@
+/*
+ * test_manager.c - the log manager over one data dir (DESIGN §2, §3):
+ * topics created, listed, described, grown and deleted; refusals (duplicate,
+ * invalid names, partition counts, configs) that leave nothing on disk; the
+ * files Kafka expects (partition dirs, meta/<topic>.json,
+ * leader-epoch-checkpoint, partition.metadata); deletion by renaming to
+ * "<topic>-<p>.<32 hex>-delete"; the .lock that keeps a second manager out;
+ * the clean-shutdown marker and checkpoints written by close and honoured by
+ * the next open.
+ *
+ * The engine does not speak JSON: service/ installs the real codec.  Here a
+ * tiny line-based codec stands in ("name\npartitions\ntopic_id\ncreated\n"
+ * then "key=value" lines).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "eng_batch.h"
+#include "eng_checkpoint.h"
+#include "eng_error.h"
+#include "eng_logger.h"
+#include "eng_manager.h"
+#include "support.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- a stand-in metadata codec ------------------------------------------ */
+
+static int codec_encode(const eng_topic_meta *m, char **out, size_t *len, void *ctx)
+{
+    (void)ctx;
+    size_t cap = 512;
+    for (int i = 0; i < ENG_CFG_COUNT; i++)
+        if (m->overrides.text[i])
+            cap += strlen(m->overrides.text[i]) + 64;
+    char *buf = malloc(cap);
+    if (!buf)
+        return -ENOMEM;
+    size_t n = (size_t)snprintf(buf, cap, "%s\n%d\n%s\n%lld\n", m->name, (int)m->partitions,
+                                m->topic_id, (long long)m->created_ms);
+    for (int i = 0; i < ENG_CFG_COUNT; i++)
+        if (m->overrides.text[i])
+            n += (size_t)snprintf(buf + n, cap - n, "%s=%s\n",
+                                  eng_config_def_at((eng_config_id)i)->name, m->overrides.text[i]);
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+static int codec_decode(const char *buf, size_t len, eng_topic_meta *m, void *ctx)
+{
+    (void)ctx;
+    char *copy = strndup(buf, len), *save = NULL;
+    if (!copy)
+        return -ENOMEM;
+    int rc = ENG_ECORRUPT;
+    char *name = strtok_r(copy, "\n", &save), *parts = strtok_r(NULL, "\n", &save);
+    char *id = strtok_r(NULL, "\n", &save), *created = strtok_r(NULL, "\n", &save);
+    if (!name || !parts || !id || !created || strlen(name) > ENG_TOPIC_NAME_MAX || strlen(id) > 22)
+        goto done;
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->partitions = atoi(parts);
+    snprintf(m->topic_id, sizeof m->topic_id, "%s", id);
+    m->created_ms = atoll(created);
+    for (char *line; (line = strtok_r(NULL, "\n", &save));) {
+        char *eq = strchr(line, '=');
+        if (!eq)
+            goto done;
+        *eq = 0;
+        if (eng_config_overrides_set(&m->overrides, line, eq + 1, NULL))
+            goto done;
+    }
+    rc = 0;
+done:
+    if (rc)
+        eng_config_overrides_clear(&m->overrides);
+    free(copy);
+    return rc;
+}
+
+/* ---- fixture: a data dir and a log sink --------------------------------- */
+
+typedef struct fixture {
+    char *tmp;
+    char data[512];
+    eng_manager_opts opts;
+    pthread_mutex_t mu;
+    char log[16384];
+} fixture;
+
+static void sink(eng_log_level level, const char *line, void *ctx)
+{
+    (void)level;
+    fixture *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    size_t n = strlen(f->log);
+    snprintf(f->log + n, sizeof f->log - n, "%s\n", line);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f || !(f->tmp = ts_tmpdir()))
+        return -1;
+    snprintf(f->data, sizeof f->data, "%s/data", f->tmp);
+    f->opts.log_dir = f->data;
+    eng_config_defaults_init(&f->opts.defaults);
+    f->opts.codec = (eng_meta_codec){.encode = codec_encode, .decode = codec_decode};
+    pthread_mutex_init(&f->mu, NULL);
+    eng_logger_set_sink(sink, f, ENG_LOG_INFO);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    eng_logger_set_sink(NULL, NULL, ENG_LOG_INFO);
+    ts_rmtree(f->tmp);
+    pthread_mutex_destroy(&f->mu);
+    free(f->tmp);
+    free(f);
+    return 0;
+}
+
+static eng_manager *open_mgr(fixture *f)
+{
+    eng_manager *m = NULL;
+    eng_errdetail err = {0};
+    int rc = eng_manager_open(&f->opts, &m, &err);
+    if (rc)
+        fail_msg("eng_manager_open: %s (%s)", eng_strerror(rc), err.message);
+    return m;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names in a directory, comma-separated ("" if empty). */
+static void list_dir(const char *path, char *out, size_t cap)
+{
+    char *names[64];
+    size_t n = 0;
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && n < 64)
+            names[n++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, n, sizeof names[0], cmp_str);
+    out[0] = 0;
+    for (size_t i = 0, used = 0; i < n; i++) {
+        used += (size_t)snprintf(out + used, cap - used, "%s%s", i ? "," : "", names[i]);
+        free(names[i]);
+    }
+}
+
+static void expect_file(const char *path, const char *want)
+{
+    uint8_t *raw;
+    size_t len;
+    if (ts_read_file(path, &raw, &len))
+        fail_msg("cannot read %s", path);
+    assert_int_equal(len, strlen(want));
+    assert_memory_equal(raw, want, len);
+    free(raw);
+}
+
+static int create(eng_manager *m, const char *name, int32_t n, const char *k, const char *v,
+                  eng_errdetail *err)
+{
+    const char *keys[1] = {k}, *values[1] = {v};
+    return eng_manager_create_topic(m, name, n, keys, values, k ? 1 : 0, err);
+}
+
+static void append_records(eng_manager *m, const char *topic, int32_t id, int n)
+{
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, topic, id, &p, NULL), 0);
+    for (int i = 0; i < n; i++) {
+        eng_record_spec r = {.timestamp = 1700000000000LL + i, .key = (const uint8_t *)"k",
+                             .key_len = 1, .value = (const uint8_t *)"value", .value_len = 5};
+        eng_batch_params bp;
+        eng_batch_params_init(&bp);
+        uint8_t buf[256];
+        size_t len = eng_batch_encode(buf, sizeof buf, &bp, &r, 1);
+        eng_append_opts o = {.expected_offset = -1};
+        eng_append_result res;
+        assert_int_equal(eng_partition_append(p, buf, len, &o, &res, NULL), 0);
+    }
+    eng_partition_unref(p);
+}
+
+/* Waits (up to 10 s) for the background removal of a deleted partition dir
+ * and returns the renamed directory name it logged. */
+static void wait_removed(fixture *f, const char *topic, int32_t id, char *name, size_t cap)
+{
+    char prefix[600];
+    snprintf(prefix, sizeof prefix, "removed %s/%s-%d.", f->data, topic, (int)id);
+    for (int tries = 0; tries < 1000; tries++) {
+        pthread_mutex_lock(&f->mu);
+        const char *hit = strstr(f->log, prefix);
+        if (hit) {
+            const char *s = hit + strlen("removed ") + strlen(f->data) + 1, *e = strchr(s, '\n');
+            snprintf(name, cap, "%.*s", (int)(e - s), s);
+            pthread_mutex_unlock(&f->mu);
+            return;
+        }
+        pthread_mutex_unlock(&f->mu);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("no removal of %s-%d logged; log:\n%s", topic, (int)id, f->log);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+static void test_create_list_describe_grow(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    eng_startup_report rep;
+    eng_manager_startup_report(m, &rep);
+    assert_false(rep.clean_shutdown);
+    assert_int_equal(rep.topics, 0);
+    assert_string_equal(eng_manager_log_dir(m), f->data);
+
+    const char *keys[] = {"retention.ms", "cleanup.policy"}, *vals[] = {"1000", "compact,delete"};
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_create_topic(m, "orders", 3, keys, vals, 2, &err), 0);
+    assert_int_equal(create(m, "alpha", 1, NULL, NULL, NULL), 0);
+    char **names;
+    size_t n;
+    assert_int_equal(eng_manager_list_topics(m, &names, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(names[0], "alpha");
+    assert_string_equal(names[1], "orders");
+    eng_strv_free(names, n);
+
+    eng_topic_desc d;
+    assert_int_equal(eng_manager_describe_topic(m, "orders", &d), 0);
+    assert_string_equal(d.meta.name, "orders");
+    assert_int_equal(d.meta.partitions, 3);
+    assert_int_equal(strlen(d.meta.topic_id), 22);
+    assert_int_equal(strspn(d.meta.topic_id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                             "0123456789-_"),
+                     22);
+    assert_true(d.meta.created_ms > 1600000000000LL);
+    assert_string_equal(d.meta.overrides.text[ENG_CFG_RETENTION_MS], "1000");
+    assert_null(d.meta.overrides.text[ENG_CFG_SEGMENT_BYTES]);
+    assert_int_equal(d.config.v[ENG_CFG_RETENTION_MS].i, 1000);
+    assert_int_equal(d.config.v[ENG_CFG_CLEANUP_POLICY].i, ENG_POLICY_COMPACT | ENG_POLICY_DELETE);
+    assert_int_equal(d.config.v[ENG_CFG_SEGMENT_BYTES].i, 1073741824);
+    char topic_id[23];
+    snprintf(topic_id, sizeof topic_id, "%s", d.meta.topic_id);
+    eng_topic_desc_clear(&d);
+    assert_int_equal(eng_manager_describe_topic(m, "nope", &d), ENG_ENOTOPIC);
+
+    /* On disk: partition dirs, meta/orders.json, Kafka's per-partition files. */
+    char path[700], listing[2048], want[256];
+    list_dir(f->data, listing, sizeof listing);
+    assert_string_equal(listing, ".lock,alpha-0,meta,orders-0,orders-1,orders-2");
+    snprintf(path, sizeof path, "%s/meta", f->data);
+    list_dir(path, listing, sizeof listing);
+    assert_string_equal(listing, "alpha.json,orders.json");
+    snprintf(path, sizeof path, "%s/orders-1", f->data);
+    list_dir(path, listing, sizeof listing);
+    assert_string_equal(listing, "00000000000000000000.index,00000000000000000000.log,"
+                                 "00000000000000000000.timeindex,leader-epoch-checkpoint,"
+                                 "partition.metadata");
+    snprintf(path, sizeof path, "%s/orders-1/leader-epoch-checkpoint", f->data);
+    expect_file(path, "0\n1\n0 0\n");
+    snprintf(path, sizeof path, "%s/orders-2/partition.metadata", f->data);
+    snprintf(want, sizeof want, "version: 0\ntopic_id: %s", topic_id);
+    expect_file(path, want);
+    snprintf(path, sizeof path, "%s/meta/orders.json", f->data);
+    uint8_t *raw;
+    size_t len;
+    assert_int_equal(ts_read_file(path, &raw, &len), 0);
+    eng_topic_meta meta = {0};
+    assert_int_equal(codec_decode((char *)raw, len, &meta, NULL), 0);
+    free(raw);
+    assert_string_equal(meta.name, "orders");
+    assert_int_equal(meta.partitions, 3);
+    assert_string_equal(meta.topic_id, topic_id);
+    assert_string_equal(meta.overrides.text[ENG_CFG_CLEANUP_POLICY], "compact,delete");
+    eng_config_overrides_clear(&meta.overrides);
+
+    /* Partition handles carry the resolved config. */
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, "orders", 2, &p, &err), 0);
+    assert_string_equal(eng_partition_topic(p), "orders");
+    assert_int_equal(eng_partition_id(p), 2);
+    eng_config c;
+    eng_partition_get_config(p, &c);
+    assert_int_equal(c.v[ENG_CFG_RETENTION_MS].i, 1000);
+    eng_partition_unref(p);
+    assert_int_equal(eng_manager_partition(m, "orders", 3, &p, &err), ENG_ENOPARTITION);
+    assert_int_equal(eng_manager_partition(m, "orders", -1, &p, &err), ENG_ENOPARTITION);
+    assert_int_equal(eng_manager_partition(m, "nope", 0, &p, &err), ENG_ENOTOPIC);
+
+    /* Growing: new dirs, metadata rewritten; never shrinking. */
+    assert_int_equal(eng_manager_add_partitions(m, "orders", 5, &err), 0);
+    snprintf(path, sizeof path, "%s/orders-4/00000000000000000000.log", f->data);
+    assert_int_equal(ts_file_size(path), 0);
+    assert_int_equal(eng_manager_describe_topic(m, "orders", &d), 0);
+    assert_int_equal(d.meta.partitions, 5);
+    eng_topic_desc_clear(&d);
+    snprintf(path, sizeof path, "%s/meta/orders.json", f->data);
+    assert_int_equal(ts_read_file(path, &raw, &len), 0);
+    assert_int_equal(codec_decode((char *)raw, len, &meta, NULL), 0);
+    free(raw);
+    assert_int_equal(meta.partitions, 5);
+    eng_config_overrides_clear(&meta.overrides);
+    assert_int_equal(eng_manager_add_partitions(m, "orders", 5, &err), 0);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(eng_manager_add_partitions(m, "orders", 2, &err), ENG_EINVAL);
+    assert_string_equal(err.key, "partitions");
+    assert_int_equal(eng_manager_add_partitions(m, "nope", 2, &err), ENG_ENOTOPIC);
+    eng_partition **all;
+    assert_int_equal(eng_manager_all_partitions(m, &all, &n), 0);
+    assert_int_equal(n, 6);
+    eng_partitions_release(all, n);
+
+    /* Overrides replaced as a whole and applied to the partitions at once. */
+    eng_config_overrides ov = {{0}};
+    assert_int_equal(eng_config_overrides_set(&ov, "segment.bytes", "2097152", NULL), 0);
+    assert_int_equal(eng_manager_set_topic_overrides(m, "orders", &ov, &err), 0);
+    assert_int_equal(eng_config_overrides_set(&ov, "min.compaction.lag.ms", "9", NULL), 0);
+    assert_int_equal(eng_config_overrides_set(&ov, "max.compaction.lag.ms", "8", NULL), 0);
+    assert_int_equal(eng_manager_set_topic_overrides(m, "orders", &ov, &err), ENG_ECONFIG);
+    eng_config_overrides_clear(&ov);
+    assert_int_equal(eng_manager_partition(m, "orders", 4, &p, &err), 0);
+    eng_partition_get_config(p, &c);
+    assert_int_equal(c.v[ENG_CFG_SEGMENT_BYTES].i, 2097152);
+    assert_int_equal(c.v[ENG_CFG_RETENTION_MS].i, 604800000); /* no longer overridden */
+    eng_partition_unref(p);
+    eng_manager_close(m);
+}
+
+static void test_delete_and_recreate(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    assert_int_equal(create(m, "orders", 2, NULL, NULL, NULL), 0);
+    append_records(m, "orders", 0, 3);
+    /* A request still holding a partition keeps it usable through the delete. */
+    eng_partition *held;
+    assert_int_equal(eng_manager_partition(m, "orders", 0, &held, NULL), 0);
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_delete_topic(m, "orders", &err), 0);
+    assert_int_equal(eng_manager_delete_topic(m, "orders", &err), ENG_ENOTOPIC);
+
+    char path[1200], listing[2048], name[512];
+    snprintf(path, sizeof path, "%s/meta/orders.json", f->data);
+    assert_int_equal(ts_file_size(path), -1);
+    snprintf(path, sizeof path, "%s/orders-0", f->data);
+    assert_int_equal(ts_file_size(path), -1);
+    for (int p = 0; p < 2; p++) {
+        wait_removed(f, "orders", p, name, sizeof name);
+        /* <topic>-<p>.<32 hex>-delete */
+        char want_prefix[32];
+        snprintf(want_prefix, sizeof want_prefix, "orders-%d.", p);
+        assert_int_equal(strncmp(name, want_prefix, strlen(want_prefix)), 0);
+        const char *hex = name + strlen(want_prefix);
+        assert_int_equal(strspn(hex, "0123456789abcdef"), 32);
+        assert_string_equal(hex + 32, "-delete");
+        snprintf(path, sizeof path, "%s/%s", f->data, name);
+        assert_int_equal(ts_file_size(path), -1);
+    }
+    eng_fetch ft;
+    assert_int_equal(eng_partition_read(held, 0, 1 << 20, &ft, NULL), 0);
+    assert_true(ft.len > 0);
+    assert_int_equal(ft.next_offset, 3);
+    eng_fetch_free(&ft);
+    eng_partition_unref(held);
+
+    /* The name is free again at once, and the new topic starts empty. */
+    assert_int_equal(create(m, "orders", 1, NULL, NULL, &err), 0);
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 0);
+    eng_partition_unref(p);
+    assert_int_equal(eng_manager_partition(m, "orders", 1, &p, NULL), ENG_ENOPARTITION);
+    list_dir(f->data, listing, sizeof listing);
+    assert_string_equal(listing, ".lock,meta,orders-0");
+    eng_manager_close(m);
+}
+
+static void expect_nothing_created(fixture *f, const char *want_data, const char *want_meta)
+{
+    char path[700], listing[2048];
+    list_dir(f->data, listing, sizeof listing);
+    assert_string_equal(listing, want_data);
+    snprintf(path, sizeof path, "%s/meta", f->data);
+    list_dir(path, listing, sizeof listing);
+    assert_string_equal(listing, want_meta);
+}
+
+static void test_refusals_create_nothing(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    eng_errdetail err = {0};
+    assert_int_equal(create(m, "orders", 1, NULL, NULL, &err), 0);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(create(m, "orders", 4, NULL, NULL, &err), ENG_ETOPICEXISTS);
+    assert_non_null(strstr(err.message, "orders"));
+
+    char long_name[260];
+    memset(long_name, 'a', sizeof long_name);
+    long_name[250] = 0;
+    static const char *const bad[] = {"",    ".",    "..",   "a/b",       "a\\b",  "a b",
+                                      "caf\xc3\xa9", "../x", "a\n", "orders*", "t:1", "\xff"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0] + 1; i++) {
+        const char *name = i < sizeof bad / sizeof bad[0] ? bad[i] : long_name;
+        assert_false(eng_topic_name_valid(name));
+        if (create(m, name, 1, NULL, NULL, &err) != ENG_ETOPICNAME)
+            fail_msg("name %zu accepted", i);
+    }
+    /* Partition counts and configs. */
+    assert_int_equal(create(m, "fresh", 0, NULL, NULL, &err), ENG_EINVAL);
+    assert_int_equal(create(m, "fresh", -1, NULL, NULL, &err), ENG_EINVAL);
+    static const struct {
+        const char *k, *v;
+    } cfgs[] = {{"segment.bytes", "1000"},           {"bogus.key", "1"},
+                {"min.insync.replicas", "2"},        {"cleanup.policy", "archive"},
+                {"retention.ms", "soon"},            {"log.retention.ms", "5"}};
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        memset(&err, 0, sizeof err);
+        assert_int_equal(create(m, "fresh", 1, cfgs[i].k, cfgs[i].v, &err), ENG_ECONFIG);
+        assert_string_equal(err.key, cfgs[i].k);
+    }
+    const char *keys[] = {"min.compaction.lag.ms", "max.compaction.lag.ms"}, *vals[] = {"10", "5"};
+    memset(&err, 0, sizeof err);
+    assert_int_equal(eng_manager_create_topic(m, "fresh", 1, keys, vals, 2, &err), ENG_ECONFIG);
+    assert_string_equal(err.key, "min.compaction.lag.ms");
+    expect_nothing_created(f, ".lock,meta,orders-0", "orders.json");
+
+    /* The longest legal name works: created, and deleted through a
+     * "-delete" dir whose topic part is cut to fit 255 bytes, as Kafka does. */
+    long_name[249] = 0;
+    assert_true(eng_topic_name_valid(long_name));
+    assert_true(eng_topic_name_valid("A-b_c.9"));
+    assert_true(eng_topic_name_valid("..."));
+    memset(&err, 0, sizeof err);
+    if (create(m, long_name, 2, NULL, NULL, &err))
+        fail_msg("249-char topic refused: %s", err.message);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s-1/00000000000000000000.log", f->data, long_name);
+    assert_int_equal(ts_file_size(path), 0);
+    snprintf(path, sizeof path, "%s/meta/%s.json", f->data, long_name);
+    assert_true(ts_file_size(path) > 0);
+    assert_int_equal(eng_manager_delete_topic(m, long_name, &err), 0);
+    for (int p = 0; p < 2; p++) {
+        /* 255 - strlen("-<p>.<32 hex>-delete") = 213 characters of the topic */
+        char name[512], cut[256];
+        snprintf(cut, sizeof cut, "%.213s", long_name);
+        wait_removed(f, cut, p, name, sizeof name);
+        assert_int_equal(strlen(name), 255);
+    }
+    expect_nothing_created(f, ".lock,meta,orders-0", "orders.json");
+    eng_manager_close(m);
+}
+
+static void test_second_open_is_locked_out(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f), *m2 = NULL;
+    eng_errdetail err = {0};
+    int rc = eng_manager_open(&f->opts, &m2, &err);
+    assert_true(rc == -EWOULDBLOCK || rc == -EAGAIN);
+    assert_null(m2);
+    assert_non_null(strstr(err.message, "in use"));
+    eng_manager_close(m);
+    assert_int_equal(eng_manager_open(&f->opts, &m2, &err), 0);
+    eng_manager_close(m2);
+}
+
+static void test_close_writes_marker_and_checkpoints(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    assert_int_equal(create(m, "orders", 2, NULL, NULL, NULL), 0);
+    append_records(m, "orders", 0, 30);
+    append_records(m, "orders", 1, 10);
+    eng_manager_close(m);
+
+    char path[700];
+    snprintf(path, sizeof path, "%s/.kafka_cleanshutdown", f->data);
+    expect_file(path, "{\"version\":0,\"brokerEpoch\":0}");
+    snprintf(path, sizeof path, "%s/recovery-point-offset-checkpoint", f->data);
+    eng_ckpt c;
+    assert_int_equal(eng_checkpoint_read(path, &c), 0);
+    assert_int_equal(c.n, 2);
+    assert_int_equal(eng_checkpoint_find(&c, "orders", 0, -1), 30);
+    assert_int_equal(eng_checkpoint_find(&c, "orders", 1, -1), 10);
+    eng_checkpoint_free(&c);
+    snprintf(path, sizeof path, "%s/log-start-offset-checkpoint", f->data);
+    expect_file(path, "0\n0\n"); /* every log starts at its first segment */
+    snprintf(path, sizeof path, "%s/orders-0/00000000000000000000.index", f->data);
+    assert_int_equal(ts_file_size(path), 0); /* trimmed at close */
+
+    /* Reopen: a clean shutdown, reported; the marker is consumed. */
+    m = open_mgr(f);
+    eng_startup_report rep;
+    eng_manager_startup_report(m, &rep);
+    assert_true(rep.clean_shutdown);
+    assert_int_equal(rep.topics, 1);
+    assert_int_equal(rep.partitions, 2);
+    assert_int_equal(rep.segments, 2);
+    assert_int_equal(rep.segments_recovered, 0);
+    snprintf(path, sizeof path, "%s/.kafka_cleanshutdown", f->data);
+    assert_int_equal(ts_file_size(path), -1);
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 30);
+    eng_partition_unref(p);
+    append_records(m, "orders", 0, 5);
+    eng_manager_close(m);
+
+    /* Without the marker (a crash), the log is recovered and garbage cut. */
+    assert_int_equal(unlink(path), 0);
+    snprintf(path, sizeof path, "%s/orders-0/00000000000000000000.log", f->data);
+    long long good = ts_file_size(path);
+    FILE *fp = fopen(path, "ab");
+    assert_non_null(fp);
+    for (int i = 0; i < 100; i++)
+        fputc(0x5a, fp);
+    assert_int_equal(fclose(fp), 0);
+    m = open_mgr(f);
+    eng_manager_startup_report(m, &rep);
+    assert_false(rep.clean_shutdown);
+    assert_int_equal(rep.segments_recovered, 2);
+    assert_int_equal(rep.bytes_truncated, 100);
+    assert_int_equal(ts_file_size(path), good);
+    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 35);
+    eng_partition_unref(p);
+    eng_manager_close(m);
+}
+
+/* Unreadable metadata is skipped, not fatal; a corrupt checkpoint means a
+ * full recovery. */
+static void test_bad_metadata_and_checkpoint(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    assert_int_equal(create(m, "orders", 1, NULL, NULL, NULL), 0);
+    assert_int_equal(create(m, "other", 1, NULL, NULL, NULL), 0);
+    eng_manager_close(m);
+    char path[700];
+    snprintf(path, sizeof path, "%s/meta/other.json", f->data);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fputs("other\n", fp);
+    assert_int_equal(fclose(fp), 0);
+    snprintf(path, sizeof path, "%s/recovery-point-offset-checkpoint", f->data);
+    fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fputs("0\n5\n", fp);
+    assert_int_equal(fclose(fp), 0);
+
+    m = open_mgr(f);
+    eng_startup_report rep;
+    eng_manager_startup_report(m, &rep);
+    assert_int_equal(rep.topics, 1);
+    assert_int_equal(rep.segments_recovered, 1); /* recovered despite the marker */
+    char **names;
+    size_t n;
+    assert_int_equal(eng_manager_list_topics(m, &names, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(names[0], "orders");
+    eng_strv_free(names, n);
+    eng_manager_close(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_create_list_describe_grow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_and_recreate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refusals_create_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_second_open_is_locked_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_writes_marker_and_checkpoints, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_metadata_and_checkpoint, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

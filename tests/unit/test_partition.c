@@ -1,0 +1,938 @@
+/*
+ * test_partition.c - one partition's log: append, roll, read, reload.
+ *
+ *   - the Kafka figures: 12,000 records of 250 bytes, 10 per append, with
+ *     segment.bytes=1048576 give segments 0/3830/7660/11490 of 1,045,973
+ *     bytes, 1,528-byte indexes and 2,292-byte time indexes; offset 35 is
+ *     read from the batch at position 8193;
+ *   - 8 appending and 8 reading threads: every offset assigned once, every
+ *     record read back intact; segment listings while segments roll;
+ *   - refusals that leave nothing behind: expected_offset, max.message.bytes,
+ *     a corrupt producer batch, null keys on compacted topics, timestamps
+ *     outside message.timestamp.before/after.max.ms;
+ *   - LogAppendTime, reads out of range and at the high watermark,
+ *     offset_for_timestamp, max_timestamp, roll, flush.messages=1;
+ *   - close and reopen (clean), reopen after an unclean stop with a garbage
+ *     tail or a damaged middle segment.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "eng_batch.h"
+#include "eng_config.h"
+#include "eng_endian.h"
+#include "eng_error.h"
+#include "eng_fs.h"
+#include "eng_partition.h"
+#include "support.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define T0 1700000000000LL
+#define MAX_RECS 16
+
+typedef struct fixture {
+    char *dir;
+    char pdir[512];
+    eng_config cfg;
+    _Atomic int hw_events;
+    _Atomic bool check_durable; /* flush.messages=1: the HW never passes the disk */
+    _Atomic int not_durable;
+} fixture;
+
+static void on_hw(eng_partition *p, int64_t hw, void *ctx)
+{
+    fixture *f = ctx;
+    atomic_fetch_add(&f->hw_events, 1);
+    if (atomic_load(&f->check_durable) && eng_partition_recovery_point(p) < hw)
+        atomic_fetch_add(&f->not_durable, 1);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f || !(f->dir = ts_tmpdir()))
+        return -1;
+    snprintf(f->pdir, sizeof f->pdir, "%s/orders-0", f->dir);
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    f->cfg = d.cfg;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    ts_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static eng_partition *open_part(fixture *f, bool clean, int64_t rp, eng_load_stats *st)
+{
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
+                               .clean_shutdown = clean, .recovery_point = rp,
+                               .log_start_offset = -1,
+                               .events = {.on_hw = on_hw, .ctx = f}};
+    eng_partition *p = NULL;
+    int rc = eng_partition_open(&pp, &p, st);
+    if (rc)
+        fail_msg("eng_partition_open: %s", eng_strerror(rc));
+    return p;
+}
+
+/* A record spec from C strings (NULL = null key or value). */
+static eng_record_spec rec(int64_t ts, const char *k, const char *v)
+{
+    return (eng_record_spec){.timestamp = ts, .key = (const uint8_t *)k,
+                             .key_len = k ? (int32_t)strlen(k) : -1, .value = (const uint8_t *)v,
+                             .value_len = v ? (int32_t)strlen(v) : -1};
+}
+
+static size_t encode(uint8_t *buf, size_t cap, const eng_record_spec *recs, size_t n)
+{
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    return eng_batch_encode(buf, cap, &bp, recs, n);
+}
+
+static void fill_value(uint8_t *v, int len, int64_t id)
+{
+    for (int j = 0; j < len; j++)
+        v[j] = (uint8_t)('a' + (id * 7 + j) % 26);
+}
+
+/* n records, keys k-%06d from `first`, values of vlen bytes tied to the key,
+ * every record at ts.  Base offset 0: the partition stamps offsets. */
+static size_t build_batch(uint8_t *buf, size_t cap, int64_t first, int n, int64_t ts, int vlen)
+{
+    static _Thread_local uint8_t values[MAX_RECS][2048];
+    char keys[MAX_RECS][24];
+    eng_record_spec recs[MAX_RECS];
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof keys[i], "k-%06lld", (long long)(first + i));
+        fill_value(values[i], vlen, first + i);
+        recs[i] = (eng_record_spec){.timestamp = ts, .key = (const uint8_t *)keys[i],
+                                    .key_len = (int32_t)strlen(keys[i]), .value = values[i],
+                                    .value_len = vlen};
+    }
+    return encode(buf, cap, recs, (size_t)n);
+}
+
+static int do_append(eng_partition *p, uint8_t *buf, size_t len, int64_t expected, bool producer,
+                     eng_append_result *res, eng_errdetail *err)
+{
+    eng_append_opts o = {.expected_offset = expected, .producer_batches = producer};
+    eng_append_result local;
+    return eng_partition_append(p, buf, len, &o, res ? res : &local, err);
+}
+
+/* Appends n records k-<first>.. in one batch at ts; asserts success. */
+static void append_ok(eng_partition *p, int64_t first, int n, int64_t ts, int vlen)
+{
+    uint8_t buf[MAX_RECS * 2100];
+    size_t len = build_batch(buf, sizeof buf, first, n, ts, vlen);
+    eng_errdetail err = {0};
+    int rc = do_append(p, buf, len, -1, true, NULL, &err);
+    if (rc)
+        fail_msg("append: %s (%s)", eng_strerror(rc), err.message);
+}
+
+typedef int (*rec_check_fn)(const eng_record *r, void *ctx);
+
+/* Walks the batches of a fetch, validating each (CRC, framing) and checking
+ * every record from `from` on, whose offsets must follow each other.
+ * Returns the offset after the last record, or -1. */
+static int64_t walk_fetch(const eng_fetch *ft, int64_t from, rec_check_fn check, void *ctx)
+{
+    int64_t expect = from;
+    for (size_t pos = 0; pos < ft->len;) {
+        eng_batch_header h;
+        if (eng_batch_header_decode(ft->data + pos, ft->len - pos, &h) ||
+            eng_batch_size(&h) > ft->len - pos ||
+            eng_batch_validate(ft->data + pos, eng_batch_size(&h), &h))
+            return -1;
+        eng_record_iter it;
+        eng_record r;
+        eng_record_iter_init(&it, &h, ft->data + pos + ENG_BATCH_OVERHEAD,
+                             eng_batch_size(&h) - ENG_BATCH_OVERHEAD);
+        while (eng_record_iter_next(&it, &r) == 1)
+            if (r.offset >= from && (r.offset != expect++ || check(&r, ctx)))
+                return -1;
+        pos += eng_batch_size(&h);
+    }
+    return expect;
+}
+
+/* Reads [from, to) fetch by fetch, checking every record; returns the
+ * offset reached or -1. */
+static int64_t read_range(eng_partition *p, int64_t from, int64_t to, size_t max_bytes,
+                          rec_check_fn check, void *ctx)
+{
+    int64_t off = from;
+    while (off < to) {
+        eng_fetch ft;
+        if (eng_partition_read(p, off, max_bytes, &ft, NULL) || ft.len == 0)
+            return -1;
+        int64_t next = walk_fetch(&ft, off, check, ctx), want = ft.next_offset;
+        eng_fetch_free(&ft);
+        if (next < 0 || next != want)
+            return -1;
+        off = next;
+    }
+    return off;
+}
+
+/* A record written by build_batch: key k-<offset>, value tied to it. */
+static int record_intact(const eng_record *r, void *ctx)
+{
+    int vlen = *(int *)ctx;
+    char key[24];
+    uint8_t want[2048];
+    int kl = snprintf(key, sizeof key, "k-%06lld", (long long)r->offset);
+    if (r->key_len != kl || memcmp(r->key, key, (size_t)kl) || r->value_len != vlen)
+        return -1;
+    fill_value(want, vlen, r->offset);
+    return memcmp(r->value, want, (size_t)vlen) ? -1 : 0;
+}
+
+/* Reads [from, HW) and checks every record; returns the records seen or -1. */
+static int64_t read_and_check(eng_partition *p, int64_t from, int vlen)
+{
+    int64_t end = read_range(p, from, eng_partition_high_watermark(p), 64 * 1024, record_intact,
+                             &vlen);
+    return end < 0 ? -1 : end - from;
+}
+
+static long long file_size(const char *dir, int64_t base, const char *ext)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%020lld%s", dir, (long long)base, ext);
+    return ts_file_size(path);
+}
+
+/* ---- the Kafka figures -------------------------------------------------- */
+
+static void test_kafka_figures(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 1048576;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    for (int a = 0; a < 1200; a++) {
+        uint8_t buf[4096];
+        size_t len = build_batch(buf, sizeof buf, 10 * a, 10, T0 + a, 250);
+        assert_int_equal(len, 2731);
+        eng_append_result res;
+        eng_errdetail err = {0};
+        assert_int_equal(do_append(p, buf, len, -1, false, &res, &err), 0);
+        assert_int_equal(res.base_offset, 10 * a);
+        assert_int_equal(res.last_offset, 10 * a + 9);
+        assert_int_equal(res.record_count, 10);
+        assert_int_equal(res.batch_bytes, 2731);
+    }
+    assert_int_equal(eng_partition_log_end_offset(p), 12000);
+    assert_int_equal(eng_partition_high_watermark(p), 12000);
+
+    eng_segment_info *si;
+    size_t n;
+    assert_int_equal(eng_partition_segments(p, &si, &n), 0);
+    assert_int_equal(n, 4);
+    static const int64_t bases[] = {0, 3830, 7660, 11490};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(si[i].base_offset, bases[i]);
+        assert_int_equal(si[i].next_offset, bases[i + 1]);
+        assert_false(si[i].active);
+        assert_int_equal(si[i].size_bytes, 1045973);
+        assert_int_equal(si[i].batch_count, 383);
+        assert_int_equal(si[i].record_count, 3830);
+        assert_int_equal(si[i].index_entries, 191);
+        assert_int_equal(si[i].index_bytes, 1528);
+        assert_int_equal(si[i].timeindex_entries, 191);
+        assert_int_equal(si[i].timeindex_bytes, 2292);
+        assert_int_equal(file_size(f->pdir, bases[i], ".log"), 1045973);
+        assert_int_equal(file_size(f->pdir, bases[i], ".index"), 1528);
+        assert_int_equal(file_size(f->pdir, bases[i], ".timeindex"), 2292);
+    }
+    assert_int_equal(si[3].base_offset, 11490);
+    assert_true(si[3].active);
+    assert_int_equal(si[3].size_bytes, 51 * 2731);
+    assert_int_equal(file_size(f->pdir, 11490, ".index"), 10485760);
+    assert_int_equal(file_size(f->pdir, 11490, ".timeindex"), 10485756);
+    free(si);
+
+    /* First index entries of the first segment: (29 -> 5462), (T+2, 29). */
+    eng_segment *seg;
+    assert_int_equal(eng_partition_segment(p, 0, &seg), 0);
+    int64_t off, ts;
+    uint32_t pos;
+    eng_offset_index_entry(eng_segment_offset_index(seg), 0, &off, &pos);
+    assert_int_equal(off, 29);
+    assert_int_equal(pos, 5462);
+    eng_time_index_entry(eng_segment_time_index(seg), 0, &ts, &off);
+    assert_int_equal(ts, T0 + 2);
+    assert_int_equal(off, 29);
+    eng_time_index_last(eng_segment_time_index(seg), &ts, &off);
+    assert_int_equal(ts, T0 + 382);
+    assert_int_equal(off, 3829);
+    /* Offset 35 lives in the batch at position 8193. */
+    eng_batch_pos b;
+    assert_int_equal(eng_segment_find_batch(seg, 35, eng_segment_size(seg), &b), 0);
+    assert_int_equal(b.position, 8193);
+    assert_int_equal(b.header.base_offset, 30);
+    eng_segment_unref(seg);
+
+    eng_fetch ft;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_partition_read(p, 35, 1, &ft, &err), 0);
+    assert_true(ft.len >= 2731);
+    assert_int_equal(eng_be64(ft.data), 30);
+    assert_int_equal(ft.next_offset, 40);
+    assert_int_equal(ft.high_watermark, 12000);
+    eng_fetch_free(&ft);
+    /* Across a segment boundary. */
+    assert_int_equal(eng_partition_read(p, 3835, 1, &ft, &err), 0);
+    assert_int_equal(eng_be64(ft.data), 3830);
+    eng_fetch_free(&ft);
+
+    assert_int_equal(read_and_check(p, 0, 250), 12000);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+}
+
+/* ---- concurrency -------------------------------------------------------- */
+
+enum { WRITERS = 8, READERS = 8, APPENDS = 60, RECS = 5, VLEN = 1000 };
+
+typedef struct conc {
+    eng_partition *p;
+    int w;
+    _Atomic int *writers_left;
+    _Atomic int *errors;
+    int64_t bases[APPENDS];
+} conc;
+
+/* Writer w's append a, record r: key "w<w>-<a>-<r>", value tied to it. */
+static void conc_value(uint8_t *v, int w, int a, int r)
+{
+    for (int j = 0; j < VLEN; j++)
+        v[j] = (uint8_t)(w * 31 + a * 7 + r * 3 + j);
+}
+
+static void *writer_main(void *arg)
+{
+    conc *c = arg;
+    static _Thread_local uint8_t values[RECS][VLEN];
+    uint8_t buf[RECS * (VLEN + 64) + 64];
+    for (int a = 0; a < APPENDS; a++) {
+        char keys[RECS][32];
+        eng_record_spec recs[RECS];
+        for (int r = 0; r < RECS; r++) {
+            snprintf(keys[r], sizeof keys[r], "w%d-%d-%d", c->w, a, r);
+            conc_value(values[r], c->w, a, r);
+            recs[r] = (eng_record_spec){.timestamp = eng_now_ms(), .key = (const uint8_t *)keys[r],
+                                        .key_len = (int32_t)strlen(keys[r]), .value = values[r],
+                                        .value_len = VLEN};
+        }
+        size_t len = encode(buf, sizeof buf, recs, RECS);
+        eng_append_result res;
+        if (len == 0 || do_append(c->p, buf, len, -1, true, &res, NULL) ||
+            res.last_offset != res.base_offset + RECS - 1)
+            atomic_fetch_add(c->errors, 1);
+        c->bases[a] = res.base_offset;
+    }
+    atomic_fetch_sub(c->writers_left, 1);
+    return NULL;
+}
+
+/* A record of writer w's append a, number r: "w<w>-<a>-<r>", value tied to it. */
+static int conc_intact(const eng_record *r, void *ctx)
+{
+    conc *cs = ctx; /* when set: the record must sit where its append was put */
+    int w, a, rr;
+    char key[32];
+    uint8_t want[VLEN];
+    if (r->key_len <= 0 || r->key_len >= (int)sizeof key || r->value_len != VLEN)
+        return -1;
+    memcpy(key, r->key, (size_t)r->key_len);
+    key[r->key_len] = 0;
+    if (sscanf(key, "w%d-%d-%d", &w, &a, &rr) != 3 || w < 0 || w >= WRITERS || a < 0 ||
+        a >= APPENDS)
+        return -1;
+    conc_value(want, w, a, rr);
+    if (memcmp(want, r->value, VLEN))
+        return -1;
+    return cs && r->offset != cs[w].bases[a] + rr ? -1 : 0;
+}
+
+static void *reader_main(void *arg)
+{
+    conc *c = arg;
+    int64_t off = 0;
+    for (;;) {
+        bool done = atomic_load(c->writers_left) == 0;
+        int64_t hw = eng_partition_high_watermark(c->p);
+        if (off < hw && (off = read_range(c->p, off, hw, 32 * 1024, conc_intact, NULL)) < 0) {
+            atomic_fetch_add(c->errors, 1);
+            return NULL;
+        }
+        if (done)
+            break;
+    }
+    if (off != WRITERS * APPENDS * RECS)
+        atomic_fetch_add(c->errors, 1);
+    return NULL;
+}
+
+static void test_concurrent_append_and_read(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 1048576; /* ~1.5 MB of data: rolls under readers */
+    eng_partition *p = open_part(f, true, 0, NULL);
+    _Atomic int writers_left = WRITERS, errors = 0;
+    static conc cs[WRITERS + READERS];
+    pthread_t th[WRITERS + READERS];
+    for (int i = 0; i < WRITERS + READERS; i++) {
+        cs[i] = (conc){.p = p, .w = i, .writers_left = &writers_left, .errors = &errors};
+        assert_int_equal(
+            pthread_create(&th[i], NULL, i < WRITERS ? writer_main : reader_main, &cs[i]), 0);
+    }
+    for (int i = 0; i < WRITERS + READERS; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(atomic_load(&errors), 0);
+    const int64_t total = WRITERS * APPENDS * RECS;
+    assert_int_equal(eng_partition_log_end_offset(p), total);
+    assert_int_equal(eng_partition_high_watermark(p), total);
+
+    /* Every offset assigned exactly once: each of the `total` offsets holds
+     * an intact record whose append was given base + r == that offset, so no
+     * two appends overlap and every record is there exactly once. */
+    assert_int_equal(read_range(p, 0, total, 1 << 20, conc_intact, cs), total);
+    eng_partition_info info;
+    eng_partition_info_get(p, &info);
+    assert_true(info.segment_count > 1);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+}
+
+typedef struct roller {
+    eng_partition *p;
+    _Atomic int stop;
+    _Atomic int errors;
+} roller;
+
+static void *lister_main(void *arg)
+{
+    roller *r = arg;
+    while (!atomic_load(&r->stop)) {
+        eng_segment_info *si;
+        size_t n;
+        if (eng_partition_segments(r->p, &si, &n) || n == 0)
+            atomic_fetch_add(&r->errors, 1);
+        else
+            free(si);
+        eng_partition_info info;
+        eng_partition_info_get(r->p, &info);
+    }
+    return NULL;
+}
+
+/* Segment listings while the segment set changes under them. */
+static void test_listing_during_rolls(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    roller r = {.p = p};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, lister_main, &r), 0);
+    for (int i = 0; i < 150; i++) {
+        append_ok(p, i, 1, T0 + i, 10);
+        int64_t base;
+        assert_int_equal(eng_partition_roll(p, &base), 0);
+        assert_int_equal(base, i + 1);
+    }
+    atomic_store(&r.stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(atomic_load(&r.errors), 0);
+    assert_int_equal(read_and_check(p, 0, 10), 150);
+    eng_partition_unref(p);
+}
+
+/* ---- refusals that change nothing --------------------------------------- */
+
+static void expect_unchanged(eng_partition *p, fixture *f, int64_t leo, long long log_bytes)
+{
+    assert_int_equal(eng_partition_log_end_offset(p), leo);
+    assert_int_equal(eng_partition_high_watermark(p), leo);
+    assert_int_equal(file_size(f->pdir, 0, ".log"), log_bytes);
+}
+
+static void test_refusals_write_nothing(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MAX_MESSAGE_BYTES].i = 3000;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    append_ok(p, 0, 10, T0, 250);
+    long long size = file_size(f->pdir, 0, ".log");
+    assert_int_equal(size, 2731);
+    uint8_t buf[8192];
+    eng_errdetail err = {0};
+
+    /* expected_offset mismatch */
+    size_t len = build_batch(buf, sizeof buf, 10, 10, T0, 250);
+    assert_int_equal(do_append(p, buf, len, 5, false, NULL, &err), ENG_EEXPECTED);
+    assert_true(strlen(err.message) > 0);
+    assert_int_equal(do_append(p, buf, len, 11, false, NULL, &err), ENG_EEXPECTED);
+    expect_unchanged(p, f, 10, size);
+    len = build_batch(buf, sizeof buf, 10, 10, T0, 250);
+    assert_int_equal(do_append(p, buf, len, 10, false, NULL, &err), 0);
+    size = file_size(f->pdir, 0, ".log");
+
+    /* a batch over max.message.bytes (3000): 12 x 267 + 61 = 3,265 bytes */
+    len = build_batch(buf, sizeof buf, 20, 12, T0, 250);
+    assert_int_equal(len, 3265);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(do_append(p, buf, len, -1, false, NULL, &err), ENG_ETOOLARGE);
+    assert_true(err.has_bounds);
+    assert_int_equal(err.hi, 3000);
+    expect_unchanged(p, f, 20, size);
+
+    /* a producer batch with a bad CRC, alone or after a good batch */
+    len = build_batch(buf, sizeof buf, 20, 3, T0, 100);
+    buf[len - 5] ^= 0x01;
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_ECRC);
+    expect_unchanged(p, f, 20, size);
+    size_t l1 = build_batch(buf, sizeof buf, 20, 3, T0, 100);
+    size_t l2 = build_batch(buf + l1, sizeof buf - l1, 23, 3, T0, 100);
+    buf[l1 + 70] ^= 0x40;
+    assert_int_equal(do_append(p, buf, l1 + l2, -1, true, NULL, &err), ENG_ECRC);
+    expect_unchanged(p, f, 20, size);
+    /* lastOffsetDelta that disagrees with the record count (CRC fixed up) */
+    len = build_batch(buf, sizeof buf, 20, 3, T0, 100);
+    eng_put_be32(buf + 23, 5);
+    eng_batch_update_crc(buf, len);
+    assert_int_not_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
+    expect_unchanged(p, f, 20, size);
+    /* a truncated body */
+    len = build_batch(buf, sizeof buf, 20, 3, T0, 100);
+    assert_int_equal(do_append(p, buf, len - 1, -1, true, NULL, &err), ENG_ECORRUPT);
+    assert_int_equal(do_append(p, buf, 0, -1, true, NULL, &err), ENG_EINVAL);
+    expect_unchanged(p, f, 20, size);
+    /* a good producer batch still goes in */
+    len = build_batch(buf, sizeof buf, 20, 3, T0, 100);
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 23);
+    eng_partition_unref(p);
+}
+
+static void test_compacted_null_key(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_CLEANUP_POLICY].i = ENG_POLICY_COMPACT | ENG_POLICY_DELETE;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_record_spec recs[2] = {rec(T0, "a", "1"), rec(T0, NULL, "2")};
+    uint8_t buf[256];
+    size_t len = encode(buf, sizeof buf, recs, 2);
+    eng_errdetail err = {0};
+    /* Refused whether or not the bytes came from a client. */
+    assert_int_equal(do_append(p, buf, len, -1, false, NULL, &err), ENG_ENULLKEY);
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_ENULLKEY);
+    expect_unchanged(p, f, 0, 0);
+    /* A tombstone (null value) with a key is fine. */
+    recs[1] = rec(T0, "a", NULL);
+    len = encode(buf, sizeof buf, recs, 2);
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 2);
+    eng_partition_unref(p);
+}
+
+static void test_timestamp_limits(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS].i = 3600000;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_AFTER_MAX_MS].i = 60000;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    uint8_t buf[4096];
+    eng_errdetail err = {0};
+    int64_t now = eng_now_ms();
+    size_t len = build_batch(buf, sizeof buf, 0, 2, now - 2 * 3600000, 10);
+    assert_int_equal(do_append(p, buf, len, -1, false, NULL, &err), ENG_ETIMESTAMP);
+    len = build_batch(buf, sizeof buf, 0, 2, now + 600000, 10);
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_ETIMESTAMP);
+    expect_unchanged(p, f, 0, 0);
+    len = build_batch(buf, sizeof buf, 0, 2, now - 1000, 10);
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
+    eng_partition_unref(p);
+}
+
+static void test_log_append_time(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i = ENG_TS_LOG_APPEND_TIME;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    uint8_t buf[4096];
+    size_t len = build_batch(buf, sizeof buf, 0, 3, 1000, 10);
+    int64_t before = eng_now_ms();
+    eng_append_result res;
+    assert_int_equal(do_append(p, buf, len, -1, true, &res, NULL), 0);
+    int64_t after = eng_now_ms();
+    assert_int_equal(res.timestamp_type, ENG_TS_LOG_APPEND_TIME);
+    assert_true(res.log_append_time >= before && res.log_append_time <= after);
+
+    eng_fetch ft;
+    assert_int_equal(eng_partition_read(p, 0, 1 << 20, &ft, NULL), 0);
+    eng_batch_header h;
+    assert_int_equal(ft.len, len);
+    assert_int_equal(eng_batch_validate(ft.data, ft.len, &h), 0); /* CRC recomputed */
+    assert_true(h.attributes & ENG_ATTR_LOG_APPEND_TIME);
+    assert_int_equal(h.max_timestamp, res.log_append_time);
+    assert_int_equal(h.base_timestamp, 1000); /* untouched */
+    eng_record_iter it;
+    eng_record r;
+    eng_record_iter_init(&it, &h, ft.data + ENG_BATCH_OVERHEAD, ft.len - ENG_BATCH_OVERHEAD);
+    int n = 0;
+    while (eng_record_iter_next(&it, &r) == 1) {
+        assert_int_equal(r.timestamp, res.log_append_time);
+        n++;
+    }
+    assert_int_equal(n, 3);
+    eng_fetch_free(&ft);
+    int64_t off, ts;
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(ts, res.log_append_time);
+    eng_partition_unref(p);
+}
+
+/* ---- reads -------------------------------------------------------------- */
+
+static void test_read_bounds(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_fetch ft;
+    eng_errdetail err = {0};
+    /* Empty log: offset 0 is the high watermark, an empty fetch. */
+    assert_int_equal(eng_partition_read(p, 0, 100, &ft, &err), 0);
+    assert_int_equal(ft.len, 0);
+    assert_int_equal(ft.next_offset, 0);
+    for (int i = 0; i < 4; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 20);
+    assert_int_equal(eng_partition_read(p, 41, 100, &ft, &err), ENG_EOFFSET);
+    assert_true(err.has_bounds);
+    assert_int_equal(err.lo, 0);
+    assert_int_equal(err.hi, 40);
+    assert_non_null(strstr(err.message, "41"));
+    memset(&err, 0, sizeof err);
+    assert_int_equal(eng_partition_read(p, -1, 100, &ft, &err), ENG_EOFFSET);
+    assert_true(err.has_bounds);
+    assert_int_equal(err.hi, 40);
+    /* Exactly at the high watermark: no records, no error. */
+    assert_int_equal(eng_partition_read(p, 40, 100, &ft, &err), 0);
+    assert_int_equal(ft.len, 0);
+    assert_null(ft.data);
+    assert_int_equal(ft.next_offset, 40);
+    assert_int_equal(ft.high_watermark, 40);
+    eng_fetch_free(&ft);
+    /* max_bytes is a soft limit: at least one whole batch comes back. */
+    assert_int_equal(eng_partition_read(p, 15, 1, &ft, &err), 0);
+    assert_int_equal(eng_be64(ft.data), 10);
+    assert_int_equal(ft.next_offset, 20);
+    eng_fetch_free(&ft);
+    assert_int_equal(eng_partition_read(p, 15, 1 << 20, &ft, &err), 0);
+    assert_int_equal(ft.next_offset, 40);
+    eng_fetch_free(&ft);
+    assert_int_equal(read_and_check(p, 0, 20), 40);
+    assert_int_equal(read_and_check(p, 7, 20), 33);
+    eng_partition_unref(p);
+}
+
+static void expect_ts_lookup(eng_partition *p, int64_t t, int64_t want_off, int64_t want_ts)
+{
+    int64_t off, ts;
+    assert_int_equal(eng_partition_offset_for_timestamp(p, t, &off, &ts), 0);
+    assert_int_equal(off, want_off);
+    assert_int_equal(ts, want_ts);
+}
+
+static void test_offset_for_timestamp_and_max(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    int64_t off, ts;
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), ENG_ENOTFOUND);
+    assert_int_equal(eng_partition_offset_for_timestamp(p, 0, &off, &ts), ENG_ENOTFOUND);
+    append_ok(p, 0, 10, 1000, 10);
+    append_ok(p, 10, 10, 2000, 10);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    append_ok(p, 20, 10, 3000, 10);
+    /* A batch whose records are out of order: 5000, 7000, 6000. */
+    eng_record_spec recs[3] = {rec(5000, "a", "x"), rec(7000, "b", "y"), rec(6000, "c", "z")};
+    uint8_t buf[512];
+    size_t len = encode(buf, sizeof buf, recs, 3);
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, NULL), 0);
+
+    expect_ts_lookup(p, 0, 0, 1000);
+    expect_ts_lookup(p, 1500, 10, 2000);
+    expect_ts_lookup(p, 2000, 10, 2000);
+    expect_ts_lookup(p, 2001, 20, 3000); /* in the second segment */
+    expect_ts_lookup(p, 6500, 31, 7000); /* not the batch's first record */
+    assert_int_equal(eng_partition_offset_for_timestamp(p, 7001, &off, &ts), ENG_ENOTFOUND);
+
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(ts, 7000);
+    assert_int_equal(off, 31);
+    eng_partition_info info;
+    eng_partition_info_get(p, &info);
+    assert_int_equal(info.max_timestamp, 7000);
+    assert_int_equal(info.first_timestamp, 1000);
+    assert_int_equal(info.segment_count, 2);
+    assert_int_equal(info.active_base_offset, 20);
+    assert_int_equal(info.log_end_offset, 33);
+    eng_partition_unref(p);
+}
+
+/* ---- roll, close, reopen ------------------------------------------------ */
+
+static void test_roll_close_reopen_clean(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    int64_t base;
+    /* Rolling an empty active segment keeps it. */
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 0);
+    for (int i = 0; i < 3; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 300);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 30);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 30);
+    /* The rolled segment is sealed and trimmed: one entry (29 -> pos of batch 2). */
+    assert_int_equal(file_size(f->pdir, 0, ".index"), 8);
+    assert_int_equal(file_size(f->pdir, 0, ".timeindex"), 12);
+    for (int i = 3; i < 5; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 300);
+    assert_int_equal(eng_partition_close(p), 0);
+    assert_int_equal(eng_partition_recovery_point(p), 50);
+    /* Closed: appends refused; the active segment is trimmed. */
+    uint8_t buf[8192];
+    size_t len = build_batch(buf, sizeof buf, 50, 1, T0, 300);
+    assert_int_equal(do_append(p, buf, len, -1, false, NULL, NULL), ENG_ESHUTDOWN);
+    assert_int_equal(eng_partition_roll(p, &base), ENG_ESHUTDOWN);
+    assert_int_equal(file_size(f->pdir, 30, ".index"), 0);
+    assert_int_equal(file_size(f->pdir, 30, ".timeindex"), 12);
+    long long log_bytes = file_size(f->pdir, 30, ".log");
+    eng_partition_unref(p);
+    /* A missing index is rebuilt even after a clean stop. */
+    char path[600];
+    snprintf(path, sizeof path, "%s/%020d.index", f->pdir, 0);
+    assert_int_equal(unlink(path), 0);
+
+    eng_load_stats st;
+    p = open_part(f, true, 0, &st);
+    assert_int_equal(st.segments, 2);
+    assert_int_equal(st.segments_recovered, 1);
+    assert_int_equal(file_size(f->pdir, 0, ".index"), 8);
+    assert_int_equal(eng_partition_log_end_offset(p), 50);
+    assert_int_equal(eng_partition_high_watermark(p), 50);
+    assert_int_equal(eng_partition_log_start_offset(p), 0);
+    assert_int_equal(file_size(f->pdir, 30, ".log"), log_bytes);
+    assert_int_equal(file_size(f->pdir, 30, ".index"), 10485760); /* expanded again */
+    assert_int_equal(read_and_check(p, 0, 300), 50);
+    append_ok(p, 50, 10, T0 + 5, 300);
+    assert_int_equal(eng_partition_log_end_offset(p), 60);
+    assert_int_equal(read_and_check(p, 0, 300), 60);
+    int64_t off, ts;
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(ts, T0 + 5);
+    assert_int_equal(off, 50);
+    eng_partition_unref(p);
+}
+
+static void test_reopen_unclean_truncates_garbage(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    for (int i = 0; i < 5; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 250);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    long long good = file_size(f->pdir, 0, ".log");
+    assert_int_equal(good, 5 * 2731);
+
+    char path[600];
+    snprintf(path, sizeof path, "%s/%020d.log", f->pdir, 0);
+    FILE *fp = fopen(path, "ab");
+    assert_non_null(fp);
+    for (int i = 0; i < 700; i++)
+        fputc((i * 53 + 1) & 0xff, fp);
+    assert_int_equal(fclose(fp), 0);
+
+    eng_load_stats st;
+    p = open_part(f, false, 0, &st);
+    assert_non_null(p);
+    assert_int_equal(st.bytes_truncated, 700);
+    assert_true(st.segments_recovered >= 1);
+    assert_int_equal(file_size(f->pdir, 0, ".log"), good);
+    assert_int_equal(eng_partition_log_end_offset(p), 50);
+    assert_int_equal(read_and_check(p, 0, 250), 50);
+    append_ok(p, 50, 10, T0 + 5, 250);
+    assert_int_equal(read_and_check(p, 0, 250), 60);
+    eng_partition_unref(p);
+}
+
+/* preallocate=true: a crash leaves the active .log padded with zeros. */
+static void test_reopen_unclean_preallocated(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 1048576;
+    f->cfg.v[ENG_CFG_PREALLOCATE].i = 1;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 250);
+    assert_int_equal(file_size(f->pdir, 0, ".log"), 1048576);
+    assert_int_equal(read_and_check(p, 0, 250), 30);
+    eng_partition_unref(p); /* no close: a crash */
+
+    eng_load_stats st;
+    p = open_part(f, false, 0, &st);
+    assert_int_equal(st.bytes_truncated, 1048576 - 3 * 2731);
+    assert_int_equal(eng_partition_log_end_offset(p), 30);
+    assert_int_equal(read_and_check(p, 0, 250), 30);
+    append_ok(p, 30, 10, T0 + 3, 250);
+    assert_int_equal(read_and_check(p, 0, 250), 40);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    assert_int_equal(file_size(f->pdir, 0, ".log"), 4 * 2731);
+}
+
+static void test_reopen_unclean_damaged_middle_segment(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    int64_t base;
+    for (int s = 0; s < 3; s++) {
+        for (int i = 0; i < 3; i++)
+            append_ok(p, 30 * s + 10 * i, 10, T0 + 3 * s + i, 250);
+        if (s < 2)
+            assert_int_equal(eng_partition_roll(p, &base), 0);
+    }
+    assert_int_equal(eng_partition_log_end_offset(p), 90);
+    /* No clean close: the process "crashed".  Flip a bit in batch 1 of
+     * segment 30 (offsets 40..49). */
+    eng_partition_unref(p);
+    char path[600];
+    snprintf(path, sizeof path, "%s/%020d.log", f->pdir, 30);
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, 2731 + 500, SEEK_SET), 0);
+    int c = fgetc(fp);
+    assert_int_equal(fseek(fp, 2731 + 500, SEEK_SET), 0);
+    fputc(c ^ 0x80, fp);
+    assert_int_equal(fclose(fp), 0);
+
+    eng_load_stats st;
+    p = open_part(f, false, 0, &st);
+    assert_int_equal(st.bytes_truncated, 2 * 2731);
+    assert_int_equal(st.segments, 2);
+    assert_true(st.segments_deleted >= 1);
+    assert_int_equal(eng_partition_log_end_offset(p), 40);
+    assert_int_equal(file_size(f->pdir, 60, ".log"), -1);
+    assert_int_equal(file_size(f->pdir, 60, ".index"), -1);
+    assert_int_equal(read_and_check(p, 0, 250), 40);
+    /* The truncated segment is the active one again. */
+    append_ok(p, 40, 10, T0 + 20, 250);
+    eng_partition_info info;
+    eng_partition_info_get(p, &info);
+    assert_int_equal(info.active_base_offset, 30);
+    assert_int_equal(info.log_end_offset, 50);
+    assert_int_equal(read_and_check(p, 0, 250), 50);
+    eng_partition_unref(p);
+}
+
+static void *flush_writer(void *arg)
+{
+    roller *fl = arg; /* only p and errors are used */
+    for (int i = 0; i < 20; i++) {
+        uint8_t buf[1024];
+        eng_record_spec r = rec(T0, "k", "v");
+        size_t len = encode(buf, sizeof buf, &r, 1);
+        eng_append_result res;
+        if (do_append(fl->p, buf, len, -1, true, &res, NULL) ||
+            eng_partition_recovery_point(fl->p) <= res.last_offset ||
+            res.high_watermark <= res.last_offset)
+            atomic_fetch_add(&fl->errors, 1);
+    }
+    return NULL;
+}
+
+static void test_flush_messages_one(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    /* Default policy: the recovery point waits for a flush. */
+    append_ok(p, 0, 10, T0, 50);
+    assert_int_equal(eng_partition_recovery_point(p), 0);
+    assert_int_equal(eng_partition_high_watermark(p), 10);
+    assert_int_equal(eng_partition_flush(p), 0);
+    assert_int_equal(eng_partition_recovery_point(p), 10);
+    assert_true(atomic_load(&f->hw_events) >= 1);
+
+    /* flush.messages=1: every acknowledged append is on disk. */
+    eng_config c;
+    eng_partition_get_config(p, &c);
+    c.v[ENG_CFG_FLUSH_MESSAGES].i = 1;
+    eng_partition_set_config(p, &c);
+    atomic_store(&f->check_durable, true);
+    for (int i = 1; i < 6; i++) {
+        append_ok(p, 10 * i, 10, T0 + i, 50);
+        assert_int_equal(eng_partition_recovery_point(p), 10 * i + 10);
+        assert_int_equal(eng_partition_high_watermark(p), 10 * i + 10);
+    }
+    /* Group commit: concurrent appenders, each acknowledged only once on disk. */
+    roller fl = {.p = p};
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, flush_writer, &fl), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(atomic_load(&fl.errors), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 140);
+    assert_int_equal(eng_partition_recovery_point(p), 140);
+    assert_int_equal(atomic_load(&f->not_durable), 0);
+    eng_partition_unref(p);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_kafka_figures),
+        T(test_concurrent_append_and_read),
+        T(test_listing_during_rolls),
+        T(test_refusals_write_nothing),
+        T(test_compacted_null_key),
+        T(test_timestamp_limits),
+        T(test_log_append_time),
+        T(test_read_bounds),
+        T(test_offset_for_timestamp_and_max),
+        T(test_roll_close_reopen_clean),
+        T(test_reopen_unclean_truncates_garbage),
+        T(test_reopen_unclean_preallocated),
+        T(test_reopen_unclean_damaged_middle_segment),
+        T(test_flush_messages_one),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
