@@ -21,20 +21,11 @@
 #include "eng_compress.h"
 #include "eng_fs.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-static bool json_content_type(const api_request *req, api_response *resp)
-{
-    const char *ct = api_header(req, "Content-Type");
-    if (!ct || strncasecmp(ct, "application/json", 16) == 0)
-        return true;
-    api_error(resp, req, "unsupported_media_type", NULL,
-              "Content-Type %.80s is not supported here; send application/json", ct);
-    return false;
-}
 
 static json_t *append_result_json(const eng_append_result *r)
 {
@@ -48,16 +39,19 @@ static json_t *append_result_json(const eng_append_result *r)
     return o;
 }
 
-/* Encodes specs and appends them; fills res or d. */
+/* Encodes specs and appends them; fills res or d.  With async, a durable
+ * append may return with res->durable_pending (see append_answer). */
 static int append_specs(eng_partition *p, const eng_record_spec *recs, size_t n,
-                        int64_t expected_offset, eng_append_result *res, eng_errdetail *d)
+                        int64_t expected_offset, bool async, eng_append_result *res,
+                        eng_errdetail *d)
 {
     uint8_t *batch;
     size_t len;
     int rc = api_encode_batch(recs, n, &batch, &len);
     if (rc)
         return eng_fail(d, rc, "out of memory encoding %zu records", n);
-    eng_append_opts o = {.expected_offset = expected_offset, .producer_batches = false};
+    eng_append_opts o = {.expected_offset = expected_offset, .producer_batches = false,
+                         .async_durable = async};
     rc = eng_partition_append(p, batch, len, &o, res, d);
     free(batch);
     return rc;
@@ -66,7 +60,7 @@ static int append_specs(eng_partition *p, const eng_record_spec *recs, size_t n,
 static bool parse_body(api_ctx *ctx, const api_request *req, api_response *resp,
                        api_append_body *body)
 {
-    if (!json_content_type(req, resp))
+    if (!api_json_content_type(req, resp)) /* moved to api_common.c (fixed there) */
         return false;
     api_codec_err cerr;
     if (api_parse_append(req->body, req->body_len, eng_now_ms(), ctx->limits.max_records_per_request,
@@ -75,6 +69,67 @@ static bool parse_body(api_ctx *ctx, const api_request *req, api_response *resp,
         return false;
     }
     return true;
+}
+
+/* A durable append waiting for its group commit, answered from the
+ * committing thread. */
+typedef struct durable_wait {
+    api_async *async;
+    eng_partition *p;
+    eng_append_result res;
+    char request_id[65];
+} durable_wait;
+
+static void durable_answer(eng_partition *p, eng_append_result *res, int rc,
+                           const api_request *req, api_response *resp)
+{
+    if (rc) {
+        eng_errdetail d = {0};
+        eng_fail(&d, rc, "the append to %s-%d was written but its fsync failed: %s",
+                 eng_partition_topic(p), eng_partition_id(p), eng_strerror(rc));
+        api_error_from_engine(resp, req, rc == -ENOSPC ? rc : ENG_EOFFLINE, &d);
+        return;
+    }
+    res->high_watermark = eng_partition_high_watermark(p);
+    res->log_start_offset = eng_partition_log_start_offset(p);
+    api_resp_json(resp, 200, append_result_json(res));
+}
+
+static void on_durable(void *vctx, int rc)
+{
+    durable_wait *w = vctx;
+    api_request req = {.method = "POST", .path = ""};
+    memcpy(req.request_id, w->request_id, sizeof req.request_id);
+    api_response resp = {0};
+    durable_answer(w->p, &w->res, rc, &req, &resp);
+    api_async_complete(w->async, &resp);
+    eng_partition_unref(w->p);
+    free(w);
+}
+
+/* Answers an append: at once, or (flush.messages reached) once it is on
+ * disk, without holding an HTTP thread while the fsync runs. */
+static void append_answer(eng_partition *p, eng_append_result *res, const api_request *req,
+                          api_response *resp)
+{
+    if (!res->durable_pending) {
+        api_resp_json(resp, 200, append_result_json(res));
+        return;
+    }
+    durable_wait *w = malloc(sizeof *w);
+    api_async *a = w ? api_defer(req, resp) : NULL;
+    if (!a) {
+        free(w);
+        int rc = eng_partition_flush_upto(p, res->durable_upto);
+        durable_answer(p, res, rc, req, resp);
+        return;
+    }
+    w->async = a;
+    w->p = p;
+    w->res = *res;
+    memcpy(w->request_id, req->request_id, sizeof w->request_id);
+    eng_partition_ref(p);
+    eng_partition_when_durable(p, res->durable_upto, on_durable, w);
 }
 
 void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params,
@@ -87,11 +142,11 @@ void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params
     if (parse_body(ctx, req, resp, &body)) {
         eng_append_result res;
         eng_errdetail d = {0};
-        int rc = append_specs(p, body.recs, body.n, body.expected_offset, &res, &d);
+        int rc = append_specs(p, body.recs, body.n, body.expected_offset, true, &res, &d);
         if (rc)
             api_error_from_engine(resp, req, rc, &d);
         else
-            api_resp_json(resp, 200, append_result_json(&res));
+            append_answer(p, &res, req, resp);
         api_append_body_free(&body);
     }
     eng_partition_unref(p);
@@ -169,7 +224,7 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
         eng_append_result res;
         rc = eng_manager_partition(api_mgr(ctx), topic, part, &p, &d);
         if (!rc) {
-            rc = append_specs(p, group, n, -1, &res, &d);
+            rc = append_specs(p, group, n, -1, false, &res, &d);
             eng_partition_unref(p);
         }
         json_t *r;

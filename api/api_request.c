@@ -68,3 +68,13 @@ void api_response_clear(api_response *resp)
     free(resp->raw);
     memset(resp, 0, sizeof *resp);
 }
+
+api_async *api_defer(const api_request *req, api_response *resp)
+{
+    if (!req->transport || !req->transport->defer)
+        return NULL;
+    api_async *a = req->transport->defer(req->transport->conn);
+    if (a)
+        resp->deferred = true;
+    return a;
+}

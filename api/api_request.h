@@ -19,6 +19,14 @@ typedef struct api_kv {
     const char *value; /* may be NULL for a bare query flag (?earliest) */
 } api_kv;
 
+typedef struct api_async api_async;
+
+/* How a transport lets a handler answer later (NULL = it cannot). */
+typedef struct api_transport {
+    api_async *(*defer)(void *conn);
+    void *conn;
+} api_transport;
+
 typedef struct api_request {
     const char *method;
     const char *path;    /* percent-decoded, without the query string */
@@ -29,6 +37,7 @@ typedef struct api_request {
     const uint8_t *body; /* NULL when there is none */
     size_t body_len;
     char request_id[65];
+    const api_transport *transport; /* NULL for in-process callers */
 } api_request;
 
 #define API_MAX_PARAMS 4
@@ -52,7 +61,18 @@ typedef struct api_response {
         char value[256];
     } headers[API_MAX_RESP_HEADERS];
     size_t nheaders;
+    bool deferred;         /* the answer comes through api_async_complete */
 } api_response;
+
+/* Answers later: marks resp deferred and returns the handle that completes
+ * it, or NULL when the transport cannot defer (the handler then answers now).
+ * The request itself must not be used after the handler returns; copy what
+ * the completion needs (e.g. request_id). */
+api_async *api_defer(const api_request *req, api_response *resp);
+
+/* Delivers the final response for a deferred request, from any thread; the
+ * response's contents move into the handle (resp is left empty). */
+void api_async_complete(api_async *a, api_response *resp);
 
 /* First query value for key: *present tells whether the key appeared at all
  * (a bare flag has present=1 and a NULL value). */

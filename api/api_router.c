@@ -34,6 +34,10 @@ static const api_route routes[] = {
     {"GET", TP "/segments/{base}/index", api_h_segment_index, API_ROLE_READ, E},
     {"GET", TP "/segments/{base}/timeindex", api_h_segment_timeindex, API_ROLE_READ, E},
     {"GET", TP "/segments/{base}/batches", api_h_segment_batches, API_ROLE_READ, E},
+    {"POST", TP "/records:delete", api_h_delete_records, API_ROLE_WRITE, E | B},
+    {"POST", "/v1/topics/{topic}/retention:run", api_h_topic_retention, API_ROLE_ADMIN, E | B},
+    {"POST", "/v1/admin/retention:run", api_h_admin_retention, API_ROLE_ADMIN, E | B},
+    {"GET", "/v1/jobs", api_h_jobs, API_ROLE_READ, E},
     {NULL, NULL, NULL, API_ROLE_NONE, 0},
 };
 

@@ -61,5 +61,9 @@ void api_h_segment_index(api_ctx *, const api_request *, const api_params *, api
 void api_h_segment_timeindex(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_segment_batches(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_segment_roll(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_delete_records(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_topic_retention(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_admin_retention(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_jobs(api_ctx *, const api_request *, const api_params *, api_response *);
 
 #endif

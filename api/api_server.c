@@ -14,6 +14,9 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,21 @@ struct api_server {
     struct MHD_Daemon *daemon;
     api_ctx *ctx;
     uint16_t port;
+    _Atomic int suspended; /* connections waiting for a deferred answer */
+};
+
+/* A deferred answer.  The lock orders "suspend" (the request thread) against
+ * "complete" (any thread): completing before the suspend happened just
+ * leaves the answer for the request thread to send at once. */
+enum { ASYNC_PENDING, ASYNC_SUSPENDED, ASYNC_DONE };
+
+struct api_async {
+    pthread_mutex_t lock;
+    int state;
+    api_response resp;
+    struct MHD_Connection *conn;
+    api_server *srv;
+    char request_id[65];
 };
 
 typedef struct conn_state {
@@ -30,7 +48,63 @@ typedef struct conn_state {
     size_t len, cap;
     bool too_large;
     bool refused; /* a response was queued before the body */
+    api_async *async;
 } conn_state;
+
+typedef struct transport_ctx {
+    api_server *srv;
+    struct MHD_Connection *conn;
+    conn_state *st;
+    const char *request_id;
+} transport_ctx;
+
+static api_async *make_async(void *vctx)
+{
+    transport_ctx *t = vctx;
+    if (t->st->async)
+        return NULL; /* one deferral per request */
+    api_async *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    pthread_mutex_init(&a->lock, NULL);
+    a->state = ASYNC_PENDING;
+    a->conn = t->conn;
+    a->srv = t->srv;
+    snprintf(a->request_id, sizeof a->request_id, "%s", t->request_id);
+    t->st->async = a;
+    return a;
+}
+
+void api_async_complete(api_async *a, api_response *resp)
+{
+    api_resp_header(resp, "X-Request-Id", a->request_id);
+    pthread_mutex_lock(&a->lock);
+    api_response_clear(&a->resp);
+    a->resp = *resp;
+    memset(resp, 0, sizeof *resp);
+    bool resume = a->state == ASYNC_SUSPENDED;
+    a->state = ASYNC_DONE;
+    if (resume) {
+        /* Once resumed, a server thread may answer and free `a` at any time:
+         * it is touched no more after this call (async_free waits for the
+         * lock, which is released right after). */
+        atomic_fetch_sub(&a->srv->suspended, 1);
+        MHD_resume_connection(a->conn);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+static void async_free(api_async *a)
+{
+    if (!a)
+        return;
+    /* Wait out a completer that may still be between resume and unlock. */
+    pthread_mutex_lock(&a->lock);
+    pthread_mutex_unlock(&a->lock);
+    api_response_clear(&a->resp);
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+}
 
 void api_request_id(api_ctx *ctx, const char *client_id, char out[65])
 {
@@ -183,6 +257,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         st->len += n;
         return MHD_YES;
     }
+    if (st->async) {
+        /* Resumed: the deferred answer is ready. */
+        enum MHD_Result r = queue(c, &st->async->resp);
+        api_response_clear(&st->async->resp);
+        return r;
+    }
     kv_list query = {0}, headers = {0};
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_kv, &query);
     MHD_get_connection_values(c, MHD_HEADER_KIND, collect_kv, &headers);
@@ -190,6 +270,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                        .headers = headers.v, .nheaders = headers.n,
                        .body = (const uint8_t *)st->body, .body_len = st->len};
     api_request_id(s->ctx, api_header(&req, "X-Request-Id"), req.request_id);
+    transport_ctx tctx = {.srv = s, .conn = c, .st = st, .request_id = req.request_id};
+    api_transport transport = {.defer = make_async, .conn = &tctx};
+    req.transport = &transport;
     api_response resp = {0};
     if (st->too_large) {
         api_error(&resp, &req, "request_too_large",
@@ -200,10 +283,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     } else {
         api_dispatch(s->ctx, &req, &resp);
     }
-    enum MHD_Result r = queue(c, &resp);
-    api_response_clear(&resp);
     free(query.v);
     free(headers.v);
+    if (resp.deferred && st->async) {
+        api_response_clear(&resp);
+        api_async *a = st->async;
+        pthread_mutex_lock(&a->lock);
+        if (a->state == ASYNC_DONE) {
+            /* Completed while the handler was still running. */
+            pthread_mutex_unlock(&a->lock);
+            enum MHD_Result r = queue(c, &a->resp);
+            api_response_clear(&a->resp);
+            return r;
+        }
+        MHD_suspend_connection(c);
+        atomic_fetch_add(&s->suspended, 1);
+        a->state = ASYNC_SUSPENDED;
+        pthread_mutex_unlock(&a->lock);
+        return MHD_YES;
+    }
+    enum MHD_Result r = queue(c, &resp);
+    api_response_clear(&resp);
     return r;
 }
 
@@ -216,9 +316,38 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn_state *st = *con_cls;
     if (st) {
         free(st->body);
+        async_free(st->async);
         free(st);
         *con_cls = NULL;
     }
+}
+
+/* Fix: MHD's default unescaper decodes "%00" to a NUL byte, which silently
+ * cut the path short: GET or DELETE /v1/topics/a%00junk acted on topic "a".
+ * Decode as MHD does, but keep every "%00" as the literal text "%00" so such
+ * a path or query value stays invalid instead of turning into another one. */
+static size_t unescape_keep_nul(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    if (!strstr(s, "%00"))
+        return MHD_http_unescape(s);
+    char *out = s;
+    const char *in = s;
+    for (;;) {
+        const char *z = strstr(in, "%00");
+        size_t n = z ? (size_t)(z - in) : strlen(in);
+        memmove(out, in, n); /* out <= in: the text at z is still intact */
+        out[n] = 0;
+        out += MHD_http_unescape(out);
+        if (!z)
+            break;
+        memcpy(out, "%00", 3); /* out + 3 <= z + 3: only overwrites consumed text */
+        out += 3;
+        in = z + 3;
+    }
+    *out = 0;
+    return (size_t)(out - s);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -265,6 +394,7 @@ int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, c
         o->connection_limit ? o->connection_limit : 10000, MHD_OPTION_CONNECTION_TIMEOUT,
         o->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape_keep_nul, NULL,
         MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, err_len, "cannot listen on %s:%u (address in use or not permitted)", o->host,
@@ -288,6 +418,12 @@ void api_server_stop(api_server *s)
     if (!s)
         return;
     MHD_quiesce_daemon(s->daemon);
+    /* libmicrohttpd must not stop with suspended connections: let deferred
+     * answers (durable appends, parked reads) complete first. */
+    for (int i = 0; i < 3000 && atomic_load(&s->suspended) > 0; i++)
+        usleep(10000);
+    if (atomic_load(&s->suspended) > 0)
+        ENG_WARN("http: %d connections still waiting at stop", atomic_load(&s->suspended));
     MHD_stop_daemon(s->daemon);
     free(s);
 }

@@ -7,7 +7,7 @@
  * reference counted, so deleting a topic never frees a partition a request is
  * still reading.
  */
-#include "eng_manager.h"
+#include "eng_manager_impl.h"
 
 #include "eng_checkpoint.h"
 #include "eng_fs.h"
@@ -29,27 +29,6 @@
 #include <unistd.h>
 
 #define META_MAX_BYTES (1u << 20)
-
-typedef struct eng_topic {
-    eng_topic_meta meta;
-    eng_config cfg;
-    eng_partition **parts;
-} eng_topic;
-
-struct eng_manager {
-    char *dir;
-    char *meta_dir;
-    int lock_fd;
-    eng_config_defaults defaults;
-    eng_meta_codec codec;
-    void (*on_hw)(eng_partition *p, int64_t hw, void *ctx);
-    void *on_hw_ctx;
-    pthread_rwlock_t lock;
-    eng_topic **topics;
-    size_t ntopics, cap;
-    _Atomic int offline;
-    eng_startup_report report;
-};
 
 static _Atomic uint32_t g_loaded, g_total;
 
@@ -199,7 +178,7 @@ static int open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_c
         .recovery_point = lc ? eng_checkpoint_find(&lc->recovery, t->meta.name, id, 0) : 0,
         .log_start_offset = lc ? eng_checkpoint_find(&lc->start, t->meta.name, id, -1) : -1,
         .dir_offline = &m->offline,
-        .events = {.on_hw = m->on_hw, .ctx = m->on_hw_ctx},
+        .events = eng__manager_events(m),
     };
     eng_load_stats st;
     rc = eng_partition_open(&pp, out, &st);
@@ -349,6 +328,7 @@ static int load_all(eng_manager *m, bool clean)
 
 static void manager_free(eng_manager *m)
 {
+    eng_scheduler_stop(m->sched);
     for (size_t i = 0; i < m->ntopics; i++)
         topic_free(m->topics[i]);
     free(m->topics);
@@ -371,6 +351,7 @@ int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail 
     m->codec = o->codec;
     m->on_hw = o->on_hw;
     m->on_hw_ctx = o->on_hw_ctx;
+    m->jobs_opts = o->jobs;
     char path[PATH_MAX];
     int rc = -ENOMEM;
     if (!(m->dir = strdup(o->log_dir)))
@@ -480,8 +461,8 @@ void eng_partitions_release(eng_partition **v, size_t n)
 }
 
 /* Writes one offset checkpoint over every partition, using get(p). */
-static int write_offsets(eng_manager *m, const char *name, int64_t (*get)(const eng_partition *),
-                         bool only_above_first_base)
+int eng__manager_write_offsets(eng_manager *m, const char *name,
+                               int64_t (*get)(const eng_partition *), bool only_above_first_base)
 {
     eng_partition **v;
     size_t n;
@@ -512,6 +493,11 @@ void eng_manager_close(eng_manager *m)
 {
     if (!m)
         return;
+    /* Jobs stop first: running ones finish, pending one-shots are dropped
+     * (flushes are covered by the close below, .deleted files by the next
+     * startup). */
+    eng_scheduler_stop(m->sched);
+    m->sched = NULL;
     bool ok = !atomic_load(&m->offline);
     pthread_rwlock_wrlock(&m->lock);
     for (size_t i = 0; i < m->ntopics; i++)
@@ -523,10 +509,10 @@ void eng_manager_close(eng_manager *m)
             }
         }
     pthread_rwlock_unlock(&m->lock);
-    int rc = write_offsets(m, "recovery-point-offset-checkpoint", eng_partition_recovery_point,
+    int rc = eng__manager_write_offsets(m, "recovery-point-offset-checkpoint", eng_partition_recovery_point,
                            false);
     if (!rc)
-        rc = write_offsets(m, "log-start-offset-checkpoint", eng_partition_log_start_offset, true);
+        rc = eng__manager_write_offsets(m, "log-start-offset-checkpoint", eng_partition_log_start_offset, true);
     if (rc) {
         ok = false;
         ENG_ERROR("writing checkpoints: %s", eng_strerror(rc));
@@ -663,8 +649,13 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
     for (int32_t p = 0; p < t->meta.partitions; p++) {
         if (partition_dir(m, name, p, path, sizeof path))
             continue;
-        /* Kafka's name for a partition pending deletion: <topic>-<p>.<uuid>-delete */
-        snprintf(to, sizeof to, "%s.%s-delete", path, uuid);
+        /* Kafka's name for a partition pending deletion: <topic>-<p>.<uuid>-delete,
+         * with the topic cut so the name fits in 255 bytes, as Kafka's
+         * logDirNameWithSuffixCappedLength does (else a long topic's rename
+         * fails and its data would reappear when the name is reused). */
+        char suffix[64];
+        int slen = snprintf(suffix, sizeof suffix, "-%d.%s-delete", (int)p, uuid);
+        snprintf(to, sizeof to, "%s/%.*s%s", m->dir, 255 - slen, name, suffix);
         if (rename(path, to) < 0) {
             ENG_WARN("renaming %s for deletion: %s", path, strerror(errno));
             continue;

@@ -19,6 +19,7 @@
 #include "eng_config.h"
 #include "eng_error.h"
 #include "eng_partition.h"
+#include "eng_scheduler.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -46,8 +47,22 @@ typedef struct eng_meta_codec {
     void *ctx;
 } eng_meta_codec;
 
+/* Background jobs (DESIGN §4); Kafka's setting names in comments. */
+typedef struct eng_jobs_opts {
+    unsigned background_threads;                 /* background.threads (10) */
+    int64_t initial_delay_ms;                    /* log.initial.task.delay.ms (30000) */
+    int64_t retention_check_interval_ms;         /* log.retention.check.interval.ms (300000) */
+    int64_t flush_scheduler_interval_ms;         /* log.flush.scheduler.interval.ms (Long.MAX) */
+    int64_t recovery_checkpoint_interval_ms;     /* log.flush.offset.checkpoint.interval.ms (60000) */
+    int64_t start_offset_checkpoint_interval_ms; /* log.flush.start.offset.checkpoint.interval.ms (60000) */
+} eng_jobs_opts;
+
+/* Kafka's defaults for eng_jobs_opts. */
+void eng_jobs_opts_default(eng_jobs_opts *o);
+
 typedef struct eng_manager_opts {
     const char *log_dir;
+    eng_jobs_opts jobs;
     eng_config_defaults defaults;
     eng_meta_codec codec;
     /* Called when a partition's high watermark moves (may be NULL). */
@@ -133,6 +148,22 @@ int eng_manager_partition(eng_manager *m, const char *topic, int32_t id, eng_par
 /* Every partition, referenced; free with eng_partitions_release. */
 int eng_manager_all_partitions(eng_manager *m, eng_partition ***out, size_t *n);
 void eng_partitions_release(eng_partition **v, size_t n);
+
+/* Starts the background jobs (after eng_manager_load).  Without this call
+ * nothing runs in the background: rolled segments are flushed only by
+ * flush.messages or at close, and .deleted files are unlinked at once. */
+int eng_manager_start_jobs(eng_manager *m);
+
+/* Every job with its statistics; *out malloc'd (caller frees).  Empty when
+ * the jobs were not started. */
+int eng_manager_jobs(eng_manager *m, eng_job_info **out, size_t *n);
+
+/* Runs a periodic job now (e.g. "log-retention"); ENG_ENOTFOUND if unknown. */
+int eng_manager_trigger_job(eng_manager *m, const char *name);
+
+/* Writes recovery-point-offset-checkpoint / log-start-offset-checkpoint now. */
+int eng_manager_checkpoint_recovery_points(eng_manager *m);
+int eng_manager_checkpoint_start_offsets(eng_manager *m);
 
 /* True if an I/O error took the data dir offline. */
 bool eng_manager_offline(const eng_manager *m);

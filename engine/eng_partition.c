@@ -118,7 +118,7 @@ int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_
     pthread_mutex_init(&p->cfg_lock, NULL);
     pthread_mutex_init(&p->flush_lock, NULL);
     pthread_cond_init(&p->flush_cond, NULL);
-    p->last_flush_ms = eng_mono_ms();
+    atomic_init(&p->last_flush_ms, eng_mono_ms());
     if ((rc = eng__partition_load(p, pp, st)))
         goto fail_locks;
     p->flushed_offset = atomic_load(&p->recovery_point);
@@ -147,6 +147,7 @@ void eng_partition_unref(eng_partition *p)
     if (!p || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
         return;
     eng__segview_release(p->view);
+    free(p->waiters);
     pthread_mutex_destroy(&p->append_lock);
     pthread_mutex_destroy(&p->view_lock);
     pthread_mutex_destroy(&p->cfg_lock);
@@ -291,8 +292,98 @@ static int flush_upto(eng_partition *p, int64_t upto)
         return rc;
     }
     raise_atomic(&p->recovery_point, done);
-    p->last_flush_ms = eng_mono_ms();
+    atomic_store(&p->last_flush_ms, eng_mono_ms());
     return 0;
+}
+
+int eng_partition_flush_upto(eng_partition *p, int64_t offset)
+{
+    return flush_upto(p, offset);
+}
+
+int64_t eng_partition_ms_since_flush(const eng_partition *p)
+{
+    return eng_mono_ms() - atomic_load(&((eng_partition *)p)->last_flush_ms);
+}
+
+bool eng_partition_has_unflushed(const eng_partition *p)
+{
+    eng_partition *mp = (eng_partition *)p;
+    return atomic_load(&mp->log_end_offset) > atomic_load(&mp->recovery_point);
+}
+
+void eng_partition_when_durable(eng_partition *p, int64_t upto, eng_durable_cb cb, void *ctx)
+{
+    pthread_mutex_lock(&p->flush_lock);
+    if (p->flushed_offset >= upto) {
+        pthread_mutex_unlock(&p->flush_lock);
+        cb(ctx, 0);
+        return;
+    }
+    if (p->nwaiters == p->cap_waiters) {
+        size_t cap = p->cap_waiters ? p->cap_waiters * 2 : 16;
+        durable_waiter *nw = realloc(p->waiters, cap * sizeof *nw);
+        if (!nw) {
+            pthread_mutex_unlock(&p->flush_lock);
+            /* No room to wait: flush here and answer. */
+            int rc = flush_upto(p, upto);
+            if (!rc)
+                set_hw(p, upto);
+            cb(ctx, rc);
+            return;
+        }
+        p->waiters = nw;
+        p->cap_waiters = cap;
+    }
+    p->waiters[p->nwaiters++] = (durable_waiter){.upto = upto, .cb = cb, .ctx = ctx};
+    bool kick = !p->commit_queued;
+    p->commit_queued = true;
+    pthread_mutex_unlock(&p->flush_lock);
+    if (!kick)
+        return;
+    if (p->ev.request_commit)
+        p->ev.request_commit(p, p->ev.ctx);
+    else
+        eng_partition_commit(p);
+}
+
+void eng_partition_commit(eng_partition *p)
+{
+    for (;;) {
+        pthread_mutex_lock(&p->flush_lock);
+        p->commit_queued = false;
+        if (p->nwaiters == 0) {
+            pthread_mutex_unlock(&p->flush_lock);
+            return;
+        }
+        int64_t target = 0;
+        for (size_t i = 0; i < p->nwaiters; i++)
+            if (p->waiters[i].upto > target)
+                target = p->waiters[i].upto;
+        p->commit_queued = true; /* this thread is on it: new waiters need no kick */
+        pthread_mutex_unlock(&p->flush_lock);
+
+        int rc = flush_upto(p, target);
+        int64_t done = rc ? INT64_MAX : target;
+        if (!rc)
+            set_hw(p, target);
+
+        /* Answer every waiter the flush covered (all of them on failure). */
+        pthread_mutex_lock(&p->flush_lock);
+        size_t n = 0, keep = 0;
+        durable_waiter *fire = malloc(p->nwaiters * sizeof *fire);
+        for (size_t i = 0; i < p->nwaiters; i++) {
+            if (fire && p->waiters[i].upto <= done)
+                fire[n++] = p->waiters[i];
+            else
+                p->waiters[keep++] = p->waiters[i];
+        }
+        p->nwaiters = keep;
+        pthread_mutex_unlock(&p->flush_lock);
+        for (size_t i = 0; i < n; i++)
+            fire[i].cb(fire[i].ctx, rc);
+        free(fire);
+    }
 }
 
 int eng_partition_flush(eng_partition *p)
@@ -457,7 +548,7 @@ done:
     return rc;
 }
 
-static int roll_locked(eng_partition *p, const eng_config *cfg, eng_roll_reason why)
+int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll_reason why)
 {
     eng_segview *v = p->view;
     eng_segment *active = v->segs[v->n - 1];
@@ -529,6 +620,8 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
     eng_partition_get_config(p, &cfg);
     int64_t now = eng_now_ms();
     append_plan plan;
+    res->durable_pending = false;
+    res->durable_upto = -1;
     int rc = plan_append(&cfg, data, len, o->producer_batches, now, &plan, err);
     if (rc)
         return rc;
@@ -555,7 +648,7 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
                                                   cfg.v[ENG_CFG_SEGMENT_BYTES].i,
                                                   max_segment_ms(&cfg), now);
     if (why != ENG_ROLL_NONE) {
-        if ((rc = roll_locked(p, &cfg, why))) {
+        if ((rc = eng__partition_roll_locked(p, &cfg, why))) {
             take_offline(p, rc, "segment roll");
             goto unlock;
         }
@@ -576,14 +669,18 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         p->unflushed_records = 0;
     pthread_mutex_unlock(&p->append_lock);
 
-    if (must_flush) {
+    if (must_flush && o->async_durable) {
+        res->durable_pending = true;
+        res->durable_upto = last + 1;
+    } else if (must_flush) {
         rc = flush_upto(p, last + 1);
         if (rc)
             return eng_fail(err, rc, "fsync of %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
     }
     /* With flush.messages=1, only what is on disk is acknowledged and visible;
      * otherwise the high watermark follows the log end offset. */
-    set_hw(p, last + 1);
+    if (!res->durable_pending)
+        set_hw(p, last + 1);
 
     res->base_offset = leo;
     res->last_offset = last;
@@ -604,7 +701,7 @@ int eng_partition_roll(eng_partition *p, int64_t *new_base)
     eng_config cfg;
     eng_partition_get_config(p, &cfg);
     pthread_mutex_lock(&p->append_lock);
-    int rc = p->closed ? ENG_ESHUTDOWN : roll_locked(p, &cfg, ENG_ROLL_NONE);
+    int rc = p->closed ? ENG_ESHUTDOWN : eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE);
     if (!rc)
         *new_base = eng_segment_base(p->view->segs[p->view->n - 1]);
     pthread_mutex_unlock(&p->append_lock);

@@ -39,6 +39,13 @@ typedef struct eng_partition_events {
     void (*on_roll)(eng_partition *p, eng_segment *sealed, int64_t new_base, void *ctx);
     /* The high watermark moved (new records are readable). */
     void (*on_hw)(eng_partition *p, int64_t hw, void *ctx);
+    /* A segment left the log (retention, cleaning) and its files were renamed
+     * .deleted: the owner unlinks them after file.delete.delay.ms and drops
+     * the reference it is handed. */
+    void (*on_delete)(eng_partition *p, eng_segment *seg, int64_t delay_ms, void *ctx);
+    /* Appenders wait for durability: run eng_partition_commit(p) soon on
+     * some other thread.  Without it the commit runs inline. */
+    void (*request_commit)(eng_partition *p, void *ctx);
     void *ctx;
 } eng_partition_events;
 
@@ -65,6 +72,7 @@ typedef struct eng_load_stats {
 typedef struct eng_append_opts {
     int64_t expected_offset; /* -1: no check */
     bool producer_batches;   /* bytes came from a client: validate like a broker */
+    bool async_durable;      /* return at once when a flush is due (see below) */
 } eng_append_opts;
 
 typedef struct eng_append_result {
@@ -76,7 +84,16 @@ typedef struct eng_append_result {
     int64_t log_start_offset;
     int64_t high_watermark;
     size_t batch_bytes;
+    /* With async_durable: the records are written but flush.messages says
+     * they are acknowledged only once on disk.  Call eng_partition_when_durable
+     * with durable_upto before answering. */
+    bool durable_pending;
+    int64_t durable_upto;
 } eng_append_result;
+
+/* Called once the records below `upto` are durable (rc 0) or their flush
+ * failed (rc < 0).  Runs on the committing thread, or inline. */
+typedef void (*eng_durable_cb)(void *ctx, int rc);
 
 /* Whole batches read from one segment; data is malloc'd and owned by the
  * fetch (free with eng_fetch_free).  The first batch may start before the
@@ -183,5 +200,21 @@ int eng_partition_roll(eng_partition *p, int64_t *new_base);
 
 /* Makes everything appended so far durable and advances the recovery point. */
 int eng_partition_flush(eng_partition *p);
+
+/* Makes everything below offset durable (fsyncs the segments that may hold
+ * it) and advances the recovery point to at least offset. */
+int eng_partition_flush_upto(eng_partition *p, int64_t offset);
+
+/* Calls cb when everything below upto is on disk (group commit: one fsync
+ * serves every waiter that arrived before it started). */
+void eng_partition_when_durable(eng_partition *p, int64_t upto, eng_durable_cb cb, void *ctx);
+
+/* Runs pending group commits until no waiter is left (request_commit's
+ * worker calls this). */
+void eng_partition_commit(eng_partition *p);
+
+/* Milliseconds since the last flush, and whether anything is unflushed. */
+int64_t eng_partition_ms_since_flush(const eng_partition *p);
+bool eng_partition_has_unflushed(const eng_partition *p);
 
 #endif

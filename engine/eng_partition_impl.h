@@ -15,6 +15,12 @@
 #include <pthread.h>
 #include <sys/types.h>
 
+typedef struct durable_waiter {
+    int64_t upto;
+    eng_durable_cb cb;
+    void *ctx;
+} durable_waiter;
+
 typedef struct eng_segview {
     _Atomic int refs;
     size_t n;
@@ -47,9 +53,12 @@ struct eng_partition {
     pthread_mutex_t flush_lock;
     pthread_cond_t flush_cond;
     bool flushing;
+    bool commit_queued;         /* request_commit called, commit not yet run */
+    struct durable_waiter *waiters; /* asynchronous appenders (flush_lock) */
+    size_t nwaiters, cap_waiters;
     int64_t flushed_offset;     /* everything below is fsync'd */
     int64_t unflushed_records;  /* appended since the last flush (append_lock) */
-    int64_t last_flush_ms;
+    _Atomic int64_t last_flush_ms; /* monotonic */
 };
 
 /* A new view holding references on n segments (each referenced here). */
@@ -70,6 +79,14 @@ ssize_t eng__segview_floor(const eng_segview *v, int64_t offset);
 
 /* Per-segment options derived from a topic config. */
 void eng__segment_opts(const eng_config *c, bool active_prealloc, eng_segment_opts *o);
+
+/* Rolls the active segment (caller holds append_lock); a no-op when the
+ * active segment is empty. */
+int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll_reason why);
+
+/* Hands a segment that left the view to its owner (on_delete), or unlinks
+ * it at once when nobody listens.  Takes over the caller's reference. */
+void eng__partition_dispose(eng_partition *p, eng_segment *seg);
 
 /* Loads segments from p->dir into p's view (eng_loader.c). */
 int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_load_stats *st);

@@ -39,6 +39,21 @@ static const svc_setting_def defs[SVC_COUNT] = {
     [SVC_NUM_PARTITIONS] = {"num.partitions", "1", 1, 100000,
                             "Partitions of a topic created without a partition count."},
     [SVC_LOG_LEVEL] = {"log.level", "INFO", TEXT, "DEBUG, INFO, WARN or ERROR."},
+    [SVC_BACKGROUND_THREADS] = {"background.threads", "10", 1, 1024,
+                                "Threads running background jobs (retention, flushes, checkpoints)."},
+    [SVC_LOG_INITIAL_TASK_DELAY_MS] = {"log.initial.task.delay.ms", "30000", 0, INT64_MAX,
+                                       "Delay before the periodic jobs first run."},
+    [SVC_LOG_RETENTION_CHECK_INTERVAL_MS] = {"log.retention.check.interval.ms", "300000", 1,
+                                             INT64_MAX, "How often the log-retention job runs."},
+    [SVC_LOG_FLUSH_SCHEDULER_INTERVAL_MS] = {
+        "log.flush.scheduler.interval.ms", "9223372036854775807", 1, INT64_MAX,
+        "How often the log-flusher job checks flush.ms (also flush.ms's last-resort default)."},
+    [SVC_LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS] = {
+        "log.flush.offset.checkpoint.interval.ms", "60000", 1, INT64_MAX,
+        "How often recovery-point-offset-checkpoint is written."},
+    [SVC_LOG_FLUSH_START_OFFSET_CHECKPOINT_INTERVAL_MS] = {
+        "log.flush.start.offset.checkpoint.interval.ms", "60000", 1, INT64_MAX,
+        "How often log-start-offset-checkpoint is written."},
 };
 
 const svc_setting_def *svc_setting_def_at(svc_setting_id id)
@@ -184,13 +199,14 @@ static int apply(svc_settings *s, raw_list *raw)
 {
     for (size_t i = 0; i < raw->n; i++) {
         raw_entry *e = &raw->v[i];
+        /* A name can be both a server setting and a topic-config synonym
+         * (log.flush.scheduler.interval.ms): it then feeds both. */
         int id = lookup(e->name);
         if (id >= 0) {
             free(s->text[id]);
             if (!(s->text[id] = strdup(e->value)))
                 return -1;
             s->source[id] = e->source;
-            continue;
         }
         eng_errdetail err = {0};
         int rc = eng_config_defaults_apply(&s->topic_defaults, e->name, e->value, &err);
@@ -204,8 +220,9 @@ static int apply(svc_settings *s, raw_list *raw)
                 return -1;
             s->synonyms = ns;
             ns[s->nsynonyms++] = (svc_synonym){strdup(e->name), strdup(e->value), e->source};
-            continue;
         }
+        if (id >= 0 || rc == 1)
+            continue;
         if (e->source == SVC_SRC_FLAG) {
             fprintf(stderr, "logstore: unknown setting '%s' (see --help)\n", e->name);
             return -1;
@@ -278,6 +295,18 @@ static int resolve(svc_settings *s)
         resolve_int(s, SVC_HTTP_IDLE_TIMEOUT_MS, &s->idle_timeout_ms) ||
         resolve_int(s, SVC_NUM_PARTITIONS, &s->num_partitions))
         return -1;
+    int64_t threads;
+    eng_jobs_opts_default(&s->jobs);
+    if (resolve_int(s, SVC_BACKGROUND_THREADS, &threads) ||
+        resolve_int(s, SVC_LOG_INITIAL_TASK_DELAY_MS, &s->jobs.initial_delay_ms) ||
+        resolve_int(s, SVC_LOG_RETENTION_CHECK_INTERVAL_MS, &s->jobs.retention_check_interval_ms) ||
+        resolve_int(s, SVC_LOG_FLUSH_SCHEDULER_INTERVAL_MS, &s->jobs.flush_scheduler_interval_ms) ||
+        resolve_int(s, SVC_LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS,
+                    &s->jobs.recovery_checkpoint_interval_ms) ||
+        resolve_int(s, SVC_LOG_FLUSH_START_OFFSET_CHECKPOINT_INTERVAL_MS,
+                    &s->jobs.start_offset_checkpoint_interval_ms))
+        return -1;
+    s->jobs.background_threads = (unsigned)threads;
     s->log_level = svc_log_parse_level(s->text[SVC_LOG_LEVEL]);
     if (s->log_level < 0) {
         fprintf(stderr, "logstore: log.level must be DEBUG, INFO, WARN or ERROR\n");

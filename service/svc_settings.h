@@ -13,6 +13,7 @@
 #define SVC_SETTINGS_H
 
 #include "eng_config.h"
+#include "eng_manager.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,6 +33,12 @@ typedef enum {
     SVC_HTTP_IDLE_TIMEOUT_MS,
     SVC_NUM_PARTITIONS,
     SVC_LOG_LEVEL,
+    SVC_BACKGROUND_THREADS,
+    SVC_LOG_INITIAL_TASK_DELAY_MS,
+    SVC_LOG_RETENTION_CHECK_INTERVAL_MS,
+    SVC_LOG_FLUSH_SCHEDULER_INTERVAL_MS,
+    SVC_LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS,
+    SVC_LOG_FLUSH_START_OFFSET_CHECKPOINT_INTERVAL_MS,
     SVC_COUNT
 } svc_setting_id;
 
@@ -68,6 +75,7 @@ typedef struct svc_settings {
     int64_t num_partitions;
     int log_level;
     eng_config_defaults topic_defaults;
+    eng_jobs_opts jobs;
 } svc_settings;
 
 typedef enum { SVC_LOAD_RUN, SVC_LOAD_EXIT_OK, SVC_LOAD_EXIT_ERROR } svc_load_result;

@@ -4,7 +4,7 @@
 # apt-get when missing, started on loopback, and stopped by PID.
 #
 #   make bench                     everything
-#   tests/bench/run.sh engine      one group: engine | http
+#   tests/bench/run.sh engine      one group: engine | http | durable
 set -u
 cd "$(dirname "$0")/../.."
 B=build/rel/tests/bench
@@ -64,10 +64,32 @@ PY
     awk '/Requests\/sec/ {printf "  records/s: %.0f\n", $2 * 10}' "$work/wrk.out"
 }
 
+bench_durable() {
+    need wrk wrk || { echo "wrk unavailable; skipping"; return; }
+    local port; port=$(free_port)
+    start_logstore "$port" || return
+    curl -s -XPOST "http://127.0.0.1:$port/v1/topics" -H 'Content-Type: application/json' \
+        -d '{"name":"durable","partitions":1,"configs":{"flush.messages":"1"}}' >/dev/null
+    echo '{"records":[{"key":"k","value":"durable-record-0123456789"}]}' >"$work/one.json"
+    printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nlocal f = io.open("%s/one.json", "r")\nwrk.body = f:read("*a")\nf:close()\n' "$work" >"$work/one.lua"
+    echo "== durable append (flush.messages=1, 1 record a request; group commit)"
+    mkdir -p "$work/fsync"
+    "$B/bench_fsync" "$work/fsync" 3 | sed 's/^/  /'
+    local one=0
+    for c in 1 8 64; do
+        local rps
+        rps=$(wrk -t1 -c$c -d5s -s "$work/one.lua" "http://127.0.0.1:$port/v1/topics/durable/partitions/0/records" |
+            awk '/Requests\/sec/ {print $2}')
+        [ "$c" = 1 ] && one=$rps
+        awk -v c="$c" -v r="$rps" -v o="$one" 'BEGIN {printf "  %2d clients: %8.0f appends/s (%.1fx one client)\n", c, r, (o > 0 ? r / o : 0)}'
+    done
+}
+
 groups=${1:-all}
 case "$groups" in
     engine) bench_engine ;;
     http) bench_http ;;
-    all) bench_engine; bench_http ;;
+    durable) bench_durable ;;
+    all) bench_engine; bench_http; bench_durable ;;
     *) echo "unknown group $groups"; exit 2 ;;
 esac

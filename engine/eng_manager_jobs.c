@@ -1,0 +1,262 @@
+/*
+ * eng_manager_jobs.c - the log manager's background jobs (DESIGN §4).
+ *
+ * Periodic: log-retention, log-flusher, recovery-point-checkpoint,
+ * log-start-offset-checkpoint.  One-shot: flush-log (queued by a roll: fsync
+ * the sealed segment off the append path, then advance the recovery point to
+ * the new segment's base) and delete-file (queued when a segment leaves the
+ * log: unlink its .deleted files after file.delete.delay.ms).
+ *
+ * Partition events reach the manager through eng__manager_events; before
+ * the jobs start (or after they stop) the same events are handled inline so
+ * nothing is ever lost, only done sooner.
+ */
+#include "eng_manager_impl.h"
+
+#include "eng_fs.h"
+#include "eng_logger.h"
+#include "eng_retention.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void eng_jobs_opts_default(eng_jobs_opts *o)
+{
+    o->background_threads = 10;
+    o->initial_delay_ms = 30000;
+    o->retention_check_interval_ms = 300000;
+    o->flush_scheduler_interval_ms = INT64_MAX;
+    o->recovery_checkpoint_interval_ms = 60000;
+    o->start_offset_checkpoint_interval_ms = 60000;
+}
+
+/* ---- one-shots ------------------------------------------------------------ */
+
+typedef struct flush_arg {
+    eng_partition *p;
+    int64_t upto;
+} flush_arg;
+
+static int job_flush_log(void *varg, char *note, size_t len)
+{
+    flush_arg *a = varg;
+    int rc = eng_partition_flush_upto(a->p, a->upto);
+    snprintf(note, len, "%s-%d up to %" PRId64, eng_partition_topic(a->p), eng_partition_id(a->p),
+             a->upto);
+    eng_partition_unref(a->p);
+    free(a);
+    return rc;
+}
+
+static void drop_flush_log(void *varg)
+{
+    flush_arg *a = varg;
+    eng_partition_unref(a->p);
+    free(a);
+}
+
+static void on_roll(eng_partition *p, eng_segment *sealed, int64_t new_base, void *ctx)
+{
+    (void)sealed;
+    eng_manager *m = ctx;
+    if (!m->sched)
+        return; /* no jobs: the sealed segment is flushed by flush.messages or at close */
+    flush_arg *a = malloc(sizeof *a);
+    if (!a)
+        return; /* the next flush or the close covers it */
+    eng_partition_ref(p);
+    a->p = p;
+    a->upto = new_base;
+    eng_scheduler_add_once(m->sched, "flush-log", 0, job_flush_log, a, drop_flush_log);
+}
+
+static int job_delete_file(void *varg, char *note, size_t len)
+{
+    eng_segment *seg = varg;
+    snprintf(note, len, "segment %020" PRId64, eng_segment_base(seg));
+    int rc = eng_segment_unlink(seg);
+    eng_segment_unref(seg);
+    return rc;
+}
+
+static void drop_delete_file(void *varg)
+{
+    /* The .deleted files stay; the next startup removes them. */
+    eng_segment_unref(varg);
+}
+
+static void on_delete(eng_partition *p, eng_segment *seg, int64_t delay_ms, void *ctx)
+{
+    (void)p;
+    eng_manager *m = ctx;
+    if (!m->sched || delay_ms <= 0) {
+        char note[64];
+        job_delete_file(seg, note, sizeof note);
+        return;
+    }
+    eng_scheduler_add_once(m->sched, "delete-file", delay_ms, job_delete_file, seg,
+                           drop_delete_file);
+}
+
+static int job_group_commit(void *varg, char *note, size_t len)
+{
+    eng_partition *p = varg;
+    snprintf(note, len, "%s-%d", eng_partition_topic(p), eng_partition_id(p));
+    eng_partition_commit(p);
+    eng_partition_unref(p);
+    return 0;
+}
+
+/* Dropped at stop: commit inline so no appender is left waiting. */
+static void drop_group_commit(void *varg)
+{
+    eng_partition_commit(varg);
+    eng_partition_unref(varg);
+}
+
+static void request_commit(eng_partition *p, void *ctx)
+{
+    eng_manager *m = ctx;
+    if (!m->sched) {
+        eng_partition_commit(p);
+        return;
+    }
+    eng_partition_ref(p);
+    eng_scheduler_add_once(m->sched, "group-commit", 0, job_group_commit, p, drop_group_commit);
+}
+
+static void on_hw(eng_partition *p, int64_t hw, void *ctx)
+{
+    eng_manager *m = ctx;
+    if (m->on_hw)
+        m->on_hw(p, hw, m->on_hw_ctx);
+}
+
+eng_partition_events eng__manager_events(eng_manager *m)
+{
+    return (eng_partition_events){.on_roll = on_roll, .on_hw = on_hw, .on_delete = on_delete,
+                                  .request_commit = request_commit, .ctx = m};
+}
+
+/* ---- periodic ------------------------------------------------------------- */
+
+static int job_retention(void *arg, char *note, size_t len)
+{
+    eng_manager *m = arg;
+    eng_partition **v;
+    size_t n;
+    int rc = eng_manager_all_partitions(m, &v, &n);
+    if (rc)
+        return rc;
+    uint64_t segments = 0, bytes = 0;
+    int64_t now = eng_now_ms();
+    int first_err = 0;
+    for (size_t i = 0; i < n; i++) {
+        eng_retention_report rep;
+        int r = eng_partition_retention(v[i], now, false, &rep);
+        if (r && !first_err)
+            first_err = r;
+        segments += rep.n;
+        bytes += rep.bytes_freed;
+        eng_retention_report_free(&rep);
+    }
+    eng_partitions_release(v, n);
+    snprintf(note, len, "%zu partitions checked, %" PRIu64 " segments (%" PRIu64 " bytes) deleted",
+             n, segments, bytes);
+    return first_err;
+}
+
+static int job_flusher(void *arg, char *note, size_t len)
+{
+    eng_manager *m = arg;
+    eng_partition **v;
+    size_t n, flushed = 0;
+    int rc = eng_manager_all_partitions(m, &v, &n);
+    if (rc)
+        return rc;
+    int first_err = 0;
+    for (size_t i = 0; i < n; i++) {
+        eng_config cfg;
+        eng_partition_get_config(v[i], &cfg);
+        int64_t flush_ms = cfg.v[ENG_CFG_FLUSH_MS].i;
+        if (flush_ms == INT64_MAX || !eng_partition_has_unflushed(v[i]) ||
+            eng_partition_ms_since_flush(v[i]) < flush_ms)
+            continue;
+        int r = eng_partition_flush(v[i]);
+        if (r && !first_err)
+            first_err = r;
+        flushed++;
+    }
+    eng_partitions_release(v, n);
+    snprintf(note, len, "%zu of %zu partitions flushed (flush.ms)", flushed, n);
+    return first_err;
+}
+
+static int job_recovery_checkpoint(void *arg, char *note, size_t len)
+{
+    snprintf(note, len, "recovery-point-offset-checkpoint");
+    return eng_manager_checkpoint_recovery_points(arg);
+}
+
+static int job_start_checkpoint(void *arg, char *note, size_t len)
+{
+    snprintf(note, len, "log-start-offset-checkpoint");
+    return eng_manager_checkpoint_start_offsets(arg);
+}
+
+int eng_manager_checkpoint_recovery_points(eng_manager *m)
+{
+    return eng__manager_write_offsets(m, "recovery-point-offset-checkpoint",
+                                      eng_partition_recovery_point, false);
+}
+
+int eng_manager_checkpoint_start_offsets(eng_manager *m)
+{
+    return eng__manager_write_offsets(m, "log-start-offset-checkpoint",
+                                      eng_partition_log_start_offset, true);
+}
+
+int eng_manager_start_jobs(eng_manager *m)
+{
+    const eng_jobs_opts *o = &m->jobs_opts;
+    eng_scheduler *s;
+    int rc = eng_scheduler_new(o->background_threads, &s);
+    if (rc)
+        return rc;
+    int64_t d = o->initial_delay_ms;
+    if ((rc = eng_scheduler_add_periodic(s, "log-retention", d, o->retention_check_interval_ms,
+                                         job_retention, m)) ||
+        (rc = eng_scheduler_add_periodic(s, "log-flusher", d, o->flush_scheduler_interval_ms,
+                                         job_flusher, m)) ||
+        (rc = eng_scheduler_add_periodic(s, "recovery-point-checkpoint", d,
+                                         o->recovery_checkpoint_interval_ms,
+                                         job_recovery_checkpoint, m)) ||
+        (rc = eng_scheduler_add_periodic(s, "log-start-offset-checkpoint", d,
+                                         o->start_offset_checkpoint_interval_ms,
+                                         job_start_checkpoint, m)) ||
+        (rc = eng_scheduler_start(s))) {
+        eng_scheduler_stop(s);
+        return rc;
+    }
+    m->sched = s;
+    ENG_INFO("background jobs started on %u threads (first run in %" PRId64 " ms)",
+             o->background_threads, d);
+    return 0;
+}
+
+int eng_manager_jobs(eng_manager *m, eng_job_info **out, size_t *n)
+{
+    if (!m->sched) {
+        *out = NULL;
+        *n = 0;
+        return 0;
+    }
+    return eng_scheduler_jobs(m->sched, out, n);
+}
+
+int eng_manager_trigger_job(eng_manager *m, const char *name)
+{
+    return m->sched ? eng_scheduler_trigger(m->sched, name) : ENG_ENOTFOUND;
+}
