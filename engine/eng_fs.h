@@ -46,4 +46,7 @@ int64_t eng_now_ms(void);
 /* Monotonic clock in milliseconds (for intervals). */
 int64_t eng_mono_ms(void);
 
+/* Monotonic clock in microseconds. */
+int64_t eng_mono_us(void);
+
 #endif

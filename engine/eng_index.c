@@ -33,6 +33,7 @@ struct eng_index {
     _Atomic uint32_t entries;
     uint64_t file_len;
     bool writable;
+    _Atomic bool dirty; /* written since the last sync: a clean index needs no fsync */
 };
 
 static uint32_t entry_size_of(eng_index_kind kind)
@@ -75,6 +76,7 @@ int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, s
     }
     idx->file_len = len;
     idx->max_entries = (uint32_t)(len / idx->entry_size);
+    atomic_init(&idx->dirty, writable);
     atomic_store_explicit(&idx->entries, existing, memory_order_relaxed);
     if (len > 0) {
         idx->map = mmap(NULL, len, PROT_READ, MAP_SHARED, idx->fd, 0);
@@ -141,12 +143,19 @@ int eng_index_trim(eng_index *idx)
         return -errno;
     idx->file_len = want;
     idx->max_entries = eng_index_entries(idx);
+    atomic_store(&idx->dirty, true);
     return 0;
 }
 
 int eng_index_sync(eng_index *idx)
 {
-    return fdatasync(idx->fd) < 0 ? -errno : 0;
+    if (!atomic_exchange(&idx->dirty, false))
+        return 0;
+    if (fdatasync(idx->fd) < 0) {
+        atomic_store(&idx->dirty, true);
+        return -errno;
+    }
+    return 0;
 }
 
 void eng_index_reset(eng_index *idx)
@@ -241,6 +250,7 @@ static int append_entry(eng_index *idx, const uint8_t *entry)
         return -errno;
     if ((size_t)w != idx->entry_size)
         return -EIO;
+    atomic_store(&idx->dirty, true);
     atomic_store_explicit(&idx->entries, n + 1, memory_order_release);
     return 0;
 }

@@ -190,7 +190,7 @@ static void *worker(void *arg)
             if (push(s, &t))
                 ENG_ERROR("job %s could not be rescheduled (out of memory)", st->info.name);
         }
-        pthread_cond_broadcast(&s->cond);
+        pthread_cond_signal(&s->cond);
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -241,7 +241,7 @@ int eng_scheduler_add_periodic(eng_scheduler *s, const char *name, int64_t initi
                   .interval_ms = interval_ms, .fn = fn, .arg = arg};
         s->stats[idx].info.next_run_ms = eng_now_ms() + initial_delay_ms;
         rc = push(s, &t);
-        pthread_cond_broadcast(&s->cond);
+        pthread_cond_signal(&s->cond);
     }
     pthread_mutex_unlock(&s->lock);
     return rc;
@@ -262,7 +262,7 @@ int eng_scheduler_add_once(eng_scheduler *s, const char *name, int64_t delay_ms,
                   .drop = drop};
         if (!(rc = push(s, &t)))
             s->stats[idx].info.pending++;
-        pthread_cond_broadcast(&s->cond);
+        pthread_cond_signal(&s->cond);
     }
     pthread_mutex_unlock(&s->lock);
     if (rc && drop)
@@ -292,7 +292,7 @@ int eng_scheduler_trigger(eng_scheduler *s, const char *name)
             }
         }
     }
-    pthread_cond_broadcast(&s->cond);
+    pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }

@@ -26,7 +26,7 @@ static const svc_setting_def defs[SVC_COUNT] = {
     [SVC_LOG_DIRS] = {"log.dirs", "./data", TEXT,
                       "Data directory holding every partition (one directory)."},
     [SVC_LOG_DIR] = {"log.dir", "", TEXT, "Kafka's single-dir name; used when log.dirs is not set."},
-    [SVC_HTTP_THREADS] = {"http.threads", "8", 1, 1024,
+    [SVC_HTTP_THREADS] = {"http.threads", "4", 1, 1024,
                           "HTTP worker threads (each serves many connections)."},
     [SVC_HTTP_MAX_REQUEST_BYTES] = {"http.max.request.bytes", "16777216", 1024, 1073741824,
                                     "Largest request body accepted; larger ones get 413 while streaming."},
