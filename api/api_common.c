@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 eng_manager *api_mgr(api_ctx *ctx)
 {
@@ -98,6 +99,21 @@ bool api_lookup_partition(api_ctx *ctx, const api_request *req, const api_params
     return true;
 }
 
+/* Moved here from api_records.c.  Fix: the old prefix test
+ * strncasecmp(ct, "application/json", 16) also accepted
+ * "application/json-seq", "application/jsonx" and the like; now the type must
+ * end there (or be followed by parameters). */
+bool api_json_content_type(const api_request *req, api_response *resp)
+{
+    const char *ct = api_header(req, "Content-Type");
+    if (!ct || (strncasecmp(ct, "application/json", 16) == 0 &&
+                (ct[16] == 0 || ct[16] == ';' || ct[16] == ' ' || ct[16] == '\t')))
+        return true;
+    api_error(resp, req, "unsupported_media_type", NULL,
+              "Content-Type %.80s is not supported here; send application/json", ct);
+    return false;
+}
+
 json_t *api_body_object(const api_request *req, api_response *resp, bool allow_empty)
 {
     if (!req->body || req->body_len == 0) {
@@ -106,6 +122,10 @@ json_t *api_body_object(const api_request *req, api_response *resp, bool allow_e
         api_error(resp, req, "malformed_json", NULL, "the request body is empty; expected a JSON object");
         return NULL;
     }
+    /* Fix: JSON bodies were parsed whatever their Content-Type (a text/plain
+     * POST /v1/topics created a topic); DESIGN §6 answers 415 instead. */
+    if (!api_json_content_type(req, resp))
+        return NULL;
     json_error_t jerr;
     json_t *doc = json_loadb((const char *)req->body, req->body_len, JSON_ALLOW_NUL, &jerr);
     if (!doc) {

@@ -30,6 +30,10 @@ bool api_query_bool(const api_request *req, api_response *resp, const char *key,
 bool api_lookup_partition(api_ctx *ctx, const api_request *req, const api_params *params,
                           api_response *resp, eng_partition **out);
 
+/* True when the Content-Type is absent or application/json (any case, with
+ * optional parameters); otherwise fills resp with 415 and returns false. */
+bool api_json_content_type(const api_request *req, api_response *resp);
+
 /* Parses the body as a JSON object (an empty body gives an empty object when
  * allow_empty).  Returns a new reference or NULL with resp filled. */
 json_t *api_body_object(const api_request *req, api_response *resp, bool allow_empty);

@@ -79,8 +79,10 @@ json_t *api_error_object(const api_request *req, const char *code, const char *m
         return NULL;
     }
     json_object_set_new(o, "error_code", json_string(d->code));
-    json_object_set_new(o, "message", json_string(message) ? json_string(message)
-                                                           : json_string("(unprintable message)"));
+    /* Fix: json_string(message) used to be called twice (once to test, once
+     * to store), leaking the first string on every error response. */
+    json_t *msg = json_string(message);
+    json_object_set_new(o, "message", msg ? msg : json_string("(unprintable message)"));
     json_object_set_new(o, "kafka_error", d->kafka ? json_string(d->kafka) : json_null());
     json_object_set_new(o, "kafka_error_code", d->kafka ? json_integer(d->kafka_code) : json_null());
     json_object_set_new(o, "retriable", json_boolean(d->retriable));

@@ -58,7 +58,9 @@ typedef struct api_response {
     const char *content_type; /* static string; default application/json */
     struct {
         char name[48];
-        char value[256];
+        /* Fix: was 256, which cut the Location header of a topic with a
+         * 246..249-character name ("/v1/topics/" + name is up to 260). */
+        char value[512];
     } headers[API_MAX_RESP_HEADERS];
     size_t nheaders;
     bool deferred;         /* the answer comes through api_async_complete */

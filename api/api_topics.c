@@ -100,8 +100,15 @@ static bool config_text(json_t *v, char *buf, size_t len)
                strlen(json_string_value(v)) == json_string_length(v);
     if (json_is_integer(v))
         return snprintf(buf, len, "%lld", (long long)json_integer_value(v)) > 0;
-    if (json_is_real(v))
-        return snprintf(buf, len, "%.17g", json_real_value(v)) > 0;
+    if (json_is_real(v)) {
+        /* Fix: a fixed "%.17g" stored 0.3 as "0.29999999999999999"; use the
+         * shortest precision that reads back as the same double instead. */
+        double d = json_real_value(v);
+        for (int prec = 1; prec <= 17; prec++)
+            if (snprintf(buf, len, "%.*g", prec, d) > 0 && strtod(buf, NULL) == d)
+                break;
+        return buf[0] != 0;
+    }
     if (json_is_boolean(v))
         return snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false") > 0;
     return false;

@@ -31,12 +31,18 @@ static const char *binary(void)
     return b && *b ? b : "build/san/logstore";
 }
 
-/* The port from "listening on http://127.0.0.1:PORT" in the log. */
-static int read_port(const char *log_path)
+/* The port from "listening on http://127.0.0.1:PORT" in the log, looking
+ * only past `from` (a restart appends to the same log: the previous run's
+ * port must not be taken for the new one's). */
+static int read_port(const char *log_path, long from)
 {
     FILE *f = fopen(log_path, "r");
     if (!f)
         return -1;
+    if (from > 0 && fseek(f, from, SEEK_SET) != 0) {
+        fclose(f);
+        return -1;
+    }
     char line[2048];
     int port = -1;
     while (fgets(line, sizeof line, f)) {
@@ -76,6 +82,8 @@ int ls_start_dir(ls_server *s, const char *dir, const char *const *extra, bool w
         argv[n++] = sets[k++];
     }
     argv[n] = NULL;
+    struct stat lst;
+    long log_start = stat(s->log_path, &lst) == 0 ? (long)lst.st_size : 0;
     pid_t pid = fork();
     if (pid < 0)
         return -1;
@@ -98,7 +106,7 @@ int ls_start_dir(ls_server *s, const char *dir, const char *const *extra, bool w
             return -1;
         }
         sleep_ms(25);
-        s->port = read_port(s->log_path);
+        s->port = read_port(s->log_path, log_start);
     }
     if (s->port < 0)
         return -1;
@@ -307,7 +315,7 @@ const char *ls_header(const ls_resp *r, const char *name)
     return NULL;
 }
 
-static json_t *jpath(const ls_resp *r, const char *path)
+json_t *ls_jget(const ls_resp *r, const char *path)
 {
     json_t *cur = r->json;
     char tmp[256];
@@ -323,13 +331,13 @@ static json_t *jpath(const ls_resp *r, const char *path)
 
 long long ls_jint(const ls_resp *r, const char *path)
 {
-    json_t *v = jpath(r, path);
+    json_t *v = ls_jget(r, path);
     return json_is_integer(v) ? json_integer_value(v) : -999999;
 }
 
 const char *ls_jstr(const ls_resp *r, const char *path)
 {
-    json_t *v = jpath(r, path);
+    json_t *v = ls_jget(r, path);
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
@@ -421,4 +429,138 @@ char *ls_dir_listing(const char *dir)
     free(lines);
     free(raw);
     return out;
+}
+
+/* ---- helpers added for the API suites -------------------------------------- */
+
+int ls_send_json(ls_server *s, const char *method, const char *path, const char *json_text,
+                 ls_resp *out)
+{
+    return ls_http(s, method, path, "application/json", json_text,
+                   json_text ? strlen(json_text) : 0, NULL, out);
+}
+
+int ls_check_error(const ls_resp *r, long status, const char *code)
+{
+    static const char *const fields[] = {"error_code", "message", "kafka_error",
+                                         "kafka_error_code", "retriable", "details",
+                                         "request_id"};
+    const char *why = NULL;
+    char tmp[256];
+    json_t *o = r->json;
+    if (r->status != status) {
+        snprintf(tmp, sizeof tmp, "status %ld, expected %ld", r->status, status);
+        why = tmp;
+    } else if (r->status >= 200 && r->status < 300) {
+        why = "an error came back with a 2xx status";
+    } else if (!json_is_object(o)) {
+        why = "the body is not a JSON object";
+    } else if (json_object_size(o) != sizeof fields / sizeof fields[0]) {
+        snprintf(tmp, sizeof tmp, "the body has %zu fields, expected 7", json_object_size(o));
+        why = tmp;
+    } else {
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0] && !why; i++)
+            if (!json_object_get(o, fields[i])) {
+                snprintf(tmp, sizeof tmp, "field %s is missing", fields[i]);
+                why = tmp;
+            }
+    }
+    if (!why) {
+        json_t *kafka = json_object_get(o, "kafka_error");
+        json_t *kcode = json_object_get(o, "kafka_error_code");
+        const char *hdr = ls_header(r, "X-Request-Id");
+        char hid[128];
+        snprintf(hid, sizeof hid, "%s", hdr ? hdr : "");
+        if (!json_is_string(json_object_get(o, "error_code")) ||
+            !json_is_string(json_object_get(o, "message")) ||
+            !json_is_boolean(json_object_get(o, "retriable")) ||
+            !json_is_object(json_object_get(o, "details")) ||
+            !json_is_string(json_object_get(o, "request_id")))
+            why = "a field has the wrong type";
+        else if (!((json_is_string(kafka) && json_is_integer(kcode)) ||
+                   (json_is_null(kafka) && json_is_null(kcode))))
+            why = "kafka_error/kafka_error_code must be string+integer or both null";
+        else if (strlen(json_string_value(json_object_get(o, "message"))) == 0)
+            why = "empty message";
+        else if (code && strcmp(json_string_value(json_object_get(o, "error_code")), code)) {
+            snprintf(tmp, sizeof tmp, "error_code %s, expected %s",
+                     json_string_value(json_object_get(o, "error_code")), code);
+            why = tmp;
+        } else if (!hdr || strcmp(hid, json_string_value(json_object_get(o, "request_id"))))
+            why = "request_id differs from the X-Request-Id header";
+    }
+    if (!why)
+        return 0;
+    fprintf(stderr, "# error body check failed: %s\n# body: %.600s\n", why,
+            r->body ? r->body : "(none)");
+    return -1;
+}
+
+long ls_live_status(ls_server *s)
+{
+    ls_resp r;
+    if (ls_get(s, "/health/live", &r))
+        return 0;
+    long st = r.status;
+    ls_resp_free(&r);
+    return st;
+}
+
+long long ls_log_end_offset(ls_server *s, const char *topic, int partition)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/v1/topics/%s/partitions/%d", topic, partition);
+    ls_resp r;
+    if (ls_get(s, path, &r))
+        return -1;
+    long long v = r.status == 200 ? ls_jint(&r, "log_end_offset") : -1;
+    ls_resp_free(&r);
+    return v;
+}
+
+long long ls_file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) ? -1 : (long long)st.st_size;
+}
+
+void *ls_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *p = malloc(cap + 1);
+    size_t got;
+    while (p && (got = fread(p + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *np = realloc(p, cap * 2 + 1);
+            if (!np) {
+                free(p);
+                p = NULL;
+                break;
+            }
+            p = np;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!p)
+        return NULL;
+    p[n] = 0;
+    *len = n;
+    return p;
+}
+
+int ls_restart(ls_server *s, const char *const *extra)
+{
+    char dir[256], prev[320];
+    snprintf(dir, sizeof dir, "%s", s->dir);
+    snprintf(prev, sizeof prev, "%s.prev", s->log_path);
+    rename(s->log_path, prev);
+    bool own = s->own_dir;
+    int rc = ls_start_dir(s, dir, extra, true);
+    s->own_dir = own;
+    return rc;
 }

@@ -74,4 +74,39 @@ long long ls_dir_bytes(const char *dir);
 /* A listing "name size" of every file under dir, sorted; malloc'd. */
 char *ls_dir_listing(const char *dir);
 
+/* ---- helpers added for the API suites (test_api_*.c) ---------------------- */
+
+/* ls_http with "Content-Type: application/json"; json_text may be NULL. */
+int ls_send_json(ls_server *s, const char *method, const char *path, const char *json_text,
+                 ls_resp *out);
+
+/* The JSON value at a dotted path ("records.0.key"), borrowed; NULL if absent. */
+json_t *ls_jget(const ls_resp *r, const char *path);
+
+/* Checks that r is a DESIGN §6 error: the given status (never 2xx), a JSON
+ * object with exactly error_code, message, kafka_error, kafka_error_code,
+ * retriable, details, request_id (right types), error_code == code (unless
+ * code is NULL) and request_id equal to the X-Request-Id header.  Returns 0,
+ * or -1 after printing what differs (and the body) on stderr. */
+int ls_check_error(const ls_resp *r, long status, const char *code);
+
+/* Status of GET /health/live, 0 when the server does not answer. */
+long ls_live_status(ls_server *s);
+
+/* log_end_offset of topic-partition from GET .../partitions/{p}, or -1. */
+long long ls_log_end_offset(ls_server *s, const char *topic, int partition);
+
+/* Size of a file, or -1. */
+long long ls_file_size(const char *path);
+
+/* A whole file, malloc'd (NUL-terminated for convenience), or NULL. */
+void *ls_read_file(const char *path, size_t *len);
+
+/* Restarts a stopped (or killed) server on its own data dir and waits until
+ * ready.  The old log is moved to <log>.prev first: ls_start_dir reads the
+ * port from the last "listening on" line of <dir>.log, which on a restart
+ * still holds the previous run's port until the new server logs its own, so
+ * a slow start (a loaded machine) made it wait on the old, dead port. */
+int ls_restart(ls_server *s, const char *const *extra);
+
 #endif
