@@ -73,7 +73,9 @@ static void run_retention(const api_request *req, api_response *resp, eng_partit
 /* The optional ?partition= filter; -1 when absent. */
 static bool partition_filter(const api_request *req, api_response *resp, int64_t *part)
 {
-    return api_query_i64(req, resp, "partition", -1, 0, INT32_MAX, part);
+    static const char *const allowed[] = {"partition", NULL};
+    return api_query_only(req, resp, allowed) &&
+           api_query_i64(req, resp, "partition", -1, 0, INT32_MAX, part);
 }
 
 void api_h_topic_retention(api_ctx *ctx, const api_request *req, const api_params *params,

@@ -143,3 +143,18 @@ json_t *api_body_object(const api_request *req, api_response *resp, bool allow_e
     }
     return doc;
 }
+
+bool api_query_only(const api_request *req, api_response *resp, const char *const *allowed)
+{
+    for (size_t i = 0; i < req->nquery; i++) {
+        bool ok = false;
+        for (size_t k = 0; allowed[k] && !ok; k++)
+            ok = strcmp(req->query[i].key, allowed[k]) == 0;
+        if (!ok) {
+            api_error(resp, req, "invalid_request", NULL, "unknown query parameter '%.64s'",
+                      req->query[i].key);
+            return false;
+        }
+    }
+    return true;
+}

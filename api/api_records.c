@@ -344,6 +344,11 @@ static int collect(const eng_fetch *f, const read_req *rr, read_out *out, eng_bu
 static bool parse_read(const api_request *req, api_response *resp, eng_partition *p, read_req *rr)
 {
     static const char *const selectors[] = {"offset", "earliest", "latest", "timestamp", "tail"};
+    static const char *const allowed[] = {"offset", "earliest", "latest", "timestamp", "tail",
+                                          "max_records", "max_bytes", "until_timestamp",
+                                          "encoding", "clamp", NULL};
+    if (!api_query_only(req, resp, allowed))
+        return false;
     size_t nsel = 0;
     for (size_t i = 0; i < 5; i++)
         nsel += api_query_count(req, selectors[i]);

@@ -38,6 +38,9 @@ static const api_route routes[] = {
     {"POST", "/v1/topics/{topic}/retention:run", api_h_topic_retention, API_ROLE_ADMIN, E | B},
     {"POST", "/v1/admin/retention:run", api_h_admin_retention, API_ROLE_ADMIN, E | B},
     {"GET", "/v1/jobs", api_h_jobs, API_ROLE_READ, E},
+    {"POST", "/v1/topics/{topic}/compaction:run", api_h_topic_compaction, API_ROLE_ADMIN, E | B},
+    {"POST", "/v1/admin/compaction:run", api_h_admin_compaction, API_ROLE_ADMIN, E | B},
+    {"GET", "/v1/cleaner", api_h_cleaner, API_ROLE_READ, E},
     {NULL, NULL, NULL, API_ROLE_NONE, 0},
 };
 

@@ -65,5 +65,8 @@ void api_h_delete_records(api_ctx *, const api_request *, const api_params *, ap
 void api_h_topic_retention(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_admin_retention(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_jobs(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_topic_compaction(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_admin_compaction(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_cleaner(api_ctx *, const api_request *, const api_params *, api_response *);
 
 #endif

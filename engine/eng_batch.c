@@ -261,7 +261,8 @@ int eng_record_iter_next(eng_record_iter *it, eng_record *r)
     r->headers_end = end;
     r->header_count = hcount;
     r->offset = it->base_offset + off_delta;
-    r->timestamp = it->log_append_time ? it->max_timestamp : it->base_timestamp + ts_delta;
+    r->raw_timestamp = it->base_timestamp + ts_delta;
+    r->timestamp = it->log_append_time ? it->max_timestamp : r->raw_timestamp;
     it->last_delta = off_delta;
     it->p = end;
     it->remaining--;
@@ -287,4 +288,33 @@ int eng_batch_validate(const uint8_t *batch, size_t size, eng_batch_header *h)
     while ((rc = eng_record_iter_next(&it, &r)) == 1)
         ;
     return rc;
+}
+
+static size_t reencoded_body(const eng_record *r, int64_t base_ts, int64_t base_offset)
+{
+    return 1 + eng_varlong_size(r->raw_timestamp - base_ts) +
+           eng_varint_size((int32_t)(r->offset - base_offset)) + bytes_field_size(r->key_len) +
+           bytes_field_size(r->value_len) + eng_varint_size(r->header_count) +
+           (size_t)(r->headers_end - r->headers);
+}
+
+size_t eng_record_reencoded_size(const eng_record *r, int64_t base_ts, int64_t base_offset)
+{
+    size_t body = reencoded_body(r, base_ts, base_offset);
+    return eng_varint_size((int32_t)body) + body;
+}
+
+size_t eng_record_reencode(uint8_t *out, const eng_record *r, int64_t base_ts, int64_t base_offset)
+{
+    uint8_t *p = out;
+    p += eng_varint_put(p, (int32_t)reencoded_body(r, base_ts, base_offset));
+    *p++ = 0;
+    p += eng_varlong_put(p, r->raw_timestamp - base_ts);
+    p += eng_varint_put(p, (int32_t)(r->offset - base_offset));
+    p = put_bytes(p, r->key, r->key_len);
+    p = put_bytes(p, r->value, r->value_len);
+    p += eng_varint_put(p, r->header_count);
+    size_t hl = (size_t)(r->headers_end - r->headers);
+    memcpy(p, r->headers, hl);
+    return (size_t)(p + hl - out);
 }

@@ -81,7 +81,8 @@ typedef struct eng_batch_params {
 /* A decoded record: views into the batch buffer, valid while it lives. */
 typedef struct eng_record {
     int64_t offset;
-    int64_t timestamp;
+    int64_t timestamp;      /* effective: the broker time for LogAppendTime batches */
+    int64_t raw_timestamp;  /* as stored: base timestamp + delta */
     const uint8_t *key;
     int32_t key_len;
     const uint8_t *value;
@@ -157,6 +158,14 @@ void eng_record_iter_init(eng_record_iter *it, const eng_batch_header *h,
 
 /* Returns 1 and fills r, 0 at the end, or ENG_ECORRUPT on bad framing. */
 int eng_record_iter_next(eng_record_iter *it, eng_record *r);
+
+/* Size of record r re-encoded against base_ts and base_offset, its headers
+ * copied as they are (the cleaner rebuilds batches this way: offsets and
+ * stored timestamps never change, only their deltas). */
+size_t eng_record_reencoded_size(const eng_record *r, int64_t base_ts, int64_t base_offset);
+
+/* Writes that encoding to out (room for eng_record_reencoded_size bytes). */
+size_t eng_record_reencode(uint8_t *out, const eng_record *r, int64_t base_ts, int64_t base_offset);
 
 /* Walks the encoded headers of a record: returns 1 and fills out, 0 at the
  * end, ENG_ECORRUPT on bad framing.  *p advances. */

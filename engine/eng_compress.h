@@ -20,6 +20,11 @@
 int eng_batch_plain_records(const uint8_t *batch, const eng_batch_header *h, eng_buf *scratch,
                             const uint8_t **recs, size_t *len);
 
+/* Compresses a plain records section with codec (ENG_CODEC_*) at level
+ * (-1 = the codec's default) into out (replacing its contents).
+ * ENG_EINVAL for a codec this build cannot write. */
+int eng_records_compress(int codec, int level, const uint8_t *in, size_t len, eng_buf *out);
+
 /* True if this build can read and write codec (ENG_CODEC_*). */
 int eng_codec_supported(int codec);
 

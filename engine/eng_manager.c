@@ -328,6 +328,7 @@ static int load_all(eng_manager *m, bool clean)
 
 static void manager_free(eng_manager *m)
 {
+    eng_cleaner_stop(m->cleaner);
     eng_scheduler_stop(m->sched);
     for (size_t i = 0; i < m->ntopics; i++)
         topic_free(m->topics[i]);
@@ -352,6 +353,10 @@ int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail 
     m->on_hw = o->on_hw;
     m->on_hw_ctx = o->on_hw_ctx;
     m->jobs_opts = o->jobs;
+    if (o->cleaner)
+        m->cleaner_opts = *o->cleaner;
+    else
+        eng_cleaner_opts_default(&m->cleaner_opts);
     char path[PATH_MAX];
     int rc = -ENOMEM;
     if (!(m->dir = strdup(o->log_dir)))
@@ -493,9 +498,12 @@ void eng_manager_close(eng_manager *m)
 {
     if (!m)
         return;
-    /* Jobs stop first: running ones finish, pending one-shots are dropped
-     * (flushes are covered by the close below, .deleted files by the next
-     * startup). */
+    /* The cleaner stops first (an unfinished clean leaves only .cleaned
+     * files, removed at the next start), then the jobs: running ones finish,
+     * pending one-shots are dropped (flushes are covered by the close below,
+     * .deleted files by the next startup). */
+    eng_cleaner_stop(m->cleaner);
+    m->cleaner = NULL;
     eng_scheduler_stop(m->sched);
     m->sched = NULL;
     bool ok = !atomic_load(&m->offline);

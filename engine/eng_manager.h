@@ -60,9 +60,12 @@ typedef struct eng_jobs_opts {
 /* Kafka's defaults for eng_jobs_opts. */
 void eng_jobs_opts_default(eng_jobs_opts *o);
 
+typedef struct eng_cleaner eng_cleaner;
+
 typedef struct eng_manager_opts {
     const char *log_dir;
     eng_jobs_opts jobs;
+    struct eng_cleaner_opts *cleaner; /* NULL: Kafka's defaults */
     eng_config_defaults defaults;
     eng_meta_codec codec;
     /* Called when a partition's high watermark moves (may be NULL). */
@@ -153,6 +156,13 @@ void eng_partitions_release(eng_partition **v, size_t n);
  * nothing runs in the background: rolled segments are flushed only by
  * flush.messages or at close, and .deleted files are unlinked at once. */
 int eng_manager_start_jobs(eng_manager *m);
+
+/* Starts the log cleaner (after eng_manager_load); it is stopped by
+ * eng_manager_close before anything else. */
+int eng_manager_start_cleaner(eng_manager *m);
+
+/* The cleaner, or NULL before eng_manager_start_cleaner. Borrowed. */
+eng_cleaner *eng_manager_cleaner(eng_manager *m);
 
 /* Every job with its statistics; *out malloc'd (caller frees).  Empty when
  * the jobs were not started. */

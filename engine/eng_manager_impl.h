@@ -5,6 +5,7 @@
 #ifndef ENG_MANAGER_IMPL_H
 #define ENG_MANAGER_IMPL_H
 
+#include "eng_cleaner.h"
 #include "eng_manager.h"
 
 #include <pthread.h>
@@ -31,6 +32,8 @@ struct eng_manager {
     eng_startup_report report;
     eng_jobs_opts jobs_opts;
     eng_scheduler *sched; /* NULL until eng_manager_start_jobs */
+    eng_cleaner_opts cleaner_opts;
+    eng_cleaner *cleaner; /* NULL until eng_manager_start_cleaner */
 };
 
 /* Events every partition of this manager reports to it. */

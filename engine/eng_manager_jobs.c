@@ -260,3 +260,13 @@ int eng_manager_trigger_job(eng_manager *m, const char *name)
 {
     return m->sched ? eng_scheduler_trigger(m->sched, name) : ENG_ENOTFOUND;
 }
+
+int eng_manager_start_cleaner(eng_manager *m)
+{
+    return eng_cleaner_start(m, &m->cleaner_opts, &m->cleaner);
+}
+
+eng_cleaner *eng_manager_cleaner(eng_manager *m)
+{
+    return m->cleaner;
+}

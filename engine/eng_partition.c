@@ -116,6 +116,7 @@ int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_
     pthread_mutex_init(&p->append_lock, NULL);
     pthread_mutex_init(&p->view_lock, NULL);
     pthread_mutex_init(&p->cfg_lock, NULL);
+    pthread_mutex_init(&p->maint_lock, NULL);
     pthread_mutex_init(&p->flush_lock, NULL);
     pthread_cond_init(&p->flush_cond, NULL);
     atomic_init(&p->last_flush_ms, eng_mono_ms());
@@ -128,6 +129,7 @@ fail_locks:
     pthread_mutex_destroy(&p->append_lock);
     pthread_mutex_destroy(&p->view_lock);
     pthread_mutex_destroy(&p->cfg_lock);
+    pthread_mutex_destroy(&p->maint_lock);
     pthread_mutex_destroy(&p->flush_lock);
     pthread_cond_destroy(&p->flush_cond);
 fail:
@@ -151,6 +153,7 @@ void eng_partition_unref(eng_partition *p)
     pthread_mutex_destroy(&p->append_lock);
     pthread_mutex_destroy(&p->view_lock);
     pthread_mutex_destroy(&p->cfg_lock);
+    pthread_mutex_destroy(&p->maint_lock);
     pthread_mutex_destroy(&p->flush_lock);
     pthread_cond_destroy(&p->flush_cond);
     free(p->topic);

@@ -40,6 +40,11 @@ struct eng_partition {
     pthread_mutex_t cfg_lock;
     eng_config cfg;
 
+    /* Held for a whole retention pass or cleaning: the two rewrite the
+     * segment set and must not interleave (Kafka pauses cleaning the same
+     * way).  Appends and reads never take it. */
+    pthread_mutex_t maint_lock;
+
     _Atomic int64_t log_start_offset;
     _Atomic int64_t high_watermark;
     _Atomic int64_t log_end_offset;

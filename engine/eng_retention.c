@@ -156,7 +156,7 @@ static bool raise_lso(eng_partition *p, int64_t to, const char *why)
 
 void eng__partition_dispose(eng_partition *p, eng_segment *seg)
 {
-    int rc = eng_segment_rename(seg, ".deleted");
+    int rc = strcmp(eng_segment_suffix(seg), ".deleted") ? eng_segment_rename(seg, ".deleted") : 0;
     if (rc) {
         ENG_ERROR("%s-%d: renaming segment %020" PRId64 " to .deleted: %s", p->topic, p->id,
                   eng_segment_base(seg), eng_strerror(rc));
@@ -173,11 +173,29 @@ void eng__partition_dispose(eng_partition *p, eng_segment *seg)
     }
 }
 
+static int retention_locked(eng_partition *p, int64_t now_ms, bool dry_run,
+                            eng_retention_report *rep);
+
 int eng_partition_retention(eng_partition *p, int64_t now_ms, bool dry_run,
                             eng_retention_report *rep)
 {
     memset(rep, 0, sizeof *rep);
     rep->dry_run = dry_run;
+    rep->log_start_offset_before = rep->log_start_offset_after = atomic_load(&p->log_start_offset);
+    /* A cleaning in progress owns the segment set; retention waits for the
+     * next pass rather than block behind it. */
+    if (pthread_mutex_trylock(&p->maint_lock) != 0) {
+        rep->busy = true;
+        return 0;
+    }
+    int rc = retention_locked(p, now_ms, dry_run, rep);
+    pthread_mutex_unlock(&p->maint_lock);
+    return rc;
+}
+
+static int retention_locked(eng_partition *p, int64_t now_ms, bool dry_run,
+                            eng_retention_report *rep)
+{
     eng_config cfg;
     eng_partition_get_config(p, &cfg);
     pthread_mutex_lock(&p->append_lock);

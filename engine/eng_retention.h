@@ -43,6 +43,7 @@ typedef struct eng_retention_report {
     uint64_t bytes_freed;
     bool rolled;         /* every segment went: an empty one was rolled first */
     uint32_t future_kept; /* segments kept because of a future timestamp */
+    bool busy;            /* a cleaning was in progress: nothing was examined */
 } eng_retention_report;
 
 /* Applies (or, with dry_run, only reports) retention at time now_ms. */

@@ -7,7 +7,7 @@
  * single-threaded startup code.  `lock` only guards lazy index opening,
  * lazy tail-state loading and renames, never I/O on the append path.
  */
-#include "eng_segment.h"
+#include "eng_segment_impl.h"
 
 #include "eng_buf.h"
 #include "eng_compress.h"
@@ -29,28 +29,6 @@
 
 #define SCAN_CHUNK 16384
 
-struct eng_segment {
-    int64_t base;
-    char *dir;
-    char suffix[16];
-    int log_fd;
-    eng_segment_opts opts;
-    _Atomic int refs;
-    _Atomic uint64_t size;
-    _Atomic int64_t next_offset; /* -1 until loaded for an inactive segment */
-    _Atomic int64_t max_ts;
-    _Atomic int64_t offset_of_max_ts;
-    _Atomic bool max_ts_loaded;
-    _Atomic(eng_index *) oidx;
-    _Atomic(eng_index *) tidx;
-    _Atomic bool active;
-    pthread_mutex_t lock;
-    /* appender-only state */
-    uint64_t bytes_since_index;
-    int64_t first_batch_ts; /* max timestamp of the first append, -1 unknown */
-    int64_t created_ms;
-    bool preallocated;
-};
 
 int eng_segment_file_path(const eng_segment *s, const char *ext, char *buf, size_t len)
 {
@@ -105,7 +83,7 @@ void eng_segment_unref(eng_segment *s)
 
 /* Opens both indexes; writable ones are preallocated.  Caller holds lock or
  * is the only thread. */
-static int open_indexes(eng_segment *s, bool writable)
+int eng__segment_open_indexes(eng_segment *s, bool writable)
 {
     char path[PATH_MAX];
     eng_index *oi = NULL, *ti = NULL;
@@ -133,13 +111,13 @@ static int ensure_indexes(eng_segment *s)
     pthread_mutex_lock(&s->lock);
     int rc = 0;
     if (!atomic_load(&s->tidx)) {
-        rc = open_indexes(s, false);
+        rc = eng__segment_open_indexes(s, false);
         if (rc == -ENOENT) {
             /* A missing index reads as empty; recovery rebuilds it at startup. */
             char path[PATH_MAX];
             rc = eng_segment_file_path(s, ".index", path, sizeof path);
             if (!rc && !eng_fs_exists(path))
-                rc = open_indexes(s, true);
+                rc = eng__segment_open_indexes(s, true);
         }
     }
     pthread_mutex_unlock(&s->lock);
@@ -167,10 +145,17 @@ static int remove_stale(eng_segment *s, const char *ext)
 
 int eng_segment_create(const char *dir, int64_t base, const eng_segment_opts *o, eng_segment **out)
 {
+    return eng_segment_create_suffixed(dir, base, "", o, out);
+}
+
+int eng_segment_create_suffixed(const char *dir, int64_t base, const char *suffix,
+                                const eng_segment_opts *o, eng_segment **out)
+{
     char path[PATH_MAX];
     eng_segment *s = segment_new(dir, base, o);
     if (!s)
         return -ENOMEM;
+    snprintf(s->suffix, sizeof s->suffix, "%s", suffix);
     int rc = eng_segment_file_path(s, ".log", path, sizeof path);
     if (rc)
         goto fail;
@@ -198,7 +183,7 @@ int eng_segment_create(const char *dir, int64_t base, const eng_segment_opts *o,
     }
     if ((rc = remove_stale(s, ".index")) || (rc = remove_stale(s, ".timeindex")))
         goto fail;
-    if ((rc = open_indexes(s, true)))
+    if ((rc = eng__segment_open_indexes(s, true)))
         goto fail;
     atomic_store(&s->max_ts_loaded, true);
     atomic_store(&s->active, true);
@@ -387,7 +372,7 @@ int eng_segment_open(const char *dir, int64_t base, const eng_segment_opts *o, b
     atomic_store(&s->size, (uint64_t)st.st_size);
     atomic_store(&s->active, active);
     if (active) {
-        if ((rc = open_indexes(s, true)))
+        if ((rc = eng__segment_open_indexes(s, true)))
             goto fail;
         load_max_ts(s);
         if ((rc = load_tail_state(s)))
@@ -620,7 +605,7 @@ int eng_segment_find_batch(eng_segment *s, int64_t target, uint64_t limit, eng_b
 }
 
 /* Reads the whole batch at b into buf. */
-static int read_batch(eng_segment *s, const eng_batch_pos *b, eng_buf *buf)
+int eng__segment_read_batch(eng_segment *s, const eng_batch_pos *b, eng_buf *buf)
 {
     size_t size = eng_batch_size(&b->header);
     int rc = eng_buf_reserve(buf, size);
@@ -649,7 +634,7 @@ static int visit_ts(const eng_batch_pos *b, void *ctx)
         return 0;
     const uint8_t *recs;
     size_t len;
-    int rc = read_batch(c->s, b, &c->batch);
+    int rc = eng__segment_read_batch(c->s, b, &c->batch);
     if (!rc)
         rc = eng_batch_plain_records(c->batch.data, &b->header, &c->scratch, &recs, &len);
     if (rc) {
@@ -701,131 +686,6 @@ int eng_segment_find_by_timestamp(eng_segment *s, int64_t ts, int64_t min_offset
     return 0;
 }
 
-/* Validates one batch read whole into buf, as recovery must: CRC, framing of
- * every record, offsets within the segment and after the previous batch. */
-static const char *check_batch(eng_segment *s, const eng_batch_header *h, eng_buf *buf,
-                               eng_buf *scratch, int64_t prev_next)
-{
-    eng_batch_header v;
-    int rc = eng_batch_validate(buf->data, buf->len, &v);
-    if (rc == ENG_ECRC)
-        return "CRC mismatch";
-    if (rc)
-        return "malformed batch";
-    if (h->base_offset < s->base || h->base_offset < prev_next)
-        return "offsets not increasing";
-    if (eng_batch_last_offset(h) - s->base > INT32_MAX)
-        return "offset beyond the segment's range";
-    if ((h->attributes & ENG_ATTR_CODEC_MASK) != ENG_CODEC_NONE) {
-        const uint8_t *recs;
-        size_t len;
-        eng_record_iter it;
-        eng_record r;
-        if (eng_batch_plain_records(buf->data, h, scratch, &recs, &len))
-            return "compressed records do not decompress";
-        eng_record_iter_init(&it, h, recs, len);
-        while ((rc = eng_record_iter_next(&it, &r)) == 1)
-            ;
-        if (rc)
-            return "malformed compressed records";
-    }
-    return NULL;
-}
-
-int eng_segment_recover(eng_segment *s, eng_recover_stats *st)
-{
-    memset(st, 0, sizeof *st);
-    st->next_offset = s->base;
-    struct stat fst;
-    if (fstat(s->log_fd, &fst) < 0)
-        return -errno;
-    uint64_t file_size = (uint64_t)fst.st_size;
-    int rc = open_indexes(s, true);
-    if (rc)
-        return rc;
-    eng_index *oi = atomic_load(&s->oidx), *ti = atomic_load(&s->tidx);
-    eng_index_reset(oi);
-    eng_index_reset(ti);
-    eng_buf buf = {0}, scratch = {0};
-    uint64_t valid = 0, last_entry = 0;
-    int64_t max_ts = -1, off_of_max = -1, next = s->base;
-    uint8_t hb[ENG_BATCH_OVERHEAD];
-    for (;;) {
-        size_t got;
-        if (file_size - valid < ENG_BATCH_OVERHEAD) {
-            if (file_size != valid)
-                st->stop_reason = "torn batch header at the end";
-            break;
-        }
-        if ((rc = eng_segment_pread(s, hb, sizeof hb, valid, &got)))
-            goto done;
-        eng_batch_header h;
-        if (got != sizeof hb || eng_batch_header_decode(hb, got, &h)) {
-            st->stop_reason = "invalid batch header";
-            break;
-        }
-        /* The length is checked against the file before anything is allocated. */
-        if (eng_batch_size(&h) > file_size - valid) {
-            st->stop_reason = "batch extends past the end of the file";
-            break;
-        }
-        eng_batch_pos b = {.position = valid, .header = h};
-        if ((rc = read_batch(s, &b, &buf)))
-            goto done;
-        const char *why = check_batch(s, &h, &buf, &scratch, next);
-        if (why) {
-            st->stop_reason = why;
-            break;
-        }
-        if (h.max_timestamp > max_ts) {
-            max_ts = h.max_timestamp;
-            off_of_max = eng_batch_last_offset(&h);
-        }
-        if (valid - last_entry > s->opts.index_interval) {
-            if ((rc = eng_offset_index_append(oi, eng_batch_last_offset(&h), (uint32_t)valid)) ||
-                (rc = eng_time_index_maybe_append(ti, max_ts, off_of_max, true)))
-                goto done;
-            last_entry = valid;
-        }
-        valid += eng_batch_size(&h);
-        next = eng_batch_last_offset(&h) + 1;
-        st->batches++;
-    }
-    if (valid < file_size && ftruncate(s->log_fd, (off_t)valid) < 0) {
-        rc = -errno;
-        goto done;
-    }
-    st->valid_bytes = valid;
-    st->truncated_bytes = file_size - valid;
-    st->next_offset = next;
-    if (max_ts >= 0)
-        eng_time_index_maybe_append(ti, max_ts, off_of_max, true);
-    if ((rc = eng_index_trim(oi)) || (rc = eng_index_trim(ti)))
-        goto done;
-    atomic_store(&s->size, valid);
-    atomic_store(&s->next_offset, next);
-    atomic_store(&s->max_ts, max_ts);
-    atomic_store(&s->offset_of_max_ts, off_of_max);
-    atomic_store(&s->max_ts_loaded, true);
-    s->bytes_since_index = 0;
-    if (eng_segment_is_active(s)) {
-        /* The active segment keeps growing: expand its indexes again. */
-        if ((rc = open_indexes(s, true)))
-            goto done;
-        if (valid > 0) {
-            eng_batch_header h;
-            size_t got;
-            if (!eng_segment_pread(s, hb, sizeof hb, 0, &got) && got == sizeof hb &&
-                !eng_batch_header_decode(hb, got, &h))
-                s->first_batch_ts = h.max_timestamp;
-        }
-    }
-done:
-    eng_buf_free(&buf);
-    eng_buf_free(&scratch);
-    return rc;
-}
-
 static const char *const file_exts[] = {".log", ".index", ".timeindex", ".txnindex", NULL};
 
 int eng_segment_rename(eng_segment *s, const char *suffix)
@@ -860,3 +720,16 @@ int eng_segment_unlink(eng_segment *s)
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
+
+const char *eng_segment_suffix(const eng_segment *s)
+{
+    return s->suffix;
+}
+
+int eng_segment_set_mtime_ms(eng_segment *s, int64_t ms)
+{
+    struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
+                             {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L}};
+    return futimens(s->log_fd, ts) < 0 ? -errno : 0;
+}
+

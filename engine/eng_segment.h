@@ -63,6 +63,11 @@ typedef struct eng_recover_stats {
  * with content.  *out holds one reference. */
 int eng_segment_create(const char *dir, int64_t base, const eng_segment_opts *o, eng_segment **out);
 
+/* Like eng_segment_create, with every file named <base><ext><suffix>
+ * (the cleaner writes its output as ".cleaned"). */
+int eng_segment_create_suffixed(const char *dir, int64_t base, const char *suffix,
+                                const eng_segment_opts *o, eng_segment **out);
+
 /* Opens an existing segment.  An active one gets writable, preallocated
  * indexes at once; an inactive one maps them on first use.  The caller must
  * have checked or recovered the files (see eng_segment_recover). */
@@ -140,6 +145,12 @@ int eng_segment_rename(eng_segment *s, const char *suffix);
 
 /* Unlinks the segment's files under their current suffix. */
 int eng_segment_unlink(eng_segment *s);
+
+/* The suffix the files currently carry ("" normally). Borrowed. */
+const char *eng_segment_suffix(const eng_segment *s);
+
+/* Sets the .log's modification time (the cleaner keeps the source's). */
+int eng_segment_set_mtime_ms(eng_segment *s, int64_t ms);
 
 /* Path of one of the segment's files under its current suffix. */
 int eng_segment_file_path(const eng_segment *s, const char *ext, char *buf, size_t len);

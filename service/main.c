@@ -55,7 +55,7 @@ int main(int argc, char **argv)
     ctx.limits.default_partitions = (int32_t)s.num_partitions;
 
     eng_manager_opts mo = {.log_dir = s.log_dir, .defaults = s.topic_defaults,
-                           .codec = svc_meta_codec(), .jobs = s.jobs};
+                           .codec = svc_meta_codec(), .jobs = s.jobs, .cleaner = &s.cleaner};
     eng_manager *m = NULL;
     eng_errdetail err = {0};
     int rc = eng_manager_new(&mo, &m, &err);
@@ -88,8 +88,8 @@ int main(int argc, char **argv)
         svc_settings_free(&s);
         return 1;
     }
-    if ((rc = eng_manager_start_jobs(m))) {
-        ENG_ERROR("cannot start background jobs: %s", eng_strerror(rc));
+    if ((rc = eng_manager_start_jobs(m)) || (rc = eng_manager_start_cleaner(m))) {
+        ENG_ERROR("cannot start background jobs or the log cleaner: %s", eng_strerror(rc));
         atomic_store(&ctx.state, API_FAILED);
         api_server_stop(srv);
         eng_manager_close(m);

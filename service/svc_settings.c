@@ -13,10 +13,12 @@
 #include "svc_version.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define TEXT 1, 0
 
@@ -54,6 +56,22 @@ static const svc_setting_def defs[SVC_COUNT] = {
     [SVC_LOG_FLUSH_START_OFFSET_CHECKPOINT_INTERVAL_MS] = {
         "log.flush.start.offset.checkpoint.interval.ms", "60000", 1, INT64_MAX,
         "How often log-start-offset-checkpoint is written."},
+    [SVC_LOG_CLEANER_ENABLE] = {"log.cleaner.enable", "true", TEXT,
+                                "Run the log cleaner threads for compacted topics (true or false)."},
+    [SVC_LOG_CLEANER_THREADS] = {"log.cleaner.threads", "1", 0, 64,
+                                 "Log cleaner threads; 0 disables them (on-demand runs still work)."},
+    [SVC_LOG_CLEANER_DEDUPE_BUFFER_SIZE] = {"log.cleaner.dedupe.buffer.size", "134217728", 1024,
+                                            INT64_MAX,
+                                            "Bytes of offset map shared by the cleaner threads (24 per key)."},
+    [SVC_LOG_CLEANER_IO_BUFFER_LOAD_FACTOR] = {"log.cleaner.io.buffer.load.factor", "0.9", TEXT,
+                                               "How full an offset map may get (0 < f <= 1)."},
+    [SVC_LOG_CLEANER_IO_BUFFER_SIZE] = {"log.cleaner.io.buffer.size", "524288", 4096, INT64_MAX,
+                                        "Cleaner read buffers, in total over the threads."},
+    [SVC_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND] = {"log.cleaner.io.max.bytes.per.second",
+                                                 "1.7976931348623157E308", TEXT,
+                                                 "Throttle for the cleaner's reads and writes."},
+    [SVC_LOG_CLEANER_BACKOFF_MS] = {"log.cleaner.backoff.ms", "15000", 0, INT64_MAX,
+                                    "How long an idle cleaner thread sleeps before looking again."},
 };
 
 const svc_setting_def *svc_setting_def_at(svc_setting_id id)
@@ -248,6 +266,32 @@ static int resolve_int(svc_settings *s, svc_setting_id id, int64_t *out)
     return 0;
 }
 
+static int resolve_bool(svc_settings *s, svc_setting_id id, bool *out)
+{
+    const char *t = s->text[id];
+    if (!strcasecmp(t, "true") || !strcasecmp(t, "false")) {
+        *out = !strcasecmp(t, "true");
+        return 0;
+    }
+    fprintf(stderr, "logstore: %s must be true or false, got '%s'\n", defs[id].name, t);
+    return -1;
+}
+
+static int resolve_double(svc_settings *s, svc_setting_id id, double min, double max, double *out)
+{
+    const char *t = s->text[id];
+    char *end;
+    errno = 0;
+    double v = strtod(t, &end);
+    if (errno || end == t || *end || !(v >= min && v <= max)) {
+        fprintf(stderr, "logstore: %s must be a number in [%g, %g], got '%s'\n", defs[id].name,
+                min, max, t);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static int resolve_listener(svc_settings *s)
 {
     const char *l = s->text[SVC_LISTENERS];
@@ -307,6 +351,22 @@ static int resolve(svc_settings *s)
                     &s->jobs.start_offset_checkpoint_interval_ms))
         return -1;
     s->jobs.background_threads = (unsigned)threads;
+    eng_cleaner_opts_default(&s->cleaner);
+    int64_t cthreads, dedupe, iobuf;
+    if (resolve_int(s, SVC_LOG_CLEANER_THREADS, &cthreads) ||
+        resolve_int(s, SVC_LOG_CLEANER_DEDUPE_BUFFER_SIZE, &dedupe) ||
+        resolve_int(s, SVC_LOG_CLEANER_IO_BUFFER_SIZE, &iobuf) ||
+        resolve_int(s, SVC_LOG_CLEANER_BACKOFF_MS, &s->cleaner.backoff_ms) ||
+        resolve_bool(s, SVC_LOG_CLEANER_ENABLE, &s->cleaner.enable) ||
+        resolve_double(s, SVC_LOG_CLEANER_IO_BUFFER_LOAD_FACTOR, 1e-6, 1.0, &s->cleaner.load_factor) ||
+        resolve_double(s, SVC_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND, 1.0, DBL_MAX,
+                       &s->cleaner.max_bytes_per_second))
+        return -1;
+    s->cleaner.threads = (unsigned)cthreads;
+    s->cleaner.dedupe_buffer_bytes = (size_t)dedupe;
+    s->cleaner.io_buffer_bytes = (size_t)iobuf;
+    if (s->cleaner.max_bytes_per_second > 1e300)
+        s->cleaner.max_bytes_per_second = 0; /* Kafka's Double.MAX: no throttle */
     s->log_level = svc_log_parse_level(s->text[SVC_LOG_LEVEL]);
     if (s->log_level < 0) {
         fprintf(stderr, "logstore: log.level must be DEBUG, INFO, WARN or ERROR\n");

@@ -13,6 +13,7 @@
 #define SVC_SETTINGS_H
 
 #include "eng_config.h"
+#include "eng_cleaner.h"
 #include "eng_manager.h"
 
 #include <stdbool.h>
@@ -39,6 +40,13 @@ typedef enum {
     SVC_LOG_FLUSH_SCHEDULER_INTERVAL_MS,
     SVC_LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS,
     SVC_LOG_FLUSH_START_OFFSET_CHECKPOINT_INTERVAL_MS,
+    SVC_LOG_CLEANER_ENABLE,
+    SVC_LOG_CLEANER_THREADS,
+    SVC_LOG_CLEANER_DEDUPE_BUFFER_SIZE,
+    SVC_LOG_CLEANER_IO_BUFFER_LOAD_FACTOR,
+    SVC_LOG_CLEANER_IO_BUFFER_SIZE,
+    SVC_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND,
+    SVC_LOG_CLEANER_BACKOFF_MS,
     SVC_COUNT
 } svc_setting_id;
 
@@ -76,6 +84,7 @@ typedef struct svc_settings {
     int log_level;
     eng_config_defaults topic_defaults;
     eng_jobs_opts jobs;
+    eng_cleaner_opts cleaner;
 } svc_settings;
 
 typedef enum { SVC_LOAD_RUN, SVC_LOAD_EXIT_OK, SVC_LOAD_EXIT_ERROR } svc_load_result;

@@ -1,0 +1,231 @@
+/*
+ * api_cleaner.c - compaction on demand and the cleaner's status.
+ *
+ * compaction:run cleans now whatever the dirty ratio (the uncleanable
+ * boundary and min.compaction.lag.ms still hold), or with {"dry_run":true}
+ * reports what a clean would remove without writing anything.
+ */
+#include "api_common.h"
+#include "api_errors.h"
+#include "api_router.h"
+#include "eng_cleaner.h"
+#include "eng_fs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *stats_json(const eng_clean_stats *s)
+{
+    json_t *o = json_pack(
+        "{s:b,s:{s:I,s:I},s:I,s:{s:i,s:I},s:{s:i,s:I},s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+        "dry_run", s->dry_run, "range", "first_dirty_offset", (json_int_t)s->first_dirty,
+        "end_offset", (json_int_t)s->end_offset, "first_uncleanable_offset",
+        (json_int_t)s->first_uncleanable, "before", "segments", (int)s->segments_before, "bytes",
+        (json_int_t)s->bytes_before, "after", "segments", (int)s->segments_after, "bytes",
+        (json_int_t)s->bytes_after, "records_read", (json_int_t)s->records_read, "records_removed",
+        (json_int_t)s->records_removed, "tombstones_removed", (json_int_t)s->tombstones_removed,
+        "keyless_removed", (json_int_t)s->keyless_removed, "map_entries",
+        (json_int_t)s->map_entries, "bytes_read", (json_int_t)s->bytes_read, "started_ms",
+        (json_int_t)s->started_ms, "duration_ms", (json_int_t)s->duration_ms);
+    json_object_set_new(o, "map_utilization", json_real(s->map_utilization));
+    return o;
+}
+
+static bool parse_dry_run(const api_request *req, api_response *resp, bool *dry_run)
+{
+    json_t *body = api_body_object(req, resp, true);
+    if (!body)
+        return false;
+    json_t *d = json_object_get(body, "dry_run");
+    bool ok = json_object_size(body) == (d ? 1u : 0u) && (!d || json_is_boolean(d));
+    if (!ok)
+        api_error(resp, req, "invalid_request", NULL, "expected {\"dry_run\": true|false} or no body");
+    *dry_run = d && json_is_true(d);
+    json_decref(body);
+    return ok;
+}
+
+/* Runs compaction over parts; a topic's run answers 422/409 for its own
+ * partition problems, an admin run reports them per partition. */
+static void run(api_ctx *ctx, const api_request *req, api_response *resp, eng_partition **parts,
+                size_t n, bool dry_run, bool strict)
+{
+    eng_cleaner *c = eng_manager_cleaner(api_mgr(ctx));
+    if (!c) {
+        api_error(resp, req, "not_ready", NULL, "the log cleaner is not running");
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        eng_config cfg;
+        eng_partition_get_config(parts[i], &cfg);
+        if (!strict && !(cfg.v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT))
+            continue;
+        eng_clean_stats st;
+        int rc = eng_cleaner_clean_now(c, parts[i], dry_run, &st);
+        json_t *o = json_pack("{s:s,s:i}", "topic", eng_partition_topic(parts[i]), "partition",
+                              (int)eng_partition_id(parts[i]));
+        if (rc && strict) {
+            eng_errdetail d = {0};
+            if (rc == ENG_ENOTCOMPACT)
+                eng_fail(&d, rc, "topic '%s' has cleanup.policy without compact",
+                         eng_partition_topic(parts[i]));
+            else if (rc == ENG_EBUSY)
+                eng_fail(&d, rc, "%s-%d is being cleaned right now", eng_partition_topic(parts[i]),
+                         eng_partition_id(parts[i]));
+            else
+                eng_fail(&d, rc, "cleaning %s-%d failed: %s", eng_partition_topic(parts[i]),
+                         eng_partition_id(parts[i]), eng_strerror(rc));
+            api_error_from_engine(resp, req, rc, &d);
+            json_decref(o);
+            json_decref(arr);
+            return;
+        }
+        if (rc)
+            json_object_set_new(o, "error", api_error_object(req, api_error_code_for(rc),
+                                                             eng_strerror(rc), NULL));
+        else
+            json_object_update_new(o, json_pack("{s:o}", "stats", stats_json(&st)));
+        json_array_append_new(arr, o);
+    }
+    api_resp_json(resp, 200, json_pack("{s:b,s:o}", "dry_run", dry_run, "partitions", arr));
+}
+
+void api_h_topic_compaction(api_ctx *ctx, const api_request *req, const api_params *params,
+                            api_response *resp)
+{
+    static const char *const allowed[] = {"partition", NULL};
+    const char *topic = api_param(params, "topic");
+    int64_t only;
+    bool dry_run;
+    if (!eng_topic_name_valid(topic)) {
+        api_error(resp, req, "invalid_topic_name", NULL, "'%.100s' is not a valid topic name", topic);
+        return;
+    }
+    if (!api_query_only(req, resp, allowed) ||
+        !api_query_i64(req, resp, "partition", -1, 0, INT32_MAX, &only) ||
+        !parse_dry_run(req, resp, &dry_run))
+        return;
+    eng_topic_desc d;
+    int rc = eng_manager_describe_topic(api_mgr(ctx), topic, &d);
+    if (rc) {
+        eng_errdetail ed = {0};
+        eng_fail(&ed, rc, "topic '%.200s' does not exist", topic);
+        api_error_from_engine(resp, req, rc, &ed);
+        return;
+    }
+    int32_t nparts = d.meta.partitions;
+    eng_topic_desc_clear(&d);
+    if (only >= nparts) {
+        api_error(resp, req, "unknown_partition", NULL, "topic '%s' has no partition %lld", topic,
+                  (long long)only);
+        return;
+    }
+    eng_partition **parts = calloc((size_t)nparts, sizeof *parts);
+    size_t n = 0;
+    if (!parts) {
+        api_error(resp, req, "internal_error", NULL, "out of memory");
+        return;
+    }
+    for (int32_t i = 0; i < nparts; i++)
+        if ((only < 0 || i == only) && eng_manager_partition(api_mgr(ctx), topic, i, &parts[n], NULL) == 0)
+            n++;
+    run(ctx, req, resp, parts, n, dry_run, true);
+    eng_partitions_release(parts, n);
+}
+
+void api_h_admin_compaction(api_ctx *ctx, const api_request *req, const api_params *params,
+                            api_response *resp)
+{
+    (void)params;
+    static const char *const allowed[] = {"partition", NULL};
+    int64_t only;
+    bool dry_run;
+    if (!api_query_only(req, resp, allowed) ||
+        !api_query_i64(req, resp, "partition", -1, 0, INT32_MAX, &only) ||
+        !parse_dry_run(req, resp, &dry_run))
+        return;
+    eng_partition **all;
+    size_t n;
+    int rc = eng_manager_all_partitions(api_mgr(ctx), &all, &n);
+    if (rc) {
+        api_error_from_engine(resp, req, rc, NULL);
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (only < 0 || eng_partition_id(all[i]) == only)
+            all[k++] = all[i];
+        else
+            eng_partition_unref(all[i]);
+    }
+    run(ctx, req, resp, all, k, dry_run, false);
+    eng_partitions_release(all, k);
+}
+
+void api_h_cleaner(api_ctx *ctx, const api_request *req, const api_params *params,
+                   api_response *resp)
+{
+    (void)params;
+    eng_cleaner *c = eng_manager_cleaner(api_mgr(ctx));
+    eng_cleaner_status s;
+    if (!c || eng_cleaner_status_get(c, &s)) {
+        api_error(resp, req, "not_ready", NULL, "the log cleaner is not running");
+        return;
+    }
+    json_t *threads = json_array(), *runs = json_array(), *unc = json_array(), *parts = json_array();
+    for (unsigned i = 0; i < s.nthreads; i++) {
+        const eng_cleaner_thread_info *t = &s.threads[i];
+        json_t *o = json_pack("{s:i,s:s,s:I}", "id", (int)t->id, "state", t->busy ? "cleaning" : "idle",
+                              "cleanings", (json_int_t)t->cleanings);
+        if (t->busy)
+            json_object_update_new(o, json_pack("{s:s,s:i,s:I}", "topic", t->topic, "partition",
+                                            (int)t->partition, "since_ms", (json_int_t)t->since_ms));
+        json_array_append_new(threads, o);
+    }
+    for (size_t i = 0; i < s.nruns; i++) {
+        const eng_cleaner_run *r = &s.runs[i];
+        json_t *o = json_pack("{s:s,s:i,s:b,s:s,s:o}", "topic", r->topic, "partition",
+                              (int)r->partition, "on_demand", r->on_demand, "outcome",
+                              r->result ? api_error_code_for(r->result) : "ok", "stats",
+                              stats_json(&r->stats));
+        json_array_append_new(runs, o);
+    }
+    for (size_t i = 0; i < s.nuncleanable; i++)
+        json_array_append_new(unc, json_pack("{s:s,s:i,s:I,s:s}", "topic", s.uncleanable[i].topic,
+                                             "partition", (int)s.uncleanable[i].partition,
+                                             "since_ms", (json_int_t)s.uncleanable[i].since_ms,
+                                             "reason", s.uncleanable[i].reason));
+    eng_partition **all;
+    size_t n;
+    if (eng_manager_all_partitions(api_mgr(ctx), &all, &n) == 0) {
+        int64_t now = eng_now_ms();
+        for (size_t i = 0; i < n; i++) {
+            eng_config cfg;
+            eng_partition_get_config(all[i], &cfg);
+            if (!(cfg.v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT))
+                continue;
+            eng_clean_range r;
+            int64_t ck = eng_cleaner_checkpoint(c, eng_partition_topic(all[i]), eng_partition_id(all[i]));
+            eng_partition_clean_range(all[i], ck, now, &r);
+            json_t *o = json_pack("{s:s,s:i,s:I,s:I,s:I,s:I,s:b}", "topic",
+                                  eng_partition_topic(all[i]), "partition", (int)eng_partition_id(all[i]),
+                                  "first_dirty_offset", (json_int_t)r.first_dirty,
+                                  "first_uncleanable_offset", (json_int_t)r.first_uncleanable,
+                                  "clean_bytes", (json_int_t)r.clean_bytes, "cleanable_bytes",
+                                  (json_int_t)r.cleanable_bytes, "compaction_lag_exceeded",
+                                  r.need_compaction_now);
+            json_object_set_new(o, "dirty_ratio", json_real(r.dirty_ratio));
+            json_object_set_new(o, "min_cleanable_dirty_ratio",
+                                json_real(cfg.v[ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO].d));
+            json_array_append_new(parts, o);
+        }
+        eng_partitions_release(all, n);
+    }
+    api_resp_json(resp, 200,
+                  json_pack("{s:b,s:i,s:I,s:o,s:o,s:o,s:o}", "enabled", s.enabled, "threads_count",
+                            (int)s.nthreads, "dedupe_buffer_bytes_per_thread",
+                            (json_int_t)s.dedupe_buffer_bytes_per_thread, "threads", threads,
+                            "last_runs", runs, "uncleanable", unc, "partitions", parts));
+    eng_cleaner_status_free(&s);
+}

@@ -1,0 +1,464 @@
+/*
+ * eng_cleaner.c - cleaner threads, choosing what to clean, the
+ * cleaner-offset-checkpoint and the status report.
+ *
+ * One mutex guards the cleaner's bookkeeping (checkpoint entries, the set of
+ * partitions in progress, uncleanable marks, recent runs); no I/O happens
+ * under it except the checkpoint write, which is small.
+ */
+#include "eng_cleaner.h"
+
+#include "eng_checkpoint.h"
+#include "eng_fs.h"
+#include "eng_logger.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_RUNS 32
+
+typedef struct worker {
+    eng_cleaner *c;
+    unsigned id;
+    pthread_t thread;
+    eng_offset_map *map; /* allocated on first clean */
+    eng_cleaner_thread_info info;
+} worker;
+
+struct eng_cleaner {
+    eng_manager *m;
+    eng_cleaner_opts o;
+    size_t map_bytes;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool stopping;
+    _Atomic bool abort;
+    worker *workers;
+    unsigned nworkers, started;
+    eng_ckpt ckpt;                   /* first dirty offsets (lock) */
+    eng_partition **in_progress;     /* (lock) */
+    size_t nin_progress, cap_in_progress;
+    eng_uncleanable *uncleanable;    /* (lock) */
+    size_t nuncleanable;
+    eng_cleaner_run runs[MAX_RUNS];  /* ring (lock) */
+    size_t nruns, next_run;
+    pthread_mutex_t admin_lock;      /* one on-demand run at a time */
+    eng_offset_map *admin_map;
+};
+
+void eng_cleaner_opts_default(eng_cleaner_opts *o)
+{
+    o->enable = true;
+    o->threads = 1;
+    o->dedupe_buffer_bytes = 134217728;
+    o->load_factor = 0.9;
+    o->backoff_ms = 15000;
+    o->io_buffer_bytes = 524288;
+    o->max_bytes_per_second = 0;
+}
+
+/* ---- bookkeeping (caller holds c->lock) --------------------------------- */
+
+static int64_t ckpt_get(eng_cleaner *c, const char *topic, int32_t part)
+{
+    return eng_checkpoint_find(&c->ckpt, topic, part, -1);
+}
+
+static int ckpt_set(eng_cleaner *c, const char *topic, int32_t part, int64_t off)
+{
+    for (size_t i = 0; i < c->ckpt.n; i++) {
+        if (c->ckpt.entries[i].partition == part && !strcmp(c->ckpt.entries[i].topic, topic)) {
+            c->ckpt.entries[i].offset = off;
+            return 0;
+        }
+    }
+    eng_ckpt_entry *ne = realloc(c->ckpt.entries, (c->ckpt.n + 1) * sizeof *ne);
+    if (!ne)
+        return -ENOMEM;
+    c->ckpt.entries = ne;
+    if (!(ne[c->ckpt.n].topic = strdup(topic)))
+        return -ENOMEM;
+    ne[c->ckpt.n].partition = part;
+    ne[c->ckpt.n].offset = off;
+    c->ckpt.n++;
+    return 0;
+}
+
+/* Writes the checkpoint, keeping only partitions that still exist. */
+static int ckpt_write(eng_cleaner *c)
+{
+    eng_ckpt_entry *keep = calloc(c->ckpt.n ? c->ckpt.n : 1, sizeof *keep);
+    if (!keep)
+        return -ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < c->ckpt.n; i++) {
+        eng_partition *p;
+        if (eng_manager_partition(c->m, c->ckpt.entries[i].topic, c->ckpt.entries[i].partition,
+                                  &p, NULL) == 0) {
+            keep[k++] = c->ckpt.entries[i];
+            eng_partition_unref(p);
+        }
+    }
+    char path[PATH_MAX];
+    int rc = eng_fs_join(path, sizeof path, eng_manager_log_dir(c->m), "cleaner-offset-checkpoint");
+    if (!rc)
+        rc = eng_checkpoint_write(path, keep, k);
+    free(keep);
+    return rc;
+}
+
+static bool in_progress(eng_cleaner *c, eng_partition *p)
+{
+    for (size_t i = 0; i < c->nin_progress; i++)
+        if (c->in_progress[i] == p)
+            return true;
+    return false;
+}
+
+static bool mark_in_progress(eng_cleaner *c, eng_partition *p)
+{
+    if (in_progress(c, p))
+        return false;
+    if (c->nin_progress == c->cap_in_progress) {
+        size_t cap = c->cap_in_progress ? c->cap_in_progress * 2 : 8;
+        eng_partition **n = realloc(c->in_progress, cap * sizeof *n);
+        if (!n)
+            return false;
+        c->in_progress = n;
+        c->cap_in_progress = cap;
+    }
+    c->in_progress[c->nin_progress++] = p;
+    return true;
+}
+
+static void unmark_in_progress(eng_cleaner *c, eng_partition *p)
+{
+    for (size_t i = 0; i < c->nin_progress; i++)
+        if (c->in_progress[i] == p) {
+            c->in_progress[i] = c->in_progress[--c->nin_progress];
+            return;
+        }
+}
+
+static ssize_t find_uncleanable(eng_cleaner *c, const char *topic, int32_t part)
+{
+    for (size_t i = 0; i < c->nuncleanable; i++)
+        if (c->uncleanable[i].partition == part && !strcmp(c->uncleanable[i].topic, topic))
+            return (ssize_t)i;
+    return -1;
+}
+
+static void set_uncleanable(eng_cleaner *c, eng_partition *p, int rc)
+{
+    if (find_uncleanable(c, eng_partition_topic(p), eng_partition_id(p)) >= 0)
+        return;
+    eng_uncleanable *n = realloc(c->uncleanable, (c->nuncleanable + 1) * sizeof *n);
+    if (!n)
+        return;
+    c->uncleanable = n;
+    eng_uncleanable *u = &n[c->nuncleanable++];
+    snprintf(u->topic, sizeof u->topic, "%s", eng_partition_topic(p));
+    u->partition = eng_partition_id(p);
+    u->since_ms = eng_now_ms();
+    snprintf(u->reason, sizeof u->reason, "cleaning failed: %s", eng_strerror(rc));
+    ENG_ERROR("%s-%d: marked uncleanable (%s); the cleaner skips it until restart", u->topic,
+              u->partition, u->reason);
+}
+
+static void clear_uncleanable(eng_cleaner *c, eng_partition *p)
+{
+    ssize_t i = find_uncleanable(c, eng_partition_topic(p), eng_partition_id(p));
+    if (i >= 0)
+        c->uncleanable[i] = c->uncleanable[--c->nuncleanable];
+}
+
+static void record_run(eng_cleaner *c, eng_partition *p, bool on_demand, int rc,
+                       const eng_clean_stats *st)
+{
+    eng_cleaner_run *r = &c->runs[c->next_run];
+    snprintf(r->topic, sizeof r->topic, "%s", eng_partition_topic(p));
+    r->partition = eng_partition_id(p);
+    r->on_demand = on_demand;
+    r->result = rc;
+    r->stats = *st;
+    c->next_run = (c->next_run + 1) % MAX_RUNS;
+    if (c->nruns < MAX_RUNS)
+        c->nruns++;
+}
+
+/* ---- cleaning ------------------------------------------------------------ */
+
+/* Runs one clean of p with map and settles the bookkeeping.  p must have
+ * been marked in progress by the caller. */
+static int run_clean(eng_cleaner *c, eng_partition *p, eng_offset_map *map, bool dry_run,
+                     bool on_demand, eng_clean_stats *st)
+{
+    pthread_mutex_lock(&c->lock);
+    int64_t ckpt = ckpt_get(c, eng_partition_topic(p), eng_partition_id(p));
+    pthread_mutex_unlock(&c->lock);
+    eng_clean_opts o = {.map = map, .now_ms = eng_now_ms(), .dry_run = dry_run,
+                        .io_buffer_bytes = c->o.io_buffer_bytes / 2 / (c->nworkers ? c->nworkers : 1),
+                        .max_bytes_per_second = c->o.max_bytes_per_second, .abort = &c->abort};
+    int rc = eng_partition_clean(p, ckpt, &o, st);
+    pthread_mutex_lock(&c->lock);
+    if (!rc && !dry_run && st->end_offset != ckpt) {
+        int w = ckpt_set(c, eng_partition_topic(p), eng_partition_id(p), st->end_offset);
+        if (!w)
+            w = ckpt_write(c);
+        if (w)
+            ENG_ERROR("writing cleaner-offset-checkpoint: %s", eng_strerror(w));
+    }
+    if (rc && rc != ENG_EBUSY && rc != ENG_ESHUTDOWN && rc != ENG_ENOTCOMPACT)
+        set_uncleanable(c, p, rc);
+    else if (!rc && on_demand)
+        clear_uncleanable(c, p);
+    if (rc != ENG_EBUSY && rc != ENG_ENOTCOMPACT && (st->segments_before || rc || on_demand))
+        record_run(c, p, on_demand, rc, st);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+/* The filthiest eligible partition, marked in progress (referenced), or NULL.
+ * The dirty ratios are computed outside the lock (they read segment headers). */
+static eng_partition *choose(eng_cleaner *c)
+{
+    eng_partition **v;
+    size_t n;
+    if (eng_manager_all_partitions(c->m, &v, &n))
+        return NULL;
+    int64_t *ckpt = malloc((n ? n : 1) * sizeof *ckpt);
+    if (!ckpt) {
+        eng_partitions_release(v, n);
+        return NULL;
+    }
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        eng_config cfg;
+        eng_partition_get_config(v[i], &cfg);
+        bool skip = !(cfg.v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT) || in_progress(c, v[i]) ||
+                    find_uncleanable(c, eng_partition_topic(v[i]), eng_partition_id(v[i])) >= 0;
+        ckpt[i] = skip ? INT64_MIN : ckpt_get(c, eng_partition_topic(v[i]), eng_partition_id(v[i]));
+    }
+    pthread_mutex_unlock(&c->lock);
+    int64_t now = eng_now_ms();
+    eng_partition *best = NULL;
+    double best_ratio = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (ckpt[i] == INT64_MIN)
+            continue;
+        eng_config cfg;
+        eng_partition_get_config(v[i], &cfg);
+        eng_clean_range r;
+        eng_partition_clean_range(v[i], ckpt[i], now, &r);
+        bool eligible = (r.need_compaction_now && r.cleanable_bytes > 0) ||
+                        r.dirty_ratio > cfg.v[ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO].d;
+        if (eligible && r.cleanable_bytes > 0 && r.dirty_ratio > best_ratio) {
+            best = v[i];
+            best_ratio = r.dirty_ratio;
+        }
+    }
+    free(ckpt);
+    pthread_mutex_lock(&c->lock);
+    if (best && mark_in_progress(c, best))
+        eng_partition_ref(best);
+    else
+        best = NULL;
+    pthread_mutex_unlock(&c->lock);
+    eng_partitions_release(v, n);
+    return best;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    eng_cleaner *c = w->c;
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        bool stop = c->stopping;
+        pthread_mutex_unlock(&c->lock);
+        if (stop)
+            break;
+        eng_partition *p = choose(c);
+        if (!p) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += c->o.backoff_ms / 1000;
+            ts.tv_nsec += (c->o.backoff_ms % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_mutex_lock(&c->lock);
+            if (!c->stopping)
+                pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+            pthread_mutex_unlock(&c->lock);
+            continue;
+        }
+        int rc = 0;
+        if (!w->map)
+            rc = eng_offset_map_new(c->map_bytes, c->o.load_factor, &w->map);
+        pthread_mutex_lock(&c->lock);
+        w->info.busy = true;
+        snprintf(w->info.topic, sizeof w->info.topic, "%s", eng_partition_topic(p));
+        w->info.partition = eng_partition_id(p);
+        w->info.since_ms = eng_now_ms();
+        pthread_mutex_unlock(&c->lock);
+        eng_clean_stats st;
+        memset(&st, 0, sizeof st);
+        if (!rc)
+            run_clean(c, p, w->map, false, false, &st);
+        else
+            ENG_ERROR("cleaner thread %u: cannot allocate its offset map: %s", w->id, eng_strerror(rc));
+        pthread_mutex_lock(&c->lock);
+        w->info.busy = false;
+        w->info.cleanings++;
+        unmark_in_progress(c, p);
+        pthread_mutex_unlock(&c->lock);
+        eng_partition_unref(p);
+    }
+    return NULL;
+}
+
+int eng_cleaner_start(eng_manager *m, const eng_cleaner_opts *o, eng_cleaner **out)
+{
+    eng_cleaner *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->m = m;
+    c->o = *o;
+    c->nworkers = o->enable ? o->threads : 0;
+    c->map_bytes = o->dedupe_buffer_bytes / (o->threads ? o->threads : 1);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->admin_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    char path[PATH_MAX];
+    int rc = eng_fs_join(path, sizeof path, eng_manager_log_dir(m), "cleaner-offset-checkpoint");
+    if (!rc && (rc = eng_checkpoint_read(path, &c->ckpt)) != 0) {
+        if (rc != -ENOENT)
+            ENG_WARN("%s does not parse (%s); cleaning from each log start offset", path,
+                     eng_strerror(rc));
+        memset(&c->ckpt, 0, sizeof c->ckpt);
+        rc = 0;
+    }
+    if (c->nworkers && !(c->workers = calloc(c->nworkers, sizeof *c->workers)))
+        rc = -ENOMEM;
+    for (unsigned i = 0; !rc && i < c->nworkers; i++) {
+        c->workers[i] = (worker){.c = c, .id = i, .info = {.id = i}};
+        int e = pthread_create(&c->workers[i].thread, NULL, worker_main, &c->workers[i]);
+        if (e)
+            rc = -e;
+        else
+            c->started++;
+    }
+    if (rc) {
+        eng_cleaner_stop(c);
+        return rc;
+    }
+    if (c->nworkers)
+        ENG_INFO("log cleaner started: %u threads, %zu-byte offset map each", c->nworkers,
+                 c->map_bytes);
+    else
+        ENG_INFO("log cleaner threads disabled (log.cleaner.threads=0 or log.cleaner.enable=false)");
+    *out = c;
+    return 0;
+}
+
+void eng_cleaner_stop(eng_cleaner *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    c->stopping = true;
+    atomic_store(&c->abort, true);
+    pthread_cond_broadcast(&c->wake);
+    pthread_mutex_unlock(&c->lock);
+    for (unsigned i = 0; i < c->started; i++)
+        pthread_join(c->workers[i].thread, NULL);
+    for (unsigned i = 0; i < c->nworkers && c->workers; i++)
+        eng_offset_map_free(c->workers[i].map);
+    eng_offset_map_free(c->admin_map);
+    eng_checkpoint_free(&c->ckpt);
+    free(c->workers);
+    free(c->in_progress);
+    free(c->uncleanable);
+    pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->admin_lock);
+    pthread_cond_destroy(&c->wake);
+    free(c);
+}
+
+int eng_cleaner_clean_now(eng_cleaner *c, eng_partition *p, bool dry_run, eng_clean_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    eng_config cfg;
+    eng_partition_get_config(p, &cfg);
+    if (!(cfg.v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT))
+        return ENG_ENOTCOMPACT;
+    pthread_mutex_lock(&c->lock);
+    bool marked = mark_in_progress(c, p);
+    pthread_mutex_unlock(&c->lock);
+    if (!marked)
+        return ENG_EBUSY;
+    pthread_mutex_lock(&c->admin_lock);
+    int rc = c->admin_map ? 0 : eng_offset_map_new(c->map_bytes, c->o.load_factor, &c->admin_map);
+    if (!rc)
+        rc = run_clean(c, p, c->admin_map, dry_run, true, st);
+    pthread_mutex_unlock(&c->admin_lock);
+    pthread_mutex_lock(&c->lock);
+    unmark_in_progress(c, p);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+int64_t eng_cleaner_checkpoint(eng_cleaner *c, const char *topic, int32_t partition)
+{
+    pthread_mutex_lock(&c->lock);
+    int64_t v = ckpt_get(c, topic, partition);
+    pthread_mutex_unlock(&c->lock);
+    return v;
+}
+
+int eng_cleaner_status_get(eng_cleaner *c, eng_cleaner_status *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&c->lock);
+    out->enabled = c->nworkers > 0;
+    out->nthreads = c->nworkers;
+    out->dedupe_buffer_bytes_per_thread = c->map_bytes;
+    out->threads = calloc(c->nworkers ? c->nworkers : 1, sizeof *out->threads);
+    out->runs = calloc(c->nruns ? c->nruns : 1, sizeof *out->runs);
+    out->uncleanable = calloc(c->nuncleanable ? c->nuncleanable : 1, sizeof *out->uncleanable);
+    int rc = out->threads && out->runs && out->uncleanable ? 0 : -ENOMEM;
+    if (!rc) {
+        for (unsigned i = 0; i < c->nworkers; i++)
+            out->threads[i] = c->workers[i].info;
+        for (size_t i = 0; i < c->nruns; i++)
+            out->runs[i] = c->runs[(c->next_run + MAX_RUNS - 1 - i) % MAX_RUNS];
+        out->nruns = c->nruns;
+        if (c->nuncleanable)
+            memcpy(out->uncleanable, c->uncleanable, c->nuncleanable * sizeof *out->uncleanable);
+        out->nuncleanable = c->nuncleanable;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (rc)
+        eng_cleaner_status_free(out);
+    return rc;
+}
+
+void eng_cleaner_status_free(eng_cleaner_status *s)
+{
+    free(s->threads);
+    free(s->runs);
+    free(s->uncleanable);
+    memset(s, 0, sizeof *s);
+}

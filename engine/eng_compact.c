@@ -1,0 +1,573 @@
+/*
+ * eng_compact.c - one compaction round over one partition.
+ *
+ * The partition's maint_lock is held for the whole round, so retention
+ * cannot change the segment set underneath; appends carry on (they only
+ * touch the active segment, which is never cleaned), and readers keep their
+ * view of whichever segments they started with.
+ */
+#include "eng_compact.h"
+
+#include "eng_batch_reader.h"
+#include "eng_compress.h"
+#include "eng_endian.h"
+#include "eng_fs.h"
+#include "eng_logger.h"
+#include "eng_partition_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_IO_BUFFER (256u << 10)
+
+/* ---- the cleanable range ----------------------------------------------- */
+
+/* Index of the first segment overlapping [offset, ...). */
+static size_t first_overlapping(const eng_segview *v, int64_t offset)
+{
+    ssize_t i = eng__segview_floor(v, offset);
+    return i < 0 ? 0 : (size_t)i;
+}
+
+static int64_t first_batch_max_ts(eng_segment *seg)
+{
+    uint8_t hb[ENG_BATCH_OVERHEAD];
+    size_t got;
+    eng_batch_header h;
+    if (eng_segment_size(seg) < ENG_BATCH_OVERHEAD ||
+        eng_segment_pread(seg, hb, sizeof hb, 0, &got) || got != sizeof hb ||
+        eng_batch_header_decode(hb, got, &h))
+        return -1;
+    return h.max_timestamp;
+}
+
+static void range_of(eng_partition *p, const eng_segview *v, int64_t ckpt, int64_t now,
+                     const eng_config *cfg, eng_clean_range *r)
+{
+    memset(r, 0, sizeof *r);
+    int64_t lso = atomic_load(&p->log_start_offset);
+    int64_t leo = atomic_load(&p->log_end_offset);
+    int64_t hw = atomic_load(&p->high_watermark);
+    int64_t first_dirty = ckpt < lso || ckpt > leo ? lso : ckpt;
+    int64_t active_base = eng_segment_base(v->segs[v->n - 1]);
+    int64_t bound = hw < active_base ? hw : active_base;
+    int64_t lag = cfg->v[ENG_CFG_MIN_COMPACTION_LAG_MS].i;
+    if (lag > 0) {
+        for (size_t i = first_overlapping(v, first_dirty); i + 1 < v->n; i++) {
+            if (eng_segment_max_timestamp(v->segs[i]) > now - lag) {
+                if (eng_segment_base(v->segs[i]) < bound)
+                    bound = eng_segment_base(v->segs[i]);
+                break;
+            }
+        }
+    }
+    int64_t uncleanable_dirty = first_dirty > bound ? first_dirty : bound;
+    /* The first uncleanable offset is a segment boundary: the base of the
+     * (non-active) segment holding it, or the active segment's base. */
+    int64_t first_uncleanable = active_base;
+    ssize_t f = eng__segview_floor(v, uncleanable_dirty);
+    if (f >= 0 && (size_t)f + 1 < v->n)
+        first_uncleanable = eng_segment_base(v->segs[f]);
+    r->first_dirty = first_dirty;
+    r->first_uncleanable = first_uncleanable;
+    int64_t upto = first_dirty > first_uncleanable ? first_dirty : first_uncleanable;
+    int64_t max_lag = cfg->v[ENG_CFG_MAX_COMPACTION_LAG_MS].i;
+    for (size_t i = 0; i < v->n; i++) {
+        eng_segment *seg = v->segs[i];
+        int64_t base = eng_segment_base(seg);
+        int64_t next = i + 1 < v->n ? eng_segment_base(v->segs[i + 1]) : INT64_MAX;
+        if (base < first_dirty)
+            r->clean_bytes += eng_segment_size(seg);
+        if (next > first_dirty && base < upto) {
+            r->cleanable_bytes += eng_segment_size(seg);
+            int64_t ts = first_batch_max_ts(seg);
+            if (max_lag != INT64_MAX && ts > 0 && ts < now - max_lag)
+                r->need_compaction_now = true;
+        }
+    }
+    uint64_t total = r->clean_bytes + r->cleanable_bytes;
+    r->dirty_ratio = total ? (double)r->cleanable_bytes / (double)total : 0.0;
+}
+
+void eng_partition_clean_range(eng_partition *p, int64_t checkpoint, int64_t now_ms,
+                               eng_clean_range *out)
+{
+    eng_config cfg;
+    eng_partition_get_config(p, &cfg);
+    eng_segview *v = eng__segview_acquire(p);
+    range_of(p, v, checkpoint, now_ms, &cfg, out);
+    eng__segview_release(v);
+}
+
+/* ---- one batch --------------------------------------------------------- */
+
+/* Kafka's 61-byte header-only batch (kafka-format.md §6.3). */
+static int empty_batch(const eng_batch_header *src, eng_buf *out)
+{
+    int rc = eng_buf_reserve(out, ENG_BATCH_OVERHEAD);
+    if (rc)
+        return rc;
+    eng_batch_header h = *src;
+    h.length = ENG_BATCH_OVERHEAD - ENG_LOG_OVERHEAD;
+    h.attributes = (int16_t)(src->attributes & (ENG_ATTR_LOG_APPEND_TIME | ENG_ATTR_TRANSACTIONAL |
+                                                ENG_ATTR_CONTROL));
+    h.base_timestamp = -1;
+    h.record_count = 0;
+    eng_batch_header_encode(out->data, &h);
+    eng_batch_update_crc(out->data, ENG_BATCH_OVERHEAD);
+    out->len = ENG_BATCH_OVERHEAD;
+    return 0;
+}
+
+/* Rebuilds a batch from its retained records (offsets and stored
+ * timestamps unchanged; lastOffsetDelta kept). */
+static int rebuild_batch(const eng_batch_header *src, const eng_record *recs, size_t n,
+                         int64_t horizon, eng_buf *out)
+{
+    int codec = src->attributes & ENG_ATTR_CODEC_MASK;
+    if (codec != ENG_CODEC_NONE && !eng_codec_supported(codec))
+        return ENG_ECORRUPT;
+    bool has_horizon = (src->attributes & ENG_ATTR_DELETE_HORIZON) != 0;
+    int64_t base_ts = horizon >= 0 ? horizon : has_horizon ? src->base_timestamp
+                                                           : recs[0].raw_timestamp;
+    int64_t max_ts = -1;
+    size_t body = 0;
+    for (size_t i = 0; i < n; i++) {
+        body += eng_record_reencoded_size(&recs[i], base_ts, src->base_offset);
+        if (recs[i].raw_timestamp > max_ts)
+            max_ts = recs[i].raw_timestamp;
+    }
+    int rc = eng_buf_reserve(out, ENG_BATCH_OVERHEAD + body);
+    if (rc)
+        return rc;
+    uint8_t *p = out->data + ENG_BATCH_OVERHEAD;
+    for (size_t i = 0; i < n; i++)
+        p += eng_record_reencode(p, &recs[i], base_ts, src->base_offset);
+    size_t size = ENG_BATCH_OVERHEAD + body;
+    if (codec != ENG_CODEC_NONE) {
+        eng_buf z = {0};
+        rc = eng_records_compress(codec, -1, out->data + ENG_BATCH_OVERHEAD, body, &z);
+        if (rc) {
+            eng_buf_free(&z);
+            return rc;
+        }
+        if ((rc = eng_buf_reserve(out, ENG_BATCH_OVERHEAD + z.len))) {
+            eng_buf_free(&z);
+            return rc;
+        }
+        memcpy(out->data + ENG_BATCH_OVERHEAD, z.data, z.len);
+        size = ENG_BATCH_OVERHEAD + z.len;
+        eng_buf_free(&z);
+    }
+    eng_batch_header h = *src;
+    h.length = (int32_t)(size - ENG_LOG_OVERHEAD);
+    h.attributes = (int16_t)(src->attributes | (horizon >= 0 ? ENG_ATTR_DELETE_HORIZON : 0));
+    h.base_timestamp = base_ts;
+    if (!(src->attributes & ENG_ATTR_LOG_APPEND_TIME))
+        h.max_timestamp = max_ts;
+    h.record_count = (int32_t)n;
+    eng_batch_header_encode(out->data, &h);
+    eng_batch_update_crc(out->data, size);
+    out->len = size;
+    return 0;
+}
+
+int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
+                           eng_offset_map *map, int64_t now_ms, int64_t delete_retention_ms,
+                           bool keep_empty, eng_buf *scratch, eng_buf *out,
+                           eng_clean_action *action, eng_clean_counts *c)
+{
+    *action = ENG_CLEAN_COPY;
+    c->records += (uint64_t)h->record_count;
+    if (h->attributes & ENG_ATTR_CONTROL)
+        return 0; /* markers stay: logstore never writes them, producers cannot */
+    const uint8_t *recs;
+    size_t len;
+    int rc = eng_batch_plain_records(batch, h, scratch, &recs, &len);
+    if (rc)
+        return rc;
+    bool has_horizon = (h->attributes & ENG_ATTR_DELETE_HORIZON) != 0;
+    bool tombstones_live = !has_horizon || now_ms < h->base_timestamp;
+    int64_t latest = eng_offset_map_latest(map);
+    /* Retained records are views into recs; at most record_count of them. */
+    eng_record stackbuf[64];
+    eng_record *kept = h->record_count <= 64 ? stackbuf
+                                             : malloc((size_t)h->record_count * sizeof *kept);
+    if (!kept)
+        return -ENOMEM;
+    size_t nkept = 0;
+    bool kept_tombstone = false;
+    eng_record_iter it;
+    eng_record r;
+    eng_record_iter_init(&it, h, recs, len);
+    while ((rc = eng_record_iter_next(&it, &r)) == 1) {
+        bool keep;
+        if (r.offset > latest) {
+            keep = true;
+        } else if (!r.key) {
+            keep = false;
+            c->keyless_removed++;
+        } else {
+            int64_t found = eng_offset_map_get(map, r.key, (size_t)r.key_len);
+            keep = r.offset >= found && (r.value || tombstones_live);
+            if (!keep && !r.value && r.offset >= found)
+                c->tombstones_removed++;
+        }
+        if (keep) {
+            kept[nkept++] = r;
+            kept_tombstone |= !r.value;
+        } else {
+            c->removed++;
+        }
+    }
+    if (rc < 0)
+        goto done;
+    rc = 0;
+    bool need_horizon = kept_tombstone && !has_horizon;
+    if (nkept == (size_t)h->record_count && !need_horizon) {
+        *action = ENG_CLEAN_COPY;
+    } else if (nkept == 0) {
+        *action = keep_empty ? ENG_CLEAN_REWRITE : ENG_CLEAN_DROP;
+        if (keep_empty)
+            rc = empty_batch(h, out);
+    } else {
+        *action = ENG_CLEAN_REWRITE;
+        rc = rebuild_batch(h, kept, nkept, need_horizon ? now_ms + delete_retention_ms : -1, out);
+    }
+done:
+    if (kept != stackbuf)
+        free(kept);
+    return rc;
+}
+
+/* ---- a round ----------------------------------------------------------- */
+
+typedef struct round {
+    eng_partition *p;
+    const eng_clean_opts *o;
+    eng_clean_stats *st;
+    eng_config cfg;
+    eng_buf scratch, out;
+    double started_s;
+} round;
+
+static double mono_s(void)
+{
+    return (double)eng_mono_us() / 1e6;
+}
+
+/* Sleeps as needed to keep the round under max_bytes_per_second. */
+static void throttle(round *rd)
+{
+    double rate = rd->o->max_bytes_per_second;
+    if (rate <= 0)
+        return;
+    double ahead = (double)rd->st->bytes_read / rate - (mono_s() - rd->started_s);
+    if (ahead > 0.001) {
+        struct timespec ts = {(time_t)ahead, (long)((ahead - (double)(time_t)ahead) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static bool aborted(const round *rd)
+{
+    return rd->o->abort && atomic_load(rd->o->abort);
+}
+
+/* Fills the offset map from [first_dirty, first_uncleanable). */
+static int build_map(round *rd, const eng_segview *v)
+{
+    eng_offset_map *map = rd->o->map;
+    int64_t start = rd->st->first_dirty, end = rd->st->first_uncleanable;
+    eng_offset_map_clear(map);
+    size_t first = first_overlapping(v, start);
+    for (size_t i = first; i < v->n && eng_segment_base(v->segs[i]) < end; i++) {
+        eng_segment *seg = v->segs[i];
+        uint64_t pos = 0;
+        if (i == first) {
+            eng_index *oi = eng_segment_offset_index(seg);
+            int64_t off;
+            uint32_t at;
+            if (!oi)
+                return -EIO;
+            eng_offset_index_lookup(oi, start, &off, &at);
+            pos = at;
+        }
+        eng_batch_reader br;
+        int rc = eng_batch_reader_init(&br, seg, pos, eng_segment_size(seg),
+                                       rd->o->io_buffer_bytes ? rd->o->io_buffer_bytes : DEFAULT_IO_BUFFER);
+        if (rc)
+            return rc;
+        eng_batch_pos b;
+        const uint8_t *bytes;
+        bool full = false;
+        while (!full && (rc = eng_batch_reader_next(&br, &b, &bytes)) == 1) {
+            rd->st->bytes_read += eng_batch_size(&b.header);
+            if (aborted(rd)) {
+                rc = ENG_ESHUTDOWN;
+                break;
+            }
+            int64_t last = eng_batch_last_offset(&b.header);
+            if (!(b.header.attributes & ENG_ATTR_CONTROL) && last >= start) {
+                const uint8_t *recs;
+                size_t len;
+                if ((rc = eng_batch_plain_records(bytes, &b.header, &rd->scratch, &recs, &len)))
+                    break;
+                eng_record_iter it;
+                eng_record r;
+                eng_record_iter_init(&it, &b.header, recs, len);
+                while ((rc = eng_record_iter_next(&it, &r)) == 1) {
+                    if (!r.key || r.offset < start)
+                        continue;
+                    if (!eng_offset_map_put(map, r.key, (size_t)r.key_len, r.offset)) {
+                        full = true;
+                        break;
+                    }
+                }
+                if (rc < 0)
+                    break;
+                rc = 0;
+            }
+            if (!full && last >= start)
+                eng_offset_map_update_latest(map, last);
+            throttle(rd);
+        }
+        eng_batch_reader_free(&br);
+        if (rc < 0)
+            return rc;
+        if (full)
+            return 0;
+        /* A fully mapped segment covers everything up to the next one. */
+        if (i + 1 < v->n && eng_segment_base(v->segs[i + 1]) <= end)
+            eng_offset_map_update_latest(map, eng_segment_base(v->segs[i + 1]) - 1);
+    }
+    return 0;
+}
+
+/* Segments [from, to) of v form groups; returns the end of the group
+ * starting at `from` (Kafka's groupSegmentsBySize). */
+static size_t group_end(const round *rd, const eng_segview *v, size_t from, size_t to)
+{
+    uint64_t max_log = (uint64_t)rd->cfg.v[ENG_CFG_SEGMENT_BYTES].i;
+    uint64_t max_idx = (uint64_t)rd->cfg.v[ENG_CFG_SEGMENT_INDEX_BYTES].i;
+    uint64_t log = eng_segment_size(v->segs[from]), oidx = 0, tidx = 0;
+    eng_index *oi = eng_segment_offset_index(v->segs[from]);
+    eng_index *ti = eng_segment_time_index(v->segs[from]);
+    oidx = oi ? (uint64_t)eng_index_entries(oi) * ENG_OFFSET_ENTRY_SIZE : 0;
+    tidx = ti ? (uint64_t)eng_index_entries(ti) * ENG_TIME_ENTRY_SIZE : 0;
+    int64_t base = eng_segment_base(v->segs[from]);
+    size_t j = from + 1;
+    for (; j < to; j++) {
+        eng_segment *s = v->segs[j];
+        oi = eng_segment_offset_index(s);
+        ti = eng_segment_time_index(s);
+        uint64_t so = oi ? (uint64_t)eng_index_entries(oi) * ENG_OFFSET_ENTRY_SIZE : 0;
+        uint64_t st = ti ? (uint64_t)eng_index_entries(ti) * ENG_TIME_ENTRY_SIZE : 0;
+        int64_t last = (j + 1 < v->n ? eng_segment_base(v->segs[j + 1]) : rd->st->end_offset) - 1;
+        if (log + eng_segment_size(s) > max_log || oidx + so > max_idx || tidx + st > max_idx ||
+            last - base > INT32_MAX)
+            break;
+        log += eng_segment_size(s);
+        oidx += so;
+        tidx += st;
+    }
+    return j;
+}
+
+/* Recopies segs[from, to) into one new segment (NULL in a dry run). */
+static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segment **out)
+{
+    eng_segment *cleaned = NULL;
+    int rc = 0;
+    if (!rd->o->dry_run) {
+        eng_segment_opts so;
+        eng__segment_opts(&rd->cfg, false, &so);
+        so.preallocate_bytes = 0;
+        if ((rc = eng_segment_create_suffixed(rd->p->dir, eng_segment_base(segs[0]), ".cleaned",
+                                              &so, &cleaned)))
+            return rc;
+    }
+    int64_t drm = rd->cfg.v[ENG_CFG_DELETE_RETENTION_MS].i;
+    for (size_t k = 0; k < n && !rc; k++) {
+        eng_batch_reader br;
+        uint64_t limit = eng_segment_size(segs[k]);
+        if ((rc = eng_batch_reader_init(&br, segs[k], 0, limit,
+                                        rd->o->io_buffer_bytes ? rd->o->io_buffer_bytes : DEFAULT_IO_BUFFER)))
+            break;
+        eng_batch_pos b;
+        const uint8_t *bytes;
+        while ((rc = eng_batch_reader_next(&br, &b, &bytes)) == 1) {
+            if (aborted(rd)) {
+                rc = ENG_ESHUTDOWN;
+                break;
+            }
+            size_t size = eng_batch_size(&b.header);
+            rd->st->bytes_read += size;
+            bool last_of_group = k + 1 == n && br.pos + ENG_BATCH_OVERHEAD > limit;
+            eng_clean_action act;
+            eng_clean_counts c = {0};
+            rc = eng_clean_filter_batch(bytes, &b.header, rd->o->map, rd->o->now_ms, drm,
+                                        last_of_group, &rd->scratch, &rd->out, &act, &c);
+            if (rc)
+                break;
+            rd->st->records_read += c.records;
+            rd->st->records_removed += c.removed;
+            rd->st->tombstones_removed += c.tombstones_removed;
+            rd->st->keyless_removed += c.keyless_removed;
+            const uint8_t *wb = act == ENG_CLEAN_COPY ? bytes : rd->out.data;
+            size_t wlen = act == ENG_CLEAN_COPY ? size : rd->out.len;
+            if (act == ENG_CLEAN_DROP) {
+                rd->st->batches_dropped++;
+                continue;
+            }
+            rd->st->batches_rewritten += act == ENG_CLEAN_REWRITE;
+            rd->st->bytes_after += wlen;
+            if (cleaned) {
+                eng_batch_header wh;
+                eng_batch_header_decode(wb, wlen, &wh);
+                int64_t last = eng_batch_last_offset(&wh);
+                if ((rc = eng_segment_append(cleaned, wb, wlen, last, wh.max_timestamp, last)))
+                    break;
+            }
+            throttle(rd);
+        }
+        eng_batch_reader_free(&br);
+        if (rc > 0)
+            rc = 0;
+    }
+    if (!rc && cleaned) {
+        if (!(rc = eng_segment_seal(cleaned)) && !(rc = eng_segment_sync(cleaned)))
+            rc = eng_segment_set_mtime_ms(cleaned, eng_segment_mtime_ms(segs[n - 1]));
+    }
+    if (rc && cleaned) {
+        eng_segment_unlink(cleaned);
+        eng_segment_unref(cleaned);
+        return rc;
+    }
+    *out = cleaned;
+    return rc;
+}
+
+/* The three renames of a swap, then the new segment set. */
+static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, size_t n)
+{
+    eng_partition *p = rd->p;
+    int rc = eng_segment_rename(cleaned, ".swap");
+    if (!rc)
+        rc = eng_fs_sync_dir(p->dir);
+    for (size_t k = 0; !rc && k < n; k++)
+        rc = eng_segment_rename(old[k], ".deleted");
+    if (!rc)
+        rc = eng_segment_rename(cleaned, "");
+    if (!rc)
+        rc = eng_fs_sync_dir(p->dir);
+    if (rc) {
+        ENG_ERROR("%s-%d: swapping in cleaned segment %020" PRId64 ": %s (startup will finish it)",
+                  p->topic, p->id, eng_segment_base(cleaned), eng_strerror(rc));
+        if (p->dir_offline)
+            atomic_store(p->dir_offline, 1);
+        return rc;
+    }
+    pthread_mutex_lock(&p->append_lock);
+    eng_segview *v = p->view;
+    size_t at = 0;
+    while (at < v->n && v->segs[at] != old[0])
+        at++;
+    eng_segment **segs = malloc((v->n - n + 1) * sizeof *segs);
+    eng_segview *nv = NULL;
+    if (segs && at + n <= v->n) {
+        memcpy(segs, v->segs, at * sizeof *segs);
+        segs[at] = cleaned;
+        memcpy(segs + at + 1, v->segs + at + n, (v->n - at - n) * sizeof *segs);
+        nv = eng__segview_new(segs, v->n - n + 1);
+    }
+    free(segs);
+    if (nv)
+        eng__segview_install(p, nv);
+    pthread_mutex_unlock(&p->append_lock);
+    if (!nv)
+        return -ENOMEM;
+    for (size_t k = 0; k < n; k++) {
+        eng_segment_ref(old[k]);
+        eng__partition_dispose(p, old[k]);
+    }
+    return 0;
+}
+
+static int clean_locked(round *rd)
+{
+    eng_partition *p = rd->p;
+    eng_clean_stats *st = rd->st;
+    eng_segview *v = eng__segview_acquire(p);
+    eng_clean_range r;
+    range_of(p, v, st->first_dirty, rd->o->now_ms, &rd->cfg, &r);
+    st->first_dirty = r.first_dirty;
+    st->first_uncleanable = r.first_uncleanable;
+    st->end_offset = r.first_dirty;
+    int rc = 0;
+    if (r.first_uncleanable <= r.first_dirty)
+        goto done; /* nothing dirty is cleanable yet */
+    if ((rc = build_map(rd, v)))
+        goto done;
+    st->map_entries = eng_offset_map_size(rd->o->map);
+    st->map_utilization = eng_offset_map_utilization(rd->o->map);
+    int64_t latest = eng_offset_map_latest(rd->o->map);
+    if (latest < r.first_dirty)
+        goto done;
+    st->end_offset = latest + 1;
+    size_t ncleanable = 0;
+    while (ncleanable < v->n - 1 && eng_segment_base(v->segs[ncleanable]) < st->end_offset)
+        ncleanable++;
+    ENG_INFO("%s-%d: cleaning offsets [%" PRId64 ", %" PRId64 ") over %zu segments%s", p->topic,
+             p->id, r.first_dirty, st->end_offset, ncleanable, rd->o->dry_run ? " (dry run)" : "");
+    for (size_t from = 0; from < ncleanable && !rc;) {
+        size_t to = group_end(rd, v, from, ncleanable);
+        eng_segment *cleaned = NULL;
+        for (size_t k = from; k < to; k++)
+            st->bytes_before += eng_segment_size(v->segs[k]);
+        st->segments_before += (uint32_t)(to - from);
+        st->segments_after++;
+        rc = clean_group(rd, v->segs + from, to - from, &cleaned);
+        if (!rc && cleaned) {
+            rc = swap_in(rd, cleaned, v->segs + from, to - from);
+            eng_segment_unref(cleaned); /* the view holds it now */
+        }
+        from = to;
+    }
+done:
+    eng__segview_release(v);
+    return rc;
+}
+
+int eng_partition_clean(eng_partition *p, int64_t checkpoint, const eng_clean_opts *o,
+                        eng_clean_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->dry_run = o->dry_run;
+    st->started_ms = eng_now_ms();
+    st->first_dirty = checkpoint;
+    round rd = {.p = p, .o = o, .st = st, .started_s = mono_s()};
+    eng_partition_get_config(p, &rd.cfg);
+    if (!(rd.cfg.v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT))
+        return ENG_ENOTCOMPACT;
+    if (pthread_mutex_trylock(&p->maint_lock) != 0)
+        return ENG_EBUSY;
+    int rc = p->closed ? ENG_ESHUTDOWN : clean_locked(&rd);
+    pthread_mutex_unlock(&p->maint_lock);
+    eng_buf_free(&rd.scratch);
+    eng_buf_free(&rd.out);
+    st->duration_ms = eng_now_ms() - st->started_ms;
+    if (!rc && st->segments_before > 0) {
+        double secs = st->duration_ms > 0 ? (double)st->duration_ms / 1000.0 : 0.001;
+        ENG_INFO("%s-%d: %s %u segments (%" PRIu64 " bytes) into %u (%" PRIu64
+                 " bytes): %" PRIu64 " records removed, %" PRIu64 " tombstones, %.1f MB/s",
+                 p->topic, p->id, o->dry_run ? "would clean" : "cleaned", st->segments_before,
+                 st->bytes_before, st->segments_after, st->bytes_after, st->records_removed,
+                 st->tombstones_removed, (double)st->bytes_read / 1e6 / secs);
+    }
+    return rc;
+}

@@ -1,0 +1,43 @@
+/*
+ * eng_segment_impl.h - the segment's state, shared by eng_segment.c (files,
+ * appends, lookups) and eng_segment_recover.c (rebuilding from the .log).
+ */
+#ifndef ENG_SEGMENT_IMPL_H
+#define ENG_SEGMENT_IMPL_H
+
+#include "eng_buf.h"
+#include "eng_segment.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+struct eng_segment {
+    int64_t base;
+    char *dir;
+    char suffix[16];
+    int log_fd;
+    eng_segment_opts opts;
+    _Atomic int refs;
+    _Atomic uint64_t size;
+    _Atomic int64_t next_offset; /* -1 until loaded for an inactive segment */
+    _Atomic int64_t max_ts;
+    _Atomic int64_t offset_of_max_ts;
+    _Atomic bool max_ts_loaded;
+    _Atomic(eng_index *) oidx;
+    _Atomic(eng_index *) tidx;
+    _Atomic bool active;
+    pthread_mutex_t lock;
+    /* appender-only state */
+    uint64_t bytes_since_index;
+    int64_t first_batch_ts; /* max timestamp of the first append, -1 unknown */
+    int64_t created_ms;
+    bool preallocated;
+};
+
+/* Opens (or reopens) both indexes; writable ones are preallocated. */
+int eng__segment_open_indexes(eng_segment *s, bool writable);
+
+/* Reads the whole batch at b into buf. */
+int eng__segment_read_batch(eng_segment *s, const eng_batch_pos *b, eng_buf *buf);
+
+#endif
