@@ -48,7 +48,7 @@ INTEG_BIN := $(INTEG_SRC:tests/integration/%.c=$(BUILD)/san/tests/integration/%)
 INTEG_HARNESS := $(BUILD)/san/tests/integration/harness.o
 TEST_SUPPORT := $(BUILD)/san/tests/unit/support.o
 
-.PHONY: all run test deps build-tests bench clean check-layers
+.PHONY: all run test deps build-tests bench clean check-layers fuzz
 .SECONDARY:
 
 all: $(BUILD)/logstore
@@ -114,7 +114,52 @@ $(BUILD)/san/tests/integration/%: $(BUILD)/san/tests/integration/%.o $(INTEG_HAR
 	@echo "  LD san  $@"
 	@$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS) $(TEST_LIBS)
 
-build-tests: $(BUILD)/san/logstore $(UNIT_BIN) $(INTEG_BIN)
+# Fuzz targets: tests/fuzz/fuzz_<name>.c with corpus tests/fuzz/corpus/<name>/.
+# `make test` replays each corpus through replay_main.c under the sanitizer
+# build; `make fuzz` runs real libFuzzer (clang) for FUZZ_SECONDS each.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
+FUZZ_REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/san/tests/fuzz/test_fuzz_%)
+FUZZ_SECONDS ?= 60
+
+$(BUILD)/san/tests/fuzz/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(SAN_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  LD san  $@"
+	@$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(RUNTIME_CFLAGS) -Wno-missing-prototypes \
+		-DFUZZ_CORPUS='"tests/fuzz/corpus/$*"' -o $@ $< tests/fuzz/replay_main.c $(SAN_OBJ) $(RUNTIME_LIBS)
+
+# libFuzzer builds compile everything with clang in their own tree.
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -DLOGSTORE_TEST_BUILD
+FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/%.o)
+
+$(BUILD)/fuzz/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC fuzz $<"
+	@$(FUZZ_CC) $(BASE_CFLAGS) $(FUZZ_FLAGS) $(RUNTIME_CFLAGS) -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	@echo "  LD fuzz $@"
+	@$(FUZZ_CC) $(BASE_CFLAGS) -Wno-missing-prototypes -O1 -g -fsanitize=fuzzer,address,undefined \
+		-DLOGSTORE_TEST_BUILD $(RUNTIME_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(RUNTIME_LIBS)
+
+fuzz: deps
+	@command -v $(FUZZ_CC) >/dev/null || (apt-get update -qq && apt-get install -y -qq clang libclang-rt-14-dev >/dev/null)
+	@$(MAKE) --no-print-directory $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+	@for n in $(FUZZ_NAMES); do \
+		echo "== fuzz_$$n for $(FUZZ_SECONDS) s"; mkdir -p $(BUILD)/fuzz/corpus-$$n; \
+		$(BUILD)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			$(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \
+	done
+
+CRASH_SRC := $(wildcard tests/crash/test_*.c)
+CRASH_BIN := $(CRASH_SRC:tests/crash/%.c=$(BUILD)/san/tests/crash/%)
+
+$(BUILD)/san/tests/crash/%: $(BUILD)/san/tests/crash/%.o $(INTEG_HARNESS) $(TEST_SUPPORT) $(SAN_OBJ)
+	@echo "  LD san  $@"
+	@$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS) $(TEST_LIBS)
+
+build-tests: $(BUILD)/san/logstore $(UNIT_BIN) $(INTEG_BIN) $(CRASH_BIN) $(FUZZ_REPLAY_BIN)
 
 test: deps
 	@$(MAKE) --no-print-directory build-tests

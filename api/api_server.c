@@ -350,6 +350,9 @@ static size_t unescape_keep_nul(void *cls, struct MHD_Connection *c, char *s)
     return (size_t)(out - s);
 }
 
+/* libmicrohttpd hands us its own format strings. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;

@@ -9,6 +9,7 @@
 #include "eng_cleaner.h"
 
 #include "eng_checkpoint.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 
@@ -208,6 +209,7 @@ static int run_clean(eng_cleaner *c, eng_partition *p, eng_offset_map *map, bool
     int rc = eng_partition_clean(p, ckpt, &o, st);
     pthread_mutex_lock(&c->lock);
     if (!rc && !dry_run && st->end_offset != ckpt) {
+        (void)ENG_FAULT("cleaner.before_checkpoint");
         int w = ckpt_set(c, eng_partition_topic(p), eng_partition_id(p), st->end_offset);
         if (!w)
             w = ckpt_write(c);

@@ -11,6 +11,7 @@
 #include "eng_batch_reader.h"
 #include "eng_compress.h"
 #include "eng_endian.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 #include "eng_partition_impl.h"
@@ -456,11 +457,17 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
 static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, size_t n)
 {
     eng_partition *p = rd->p;
-    int rc = eng_segment_rename(cleaned, ".swap");
+    int rc = ENG_FAULT("compact.before_swap");
+    if (!rc)
+        rc = eng_segment_rename(cleaned, ".swap");
     if (!rc)
         rc = eng_fs_sync_dir(p->dir);
+    if (!rc)
+        rc = ENG_FAULT("compact.after_swap");
     for (size_t k = 0; !rc && k < n; k++)
         rc = eng_segment_rename(old[k], ".deleted");
+    if (!rc)
+        rc = ENG_FAULT("compact.before_final");
     if (!rc)
         rc = eng_segment_rename(cleaned, "");
     if (!rc)

@@ -4,6 +4,7 @@
 #include "eng_fs.h"
 
 #include "eng_error.h"
+#include "eng_fault.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -58,7 +59,11 @@ int eng_fs_write_atomic(const char *path, const void *data, size_t len)
     }
     if (fd < 0)
         return -errno;
-    int rc = write_all(fd, data, len);
+    int rc = ENG_FAULT("fs.write_atomic.mid");
+    if (rc)
+        write_all(fd, data, len / 2); /* half the file, then the failure */
+    else
+        rc = write_all(fd, data, len);
     if (!rc && fsync(fd) < 0)
         rc = -errno;
     if (close(fd) < 0 && !rc)

@@ -159,6 +159,7 @@ static int write_partition_files(const char *pdir, const char *topic_id, int64_t
 typedef struct load_ctx {
     bool clean;
     eng_ckpt recovery, start;
+    int64_t last_progress_ms;
 } load_ctx;
 
 static int open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx *lc,
@@ -263,12 +264,21 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc)
     }
     atomic_fetch_add(&g_total, (uint32_t)t->meta.partitions);
     for (int32_t i = 0; i < t->meta.partitions; i++) {
+        int64_t t0 = eng_mono_ms();
         if ((rc = open_partition(m, t, i, lc, &t->parts[i]))) {
             ENG_ERROR("topic %s partition %d failed to load: %s", t->meta.name, i, eng_strerror(rc));
             topic_free(t);
             return rc;
         }
-        atomic_fetch_add(&g_loaded, 1);
+        uint32_t loaded = atomic_fetch_add(&g_loaded, 1) + 1;
+        int64_t took = eng_mono_ms() - t0;
+        if (took >= 1000)
+            ENG_INFO("%s-%d loaded in %lld ms", t->meta.name, i, (long long)took);
+        /* Long loads report progress every couple of seconds. */
+        if (eng_mono_ms() - lc->last_progress_ms >= 2000) {
+            ((load_ctx *)lc)->last_progress_ms = eng_mono_ms();
+            ENG_INFO("loading: %u of %u partitions so far", loaded, atomic_load(&g_total));
+        }
     }
     m->report.topics++;
     return insert_topic(m, t);
@@ -290,7 +300,7 @@ static void read_checkpoint(const char *dir, const char *name, eng_ckpt *out, bo
 
 static int load_all(eng_manager *m, bool clean)
 {
-    load_ctx lc = {.clean = clean};
+    load_ctx lc = {.clean = clean, .last_progress_ms = eng_mono_ms()};
     bool recovery_ok = true;
     read_checkpoint(m->dir, "recovery-point-offset-checkpoint", &lc.recovery, &recovery_ok);
     read_checkpoint(m->dir, "log-start-offset-checkpoint", &lc.start, NULL);

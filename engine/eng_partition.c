@@ -17,6 +17,7 @@
 
 #include "eng_compress.h"
 #include "eng_endian.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 
@@ -279,7 +280,9 @@ static int flush_upto(eng_partition *p, int64_t upto)
         int64_t from = p->flushed_offset;
         int64_t target = atomic_load(&p->log_end_offset);
         pthread_mutex_unlock(&p->flush_lock);
-        rc = sync_from(p, from);
+        rc = ENG_FAULT("partition.fsync");
+        if (!rc)
+            rc = sync_from(p, from);
         pthread_mutex_lock(&p->flush_lock);
         p->flushing = false;
         if (!rc && target > p->flushed_offset)
@@ -567,6 +570,7 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
                   eng_strerror(rc));
         return rc;
     }
+    (void)ENG_FAULT("roll.after_create");
     rc = eng_segment_seal(active);
     if (rc)
         ENG_WARN("%s-%d: sealing segment %020lld: %s", p->topic, p->id,

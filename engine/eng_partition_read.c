@@ -87,6 +87,18 @@ int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_f
     if (offset == hw)
         return 0;
     eng_segview *v = eng__segview_acquire(p);
+    /* Fix (found by tests/unit/test_retention.c, readers racing deletion):
+     * retention may have deleted the segment holding `offset` between the
+     * check above and taking the view; the loop below then started at the
+     * next segment and answered records from a later offset, a silent gap.
+     * Retention raises the log start offset before it installs the new view,
+     * so a fresh load here sees it: answer out of range, as Kafka does. */
+    lso = atomic_load(&p->log_start_offset);
+    if (offset < lso) {
+        eng__segview_release(v);
+        out->log_start_offset = lso;
+        return out_of_range(p, offset, lso, hw, err);
+    }
     ssize_t i = eng__segview_floor(v, offset);
     int rc = 0;
     int64_t target = offset;

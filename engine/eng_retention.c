@@ -9,6 +9,7 @@
  */
 #include "eng_retention.h"
 
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 #include "eng_partition_impl.h"
@@ -254,6 +255,7 @@ static int retention_locked(eng_partition *p, int64_t now_ms, bool dry_run,
     rep->log_start_offset_after = atomic_load(&p->log_start_offset);
     eng__segview_install(p, nv);
     pthread_mutex_unlock(&p->append_lock);
+    (void)ENG_FAULT("retention.after_start_offset");
 
     for (size_t i = 0; i < pl.count; i++) {
         ENG_INFO("%s-%d: deleting segment %020" PRId64 " (%" PRIu64 " bytes): %s", p->topic, p->id,

@@ -13,6 +13,7 @@
 #include "eng_compress.h"
 #include "eng_endian.h"
 #include "eng_error.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 
@@ -498,8 +499,13 @@ int eng_segment_append(eng_segment *s, const uint8_t *data, size_t len, int64_t 
     uint64_t pos = eng_segment_size(s);
     if (pos + len > UINT32_MAX)
         return ENG_ETOOLARGE;
-    int rc = write_at(s->log_fd, data, len, pos);
-    if (!rc && s->bytes_since_index > s->opts.index_interval) {
+    int rc = ENG_FAULT("segment.append.partial");
+    if (rc)
+        write_at(s->log_fd, data, len / 2, pos); /* half a batch, then the failure */
+    else
+        rc = write_at(s->log_fd, data, len, pos);
+    if (!rc && (rc = ENG_FAULT("segment.append.index")) == 0 &&
+        s->bytes_since_index > s->opts.index_interval) {
         int64_t ts = largest_ts > atomic_load(&s->max_ts) ? largest_ts : atomic_load(&s->max_ts);
         int64_t ts_off = largest_ts > atomic_load(&s->max_ts) ? offset_of_max_ts
                                                                : atomic_load(&s->offset_of_max_ts);

@@ -1,0 +1,93 @@
+/*
+ * eng_fault.c - the test-build side of ENG_FAULT (see eng_fault.h).
+ */
+#include "eng_fault.h"
+
+#ifdef LOGSTORE_TEST_BUILD
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_FAULTS 8
+
+typedef struct fault {
+    char point[64];
+    int action; /* 0 exit, else the negative errno */
+    long nth;
+    long hits;
+} fault;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static fault faults[MAX_FAULTS];
+static int nfaults = -1; /* -1: environment not read yet */
+
+static void parse(const char *spec)
+{
+    nfaults = 0;
+    if (!spec)
+        return;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok && nfaults < MAX_FAULTS;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq)
+            continue;
+        *eq = 0;
+        fault *f = &faults[nfaults];
+        memset(f, 0, sizeof *f);
+        snprintf(f->point, sizeof f->point, "%s", tok);
+        char *at = strchr(eq + 1, '@');
+        f->nth = 1;
+        if (at) {
+            *at = 0;
+            f->nth = atol(at + 1) > 0 ? atol(at + 1) : 1;
+        }
+        if (!strcmp(eq + 1, "exit"))
+            f->action = 0;
+        else if (!strcmp(eq + 1, "eio"))
+            f->action = -EIO;
+        else if (!strcmp(eq + 1, "enospc"))
+            f->action = -ENOSPC;
+        else
+            continue;
+        nfaults++;
+    }
+}
+
+void eng_fault_set(const char *spec)
+{
+    pthread_mutex_lock(&lock);
+    parse(spec);
+    pthread_mutex_unlock(&lock);
+}
+
+int eng__fault(const char *point)
+{
+    pthread_mutex_lock(&lock);
+    if (nfaults < 0)
+        parse(getenv("LOGSTORE_FAULT"));
+    int rc = 0;
+    for (int i = 0; i < nfaults; i++) {
+        fault *f = &faults[i];
+        if (strcmp(f->point, point) != 0 || ++f->hits != f->nth)
+            continue;
+        if (f->action == 0) {
+            fprintf(stderr, "fault point %s: exiting\n", point);
+            _exit(ENG_FAULT_EXIT_STATUS);
+        }
+        rc = f->action;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+#else
+/* An empty translation unit is not valid C: keep one declaration. */
+typedef int eng_fault_unused;
+#endif

@@ -1,0 +1,31 @@
+/*
+ * eng_fault.h - fault points, compiled only into test builds.
+ *
+ * ENG_FAULT("name") marks a place where a crash or an I/O error matters
+ * (half a batch written, between the steps of a swap, mid-checkpoint).  In a
+ * test build (LOGSTORE_TEST_BUILD) it consults LOGSTORE_FAULT, read once:
+ *
+ *   LOGSTORE_FAULT="point=action[@n][,point=action[@n]...]"
+ *
+ * where action is `exit` (the process ends on the spot with status 86, as if
+ * killed: nothing is flushed or cleaned up), `eio` or `enospc` (the point
+ * returns -EIO / -ENOSPC to its caller), and n picks the n-th time the point
+ * is reached (default 1; later hits pass).  In release builds ENG_FAULT is
+ * the constant 0 and costs nothing.
+ */
+#ifndef ENG_FAULT_H
+#define ENG_FAULT_H
+
+#define ENG_FAULT_EXIT_STATUS 86
+
+#ifdef LOGSTORE_TEST_BUILD
+/* 0 to carry on, or a negative errno to inject; may not return (exit). */
+int eng__fault(const char *point);
+/* Replaces the fault spec at run time (unit tests); NULL clears it. */
+void eng_fault_set(const char *spec);
+#define ENG_FAULT(point) eng__fault(point)
+#else
+#define ENG_FAULT(point) ((void)(point), 0)
+#endif
+
+#endif
