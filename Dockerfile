@@ -8,6 +8,7 @@
 FROM debian:12 AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
         gcc libc6-dev make pkg-config libmicrohttpd-dev libjansson-dev libssl-dev \
+        zlib1g-dev libzstd-dev liblz4-dev libsnappy-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./
@@ -18,7 +19,8 @@ RUN make build/logstore
 
 FROM debian:12-slim
 RUN apt-get update && apt-get install -y --no-install-recommends \
-        libmicrohttpd12 libjansson4 libssl3 curl ca-certificates \
+        libmicrohttpd12 libjansson4 libssl3 zlib1g libzstd1 liblz4-1 libsnappy1v5 \
+        curl ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin logstore \
     && mkdir -p /data && chown logstore:logstore /data

@@ -14,7 +14,7 @@ SHELL := /bin/bash
 CC ?= cc
 BUILD := build
 
-PKGS_RUNTIME := libmicrohttpd jansson libcrypto
+PKGS_RUNTIME := libmicrohttpd jansson libcrypto zlib libzstd liblz4 snappy
 PKGS_TEST := libcurl cmocka
 
 pc_cflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
@@ -73,6 +73,10 @@ deps:
 	    libcrypto) missing="$$missing $(DEB_libcrypto)";; \
 	    libcurl) missing="$$missing $(DEB_libcurl)";; \
 	    cmocka) missing="$$missing $(DEB_cmocka)";; \
+	    zlib) missing="$$missing zlib1g-dev";; \
+	    libzstd) missing="$$missing libzstd-dev";; \
+	    liblz4) missing="$$missing liblz4-dev";; \
+	    snappy) missing="$$missing libsnappy-dev";; \
 	  esac; \
 	done; \
 	if [ -n "$$missing" ]; then \

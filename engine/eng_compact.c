@@ -127,7 +127,7 @@ static int empty_batch(const eng_batch_header *src, eng_buf *out)
 /* Rebuilds a batch from its retained records (offsets and stored
  * timestamps unchanged; lastOffsetDelta kept). */
 static int rebuild_batch(const eng_batch_header *src, const eng_record *recs, size_t n,
-                         int64_t horizon, eng_buf *out)
+                         int64_t horizon, int level, eng_buf *out)
 {
     int codec = src->attributes & ENG_ATTR_CODEC_MASK;
     if (codec != ENG_CODEC_NONE && !eng_codec_supported(codec))
@@ -151,7 +151,7 @@ static int rebuild_batch(const eng_batch_header *src, const eng_record *recs, si
     size_t size = ENG_BATCH_OVERHEAD + body;
     if (codec != ENG_CODEC_NONE) {
         eng_buf z = {0};
-        rc = eng_records_compress(codec, -1, out->data + ENG_BATCH_OVERHEAD, body, &z);
+        rc = eng_records_compress(codec, level, out->data + ENG_BATCH_OVERHEAD, body, &z);
         if (rc) {
             eng_buf_free(&z);
             return rc;
@@ -237,7 +237,10 @@ int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
             rc = empty_batch(h, out);
     } else {
         *action = ENG_CLEAN_REWRITE;
-        rc = rebuild_batch(h, kept, nkept, need_horizon ? now_ms + delete_retention_ms : -1, out);
+        /* A rebuilt batch keeps its codec, recompressed at the codec's default
+         * level as Kafka's cleaner does. */
+        rc = rebuild_batch(h, kept, nkept, need_horizon ? now_ms + delete_retention_ms : -1,
+                           ENG_CODEC_DEFAULT_LEVEL, out);
     }
 done:
     if (kept != stackbuf)

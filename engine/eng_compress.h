@@ -20,10 +20,22 @@
 int eng_batch_plain_records(const uint8_t *batch, const eng_batch_header *h, eng_buf *scratch,
                             const uint8_t **recs, size_t *len);
 
+/* Asks eng_records_compress for the codec's own default level (Kafka's:
+ * gzip 6, lz4 9, zstd 3). */
+#define ENG_CODEC_DEFAULT_LEVEL INT32_MIN
+
 /* Compresses a plain records section with codec (ENG_CODEC_*) at level
- * (-1 = the codec's default) into out (replacing its contents).
+ * (ENG_CODEC_DEFAULT_LEVEL for the default) into out (replacing its contents).
  * ENG_EINVAL for a codec this build cannot write. */
 int eng_records_compress(int codec, int level, const uint8_t *in, size_t len, eng_buf *out);
+
+/* Appends to out the batch re-encoded with codec at level, as a broker does
+ * when the topic's compression.type differs from the producer's: records
+ * decoded and written again against the first record's timestamp, every
+ * other header field kept, CRC recomputed.  scratch holds decompressed
+ * records. */
+int eng_batch_recode(const uint8_t *batch, const eng_batch_header *h, int codec, int level,
+                     eng_buf *scratch, eng_buf *out);
 
 /* True if this build can read and write codec (ENG_CODEC_*). */
 int eng_codec_supported(int codec);

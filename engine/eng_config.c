@@ -435,3 +435,13 @@ int eng_config_codec(int64_t compression_type)
     default: return ENG_CODEC_NONE; /* uncompressed, producer */
     }
 }
+
+int eng_config_codec_level(const eng_config *c, int codec)
+{
+    switch (codec) {
+    case ENG_CODEC_GZIP: return (int)c->v[ENG_CFG_COMPRESSION_GZIP_LEVEL].i;
+    case ENG_CODEC_LZ4: return (int)c->v[ENG_CFG_COMPRESSION_LZ4_LEVEL].i;
+    case ENG_CODEC_ZSTD: return (int)c->v[ENG_CFG_COMPRESSION_ZSTD_LEVEL].i;
+    default: return -1;
+    }
+}

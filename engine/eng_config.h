@@ -164,6 +164,10 @@ int eng_config_overrides_set(eng_config_overrides *ov, const char *name, const c
  * ENG_CODEC_NONE for uncompressed and producer. */
 int eng_config_codec(int64_t compression_type);
 
+/* The configured level for codec (compression.gzip/lz4/zstd.level), -1 for
+ * codecs without one. */
+int eng_config_codec_level(const eng_config *c, int codec);
+
 /* Effective message.timestamp.before/after.max.ms: falls back to the
  * deprecated difference.max.ms when left at Long.MAX. */
 int64_t eng_config_ts_before_max(const eng_config *c);

@@ -406,154 +406,6 @@ int eng_partition_flush(eng_partition *p)
 
 /* ---- append ------------------------------------------------------------- */
 
-typedef struct append_plan {
-    int64_t total_offsets; /* sum of lastOffsetDelta + 1 */
-    int32_t records;
-    int64_t max_ts;
-    size_t max_ts_batch; /* index of the earliest batch holding max_ts */
-    size_t batches;
-} append_plan;
-
-static int batch_fail(eng_errdetail *err, int rc, size_t idx, const char *why)
-{
-    return eng_fail(err, rc, "batch %zu: %s", idx, why);
-}
-
-/* Record-level checks of one batch: timestamps, keys, and the true max
- * timestamp.  Needed for producer batches and whenever the topic limits
- * timestamps or is compacted. */
-static int check_records(const eng_config *cfg, uint8_t *batch, const eng_batch_header *h,
-                         size_t idx, int64_t now, eng_buf *scratch, int64_t *max_ts,
-                         eng_errdetail *err)
-{
-    const uint8_t *recs;
-    size_t len;
-    int rc = eng_batch_plain_records(batch, h, scratch, &recs, &len);
-    if (rc)
-        return batch_fail(err, rc, idx, "records cannot be decoded (unsupported or corrupt codec)");
-    bool create_time = cfg->v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i == ENG_TS_CREATE_TIME;
-    bool compact = cfg->v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT;
-    int64_t before = eng_config_ts_before_max(cfg), after = eng_config_ts_after_max(cfg);
-    eng_record_iter it;
-    eng_record r;
-    int32_t seen = 0;
-    *max_ts = -1;
-    eng_record_iter_init(&it, h, recs, len);
-    while ((rc = eng_record_iter_next(&it, &r)) == 1) {
-        seen++;
-        if (compact && !r.key)
-            return eng_fail(err, ENG_ENULLKEY,
-                            "batch %zu: record at offset delta %lld has a null key, which a "
-                            "compacted topic does not accept",
-                            idx, (long long)(r.offset - h->base_offset));
-        if (create_time) {
-            if (r.timestamp < 0 && r.timestamp != -1)
-                return eng_fail(err, ENG_ETIMESTAMP, "batch %zu: invalid timestamp %lld", idx,
-                                (long long)r.timestamp);
-            if ((before != INT64_MAX && r.timestamp < now - before) ||
-                (after != INT64_MAX && r.timestamp > now + after))
-                return eng_fail(err, ENG_ETIMESTAMP,
-                                "batch %zu: timestamp %lld is outside the topic's window "
-                                "[now - %lld, now + %lld]",
-                                idx, (long long)r.timestamp, (long long)before, (long long)after);
-        }
-        if (r.timestamp > *max_ts)
-            *max_ts = r.timestamp;
-    }
-    if (rc < 0 || seen != h->record_count)
-        return batch_fail(err, ENG_ECORRUPT, idx, "record framing does not match the header");
-    return 0;
-}
-
-static int plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool producer,
-                       int64_t now, append_plan *plan, eng_errdetail *err)
-{
-    memset(plan, 0, sizeof *plan);
-    plan->max_ts = -1;
-    if (len == 0)
-        return eng_fail(err, ENG_EINVAL, "no record batch in the request");
-    int64_t max_msg = cfg->v[ENG_CFG_MAX_MESSAGE_BYTES].i;
-    bool log_append = cfg->v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i == ENG_TS_LOG_APPEND_TIME;
-    bool need_records = producer || (cfg->v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT) ||
-                        eng_config_ts_before_max(cfg) != INT64_MAX ||
-                        eng_config_ts_after_max(cfg) != INT64_MAX;
-    eng_buf scratch = {0};
-    int rc = 0;
-    for (size_t off = 0, idx = 0; off < len; idx++) {
-        eng_batch_header h;
-        uint8_t *b = data + off;
-        if (eng_batch_header_decode(b, len - off, &h)) {
-            rc = batch_fail(err, ENG_ECORRUPT, idx, "not a RecordBatch v2 header");
-            goto done;
-        }
-        size_t size = eng_batch_size(&h);
-        if (size > len - off) {
-            rc = batch_fail(err, ENG_ECORRUPT, idx, "batch length runs past the end of the body");
-            goto done;
-        }
-        if ((int64_t)size > max_msg) {
-            rc = eng_fail(err, ENG_ETOOLARGE, "batch %zu is %zu bytes, above max.message.bytes %lld",
-                          idx, size, (long long)max_msg);
-            eng_errdetail_bounds(err, 0, max_msg);
-            goto done;
-        }
-        if (producer) {
-            eng_batch_header v;
-            rc = eng_batch_validate(b, size, &v);
-            if (rc) {
-                rc = batch_fail(err, rc, idx, rc == ENG_ECRC ? "CRC mismatch" : "malformed records");
-                goto done;
-            }
-            if (h.record_count <= 0 || h.last_offset_delta + 1 != h.record_count) {
-                rc = batch_fail(err, ENG_ECORRUPT, idx, "lastOffsetDelta + 1 must equal the record count");
-                goto done;
-            }
-            if (h.attributes & (ENG_ATTR_CONTROL | ENG_ATTR_DELETE_HORIZON)) {
-                rc = batch_fail(err, ENG_ECORRUPT, idx, "control or cleaned batches cannot be produced");
-                goto done;
-            }
-            if (h.producer_id >= 0 && h.base_sequence < 0) {
-                rc = batch_fail(err, ENG_ECORRUPT, idx, "idempotent batch without a base sequence");
-                goto done;
-            }
-            if (!eng_codec_supported(h.attributes & ENG_ATTR_CODEC_MASK)) {
-                rc = batch_fail(err, ENG_ECORRUPT, idx, "unsupported compression codec");
-                goto done;
-            }
-        }
-        int64_t max_ts = h.max_timestamp;
-        if (need_records && (rc = check_records(cfg, b, &h, idx, now, &scratch, &max_ts, err)))
-            goto done;
-        /* What a broker's leader append rewrites (kafka-format.md §2.4). */
-        eng_put_be32(b + 12, 0); /* partitionLeaderEpoch */
-        if (log_append) {
-            eng_put_be16(b + 21, (uint16_t)(h.attributes | ENG_ATTR_LOG_APPEND_TIME));
-            eng_put_be64(b + 35, (uint64_t)now);
-            eng_batch_update_crc(b, size);
-            max_ts = now;
-        } else if (max_ts != h.max_timestamp) {
-            eng_put_be64(b + 35, (uint64_t)max_ts);
-            eng_batch_update_crc(b, size);
-        }
-        if (max_ts > plan->max_ts) {
-            plan->max_ts = max_ts;
-            plan->max_ts_batch = idx;
-        }
-        plan->total_offsets += (int64_t)h.last_offset_delta + 1;
-        plan->records += h.record_count;
-        plan->batches++;
-        off += size;
-    }
-    if ((int64_t)len > cfg->v[ENG_CFG_SEGMENT_BYTES].i) {
-        rc = eng_fail(err, ENG_ETOOLARGE, "append of %zu bytes is larger than segment.bytes %lld",
-                      len, (long long)cfg->v[ENG_CFG_SEGMENT_BYTES].i);
-        eng_errdetail_bounds(err, 0, cfg->v[ENG_CFG_SEGMENT_BYTES].i);
-    }
-done:
-    eng_buf_free(&scratch);
-    return rc;
-}
-
 int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll_reason why)
 {
     eng_segview *v = p->view;
@@ -603,35 +455,23 @@ static int64_t max_segment_ms(const eng_config *cfg)
     return seg_ms;
 }
 
-/* Stamps base offsets and returns the last offset of the earliest batch
- * holding the largest timestamp (Kafka's shallowOffsetOfMaxTimestamp). */
-static int64_t assign_offsets(uint8_t *data, size_t len, int64_t next, size_t max_ts_batch)
-{
-    int64_t off_of_max = -1;
-    for (size_t off = 0, idx = 0; off < len; idx++) {
-        uint8_t *b = data + off;
-        int32_t delta = (int32_t)eng_be32(b + 23);
-        eng_put_be64(b, (uint64_t)next);
-        if (idx == max_ts_batch)
-            off_of_max = next + delta;
-        next += (int64_t)delta + 1;
-        off += (size_t)eng_be32(b + 8) + ENG_LOG_OVERHEAD;
-    }
-    return off_of_max;
-}
-
 int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_append_opts *o,
                          eng_append_result *res, eng_errdetail *err)
 {
     eng_config cfg;
     eng_partition_get_config(p, &cfg);
     int64_t now = eng_now_ms();
-    append_plan plan;
+    eng__append_plan plan;
     res->durable_pending = false;
     res->durable_upto = -1;
-    int rc = plan_append(&cfg, data, len, o->producer_batches, now, &plan, err);
+    int rc = eng__plan_append(&cfg, data, len, o->producer_batches, now, &plan, err);
     if (rc)
         return rc;
+    if (plan.rebuilt.len) {
+        /* The batches were re-encoded for the topic's codec. */
+        data = plan.rebuilt.data;
+        len = plan.rebuilt.len;
+    }
 
     pthread_mutex_lock(&p->append_lock);
     if (p->closed) {
@@ -661,7 +501,7 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         }
         active = p->view->segs[p->view->n - 1];
     }
-    int64_t off_of_max = assign_offsets(data, len, leo, plan.max_ts_batch);
+    int64_t off_of_max = eng__assign_offsets(data, len, leo, plan.max_ts_batch);
     rc = eng_segment_append(active, data, len, last, plan.max_ts, off_of_max);
     if (rc) {
         take_offline(p, rc, "append");
@@ -681,8 +521,10 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         res->durable_upto = last + 1;
     } else if (must_flush) {
         rc = flush_upto(p, last + 1);
-        if (rc)
+        if (rc) {
+            eng__append_plan_free(&plan);
             return eng_fail(err, rc, "fsync of %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
+        }
     }
     /* With flush.messages=1, only what is on disk is acknowledged and visible;
      * otherwise the high watermark follows the log end offset. */
@@ -697,9 +539,11 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
     res->log_start_offset = atomic_load(&p->log_start_offset);
     res->high_watermark = atomic_load(&p->high_watermark);
     res->batch_bytes = len;
+    eng__append_plan_free(&plan);
     return 0;
 unlock:
     pthread_mutex_unlock(&p->append_lock);
+    eng__append_plan_free(&plan);
     return rc;
 }
 

@@ -10,6 +10,7 @@
 #ifndef ENG_PARTITION_IMPL_H
 #define ENG_PARTITION_IMPL_H
 
+#include "eng_buf.h"
 #include "eng_partition.h"
 
 #include <pthread.h>
@@ -92,6 +93,25 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
 /* Hands a segment that left the view to its owner (on_delete), or unlinks
  * it at once when nobody listens.  Takes over the caller's reference. */
 void eng__partition_dispose(eng_partition *p, eng_segment *seg);
+
+/* What an append becomes after validation (eng_validate.c). */
+typedef struct eng__append_plan {
+    int64_t total_offsets; /* sum of lastOffsetDelta + 1 */
+    int32_t records;
+    int64_t max_ts;
+    size_t max_ts_batch;   /* index of the earliest batch holding max_ts */
+    size_t batches;
+    eng_buf rebuilt;       /* non-empty: append these bytes, not the caller's */
+} eng__append_plan;
+
+/* Checks, converts and stamps the batches of an append (no lock held). */
+int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool producer, int64_t now,
+                     eng__append_plan *plan, eng_errdetail *err);
+void eng__append_plan_free(eng__append_plan *plan);
+
+/* Stamps base offsets from `next`; returns the last offset of the batch
+ * max_ts_batch (Kafka's shallowOffsetOfMaxTimestamp). */
+int64_t eng__assign_offsets(uint8_t *data, size_t len, int64_t next, size_t max_ts_batch);
 
 /* Loads segments from p->dir into p's view (eng_loader.c). */
 int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_load_stats *st);

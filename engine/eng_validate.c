@@ -1,0 +1,253 @@
+/*
+ * eng_validate.c - what a Kafka broker's LogValidator does to an append
+ * before it takes offsets: check every batch, convert codecs, stamp what the
+ * leader stamps.
+ *
+ * Three passes over the request's batches, none holding a lock:
+ *   1. check: header, length against the body, and for producer-built batches
+ *      the CRC, the record framing, lastOffsetDelta + 1 == count, no control
+ *      or cleaned batches; for every batch when the topic needs it, record
+ *      timestamps against message.timestamp.before/after.max.ms and non-null
+ *      keys on compacted topics; note which batches need another codec;
+ *   2. convert: batches whose codec is not the topic's compression.type (other
+ *      than `producer`) are re-encoded into a new buffer;
+ *   3. stamp: partitionLeaderEpoch 0, maxTimestamp = the records' true
+ *      maximum (CreateTime) or the broker clock (LogAppendTime, attribute bit
+ *      3), CRC recomputed when a covered byte changed; size limits.
+ * Any failure leaves nothing behind: the log is only touched afterwards.
+ */
+#include "eng_compress.h"
+#include "eng_endian.h"
+#include "eng_partition_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct batch_info {
+    size_t off, size;
+    int64_t max_ts;
+    int codec; /* the codec it must be stored with */
+} batch_info;
+
+static int batch_fail(eng_errdetail *err, int rc, size_t idx, const char *why)
+{
+    return eng_fail(err, rc, "batch %zu: %s", idx, why);
+}
+
+/* Record-level checks of one batch: timestamps, keys, and the true max
+ * timestamp. */
+static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_batch_header *h,
+                         size_t idx, int64_t now, eng_buf *scratch, int64_t *max_ts,
+                         eng_errdetail *err)
+{
+    const uint8_t *recs;
+    size_t len;
+    int rc = eng_batch_plain_records(batch, h, scratch, &recs, &len);
+    if (rc)
+        return batch_fail(err, ENG_ECORRUPT, idx, "the compressed records do not decompress");
+    bool create_time = cfg->v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i == ENG_TS_CREATE_TIME;
+    bool compact = cfg->v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT;
+    int64_t before = eng_config_ts_before_max(cfg), after = eng_config_ts_after_max(cfg);
+    eng_record_iter it;
+    eng_record r;
+    int32_t seen = 0;
+    *max_ts = -1;
+    eng_record_iter_init(&it, h, recs, len);
+    while ((rc = eng_record_iter_next(&it, &r)) == 1) {
+        seen++;
+        if (compact && !r.key)
+            return eng_fail(err, ENG_ENULLKEY,
+                            "batch %zu: record at offset delta %lld has a null key, which a "
+                            "compacted topic does not accept",
+                            idx, (long long)(r.offset - h->base_offset));
+        if (create_time) {
+            if (r.timestamp < 0 && r.timestamp != -1)
+                return eng_fail(err, ENG_ETIMESTAMP, "batch %zu: invalid timestamp %lld", idx,
+                                (long long)r.timestamp);
+            if ((before != INT64_MAX && r.timestamp < now - before) ||
+                (after != INT64_MAX && r.timestamp > now + after))
+                return eng_fail(err, ENG_ETIMESTAMP,
+                                "batch %zu: timestamp %lld is outside the topic's window "
+                                "[now - %lld, now + %lld]",
+                                idx, (long long)r.timestamp, (long long)before, (long long)after);
+        }
+        if (r.timestamp > *max_ts)
+            *max_ts = r.timestamp;
+    }
+    if (rc < 0 || seen != h->record_count)
+        return batch_fail(err, ENG_ECORRUPT, idx, "record framing does not match the header");
+    return 0;
+}
+
+/* The checks only producer-built bytes need (JSON appends are built here). */
+static int check_producer_batch(const uint8_t *b, size_t size, const eng_batch_header *h,
+                                size_t idx, eng_errdetail *err)
+{
+    eng_batch_header v;
+    int rc = eng_batch_validate(b, size, &v);
+    if (rc)
+        return batch_fail(err, rc, idx, rc == ENG_ECRC ? "CRC mismatch" : "malformed records");
+    if (h->record_count <= 0 || h->last_offset_delta + 1 != h->record_count)
+        return batch_fail(err, ENG_ECORRUPT, idx, "lastOffsetDelta + 1 must equal the record count");
+    if (h->attributes & (ENG_ATTR_CONTROL | ENG_ATTR_DELETE_HORIZON))
+        return batch_fail(err, ENG_ECORRUPT, idx, "control or cleaned batches cannot be produced");
+    if (h->producer_id >= 0 && h->base_sequence < 0)
+        return batch_fail(err, ENG_ECORRUPT, idx, "idempotent batch without a base sequence");
+    if (!eng_codec_supported(h->attributes & ENG_ATTR_CODEC_MASK))
+        return batch_fail(err, ENG_ECORRUPT, idx, "unknown compression codec");
+    return 0;
+}
+
+static int push_info(batch_info **v, size_t *n, size_t *cap, batch_info bi)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        batch_info *nv = realloc(*v, c * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        *v = nv;
+        *cap = c;
+    }
+    (*v)[(*n)++] = bi;
+    return 0;
+}
+
+void eng__append_plan_free(eng__append_plan *plan)
+{
+    eng_buf_free(&plan->rebuilt);
+}
+
+int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool producer, int64_t now,
+                     eng__append_plan *plan, eng_errdetail *err)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->max_ts = -1;
+    if (len == 0)
+        return eng_fail(err, ENG_EINVAL, "no record batch in the request");
+    bool log_append = cfg->v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i == ENG_TS_LOG_APPEND_TIME;
+    bool need_records = producer || (cfg->v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT) ||
+                        eng_config_ts_before_max(cfg) != INT64_MAX ||
+                        eng_config_ts_after_max(cfg) != INT64_MAX;
+    int64_t ctype = cfg->v[ENG_CFG_COMPRESSION_TYPE].i;
+    batch_info *info = NULL;
+    size_t n = 0, cap = 0;
+    bool convert = false;
+    eng_buf scratch = {0};
+    int rc = 0;
+
+    /* 1. check */
+    for (size_t off = 0; off < len;) {
+        eng_batch_header h;
+        const uint8_t *b = data + off;
+        if (eng_batch_header_decode(b, len - off, &h)) {
+            rc = batch_fail(err, ENG_ECORRUPT, n, "not a RecordBatch v2 header");
+            goto done;
+        }
+        size_t size = eng_batch_size(&h);
+        if (size > len - off) {
+            rc = batch_fail(err, ENG_ECORRUPT, n, "batch length runs past the end of the body");
+            goto done;
+        }
+        if (producer && (rc = check_producer_batch(b, size, &h, n, err)))
+            goto done;
+        int64_t max_ts = h.max_timestamp;
+        if (need_records && (rc = check_records(cfg, b, &h, n, now, &scratch, &max_ts, err)))
+            goto done;
+        int codec = h.attributes & ENG_ATTR_CODEC_MASK;
+        int target = ctype == ENG_COMPRESSION_PRODUCER ? codec : eng_config_codec(ctype);
+        convert |= target != codec;
+        if ((rc = push_info(&info, &n, &cap, (batch_info){off, size, max_ts, target})))
+            goto done;
+        off += size;
+    }
+
+    /* 2. convert */
+    uint8_t *final = data;
+    size_t final_len = len;
+    if (convert) {
+        for (size_t i = 0; i < n; i++) {
+            const uint8_t *b = data + info[i].off;
+            eng_batch_header h;
+            eng_batch_header_decode(b, info[i].size, &h);
+            size_t start = plan->rebuilt.len;
+            if ((h.attributes & ENG_ATTR_CODEC_MASK) != info[i].codec) {
+                rc = eng_batch_recode(b, &h, info[i].codec, eng_config_codec_level(cfg, info[i].codec),
+                                      &scratch, &plan->rebuilt);
+                if (rc) {
+                    rc = batch_fail(err, rc == -ENOMEM ? rc : ENG_ECORRUPT, i,
+                                    "cannot be converted to the topic's compression.type");
+                    goto done;
+                }
+            } else {
+                if ((rc = eng_buf_reserve(&plan->rebuilt, start + info[i].size)))
+                    goto done;
+                memcpy(plan->rebuilt.data + start, b, info[i].size);
+                plan->rebuilt.len = start + info[i].size;
+            }
+            info[i].off = start;
+            info[i].size = plan->rebuilt.len - start;
+        }
+        final = plan->rebuilt.data;
+        final_len = plan->rebuilt.len;
+    }
+
+    /* 3. stamp and size */
+    int64_t max_msg = cfg->v[ENG_CFG_MAX_MESSAGE_BYTES].i;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *b = final + info[i].off;
+        size_t size = info[i].size;
+        if ((int64_t)size > max_msg) {
+            rc = eng_fail(err, ENG_ETOOLARGE, "batch %zu is %zu bytes, above max.message.bytes %lld",
+                          i, size, (long long)max_msg);
+            eng_errdetail_bounds(err, 0, max_msg);
+            goto done;
+        }
+        eng_batch_header h;
+        eng_batch_header_decode(b, size, &h);
+        eng_put_be32(b + 12, 0); /* partitionLeaderEpoch: this is leader epoch 0 */
+        int64_t max_ts = info[i].max_ts;
+        if (log_append) {
+            eng_put_be16(b + 21, (uint16_t)(h.attributes | ENG_ATTR_LOG_APPEND_TIME));
+            eng_put_be64(b + 35, (uint64_t)now);
+            eng_batch_update_crc(b, size);
+            max_ts = now;
+        } else if (max_ts != h.max_timestamp) {
+            eng_put_be64(b + 35, (uint64_t)max_ts);
+            eng_batch_update_crc(b, size);
+        }
+        if (max_ts > plan->max_ts) {
+            plan->max_ts = max_ts;
+            plan->max_ts_batch = i;
+        }
+        plan->total_offsets += (int64_t)h.last_offset_delta + 1;
+        plan->records += h.record_count;
+        plan->batches++;
+    }
+    if ((int64_t)final_len > cfg->v[ENG_CFG_SEGMENT_BYTES].i) {
+        rc = eng_fail(err, ENG_ETOOLARGE, "append of %zu bytes is larger than segment.bytes %lld",
+                      final_len, (long long)cfg->v[ENG_CFG_SEGMENT_BYTES].i);
+        eng_errdetail_bounds(err, 0, cfg->v[ENG_CFG_SEGMENT_BYTES].i);
+    }
+done:
+    free(info);
+    eng_buf_free(&scratch);
+    if (rc)
+        eng__append_plan_free(plan);
+    return rc;
+}
+
+int64_t eng__assign_offsets(uint8_t *data, size_t len, int64_t next, size_t max_ts_batch)
+{
+    int64_t off_of_max = -1;
+    for (size_t off = 0, idx = 0; off < len; idx++) {
+        uint8_t *b = data + off;
+        int32_t delta = (int32_t)eng_be32(b + 23);
+        eng_put_be64(b, (uint64_t)next);
+        if (idx == max_ts_batch)
+            off_of_max = next + delta;
+        next += (int64_t)delta + 1;
+        off += (size_t)eng_be32(b + 8) + ENG_LOG_OVERHEAD;
+    }
+    return off_of_max;
+}
