@@ -30,6 +30,9 @@ typedef struct api_ctx {
     char id_prefix[8];          /* request ids: <prefix><counter> */
     _Atomic uint64_t id_counter;
     _Atomic uint64_t round_robin; /* null-key partitioner */
+    struct api_waiters *waiters;  /* parked readers; NULL: reads never wait */
+    int64_t max_wait_ms;          /* wait_ms cap (30000) */
+    int64_t heartbeat_ms;         /* SSE heartbeat interval */
 } api_ctx;
 
 /* Initializes ctx with defaults (state LOADING, no manager). */

@@ -3,10 +3,13 @@
  */
 #include "api_request.h"
 
+#include "api_stream.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 const char *api_query(const api_request *r, const char *key, bool *present)
 {
@@ -66,6 +69,9 @@ void api_response_clear(api_response *resp)
 {
     json_decref(resp->json);
     free(resp->raw);
+    if (resp->has_file)
+        close(resp->file_fd);
+    api_stream_free(resp->stream);
     memset(resp, 0, sizeof *resp);
 }
 

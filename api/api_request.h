@@ -25,6 +25,7 @@ typedef struct api_async api_async;
 typedef struct api_transport {
     api_async *(*defer)(void *conn);
     void *conn;
+    int client_fd; /* the client's socket, to notice it leaving; -1 unknown */
 } api_transport;
 
 typedef struct api_request {
@@ -36,6 +37,7 @@ typedef struct api_request {
     size_t nheaders;
     const uint8_t *body; /* NULL when there is none */
     size_t body_len;
+    uint8_t *body_mut;   /* the same bytes when the handler may modify them, else NULL */
     char request_id[65];
     const api_transport *transport; /* NULL for in-process callers */
 } api_request;
@@ -64,6 +66,13 @@ typedef struct api_response {
     } headers[API_MAX_RESP_HEADERS];
     size_t nheaders;
     bool deferred;         /* the answer comes through api_async_complete */
+    /* A byte range of a file, sent with sendfile: the response owns fd. */
+    int file_fd;           /* valid when has_file */
+    bool has_file;
+    uint64_t file_offset;
+    size_t file_length;
+    /* A body produced while it is sent (SSE, NDJSON); owned. */
+    struct api_stream *stream;
 } api_response;
 
 /* Answers later: marks resp deferred and returns the handle that completes

@@ -149,6 +149,8 @@ void api_ctx_init(api_ctx *ctx, const char *version)
     ctx->limits.max_records_per_request = 100000;
     ctx->limits.max_read_records = 10000;
     ctx->limits.default_partitions = 1;
+    ctx->max_wait_ms = 30000;
+    ctx->heartbeat_ms = 15000;
     unsigned char r[3];
     if (RAND_bytes(r, sizeof r) != 1)
         r[0] = r[1] = r[2] = 0;

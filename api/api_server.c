@@ -6,6 +6,9 @@
  */
 #include "api_server.h"
 
+#include "api_stream.h"
+#include "api_wait.h"
+
 #include "api_errors.h"
 #include "api_router.h"
 #include "eng_logger.h"
@@ -147,27 +150,93 @@ static enum MHD_Result collect_kv(void *cls, enum MHD_ValueKind kind, const char
     return MHD_YES;
 }
 
-static enum MHD_Result queue(struct MHD_Connection *c, api_response *resp)
+/* A stream's link to its connection (owned by the MHD response). */
+typedef struct stream_ctx {
+    api_stream *s;
+    api_server *srv;
+    struct MHD_Connection *c;
+} stream_ctx;
+
+static void stream_resume(void *vctx)
+{
+    stream_ctx *sc = vctx;
+    atomic_fetch_sub(&sc->srv->suspended, 1);
+    MHD_resume_connection(sc->c);
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    stream_ctx *sc = cls;
+    ssize_t n = api_stream_produce(sc->s, buf, max);
+    if (n == API_STREAM_END)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (n == API_STREAM_PARK) {
+        /* libmicrohttpd's pattern for "no data yet": suspend, return 0.  The
+         * suspend comes first so a wake-up can never precede it. */
+        MHD_suspend_connection(sc->c);
+        atomic_fetch_add(&sc->srv->suspended, 1);
+        api_stream_park(sc->s);
+        return 0;
+    }
+    return n;
+}
+
+static void stream_free(void *cls)
+{
+    stream_ctx *sc = cls;
+    api_stream_free(sc->s);
+    free(sc);
+}
+
+static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, api_response *resp)
 {
     char *body = NULL;
     size_t len = 0;
     const char *ctype = resp->content_type ? resp->content_type : "application/json";
-    if (resp->json) {
-        body = json_dumps(resp->json, JSON_COMPACT);
-        len = body ? strlen(body) : 0;
-    } else if (resp->raw) {
-        body = resp->raw;
-        len = resp->raw_len;
-        resp->raw = NULL;
+    struct MHD_Response *r = NULL;
+    if (resp->stream) {
+        stream_ctx *sc = malloc(sizeof *sc);
+        if (!sc)
+            return MHD_NO;
+        *sc = (stream_ctx){.s = resp->stream, .srv = s, .c = c};
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        api_stream_bind(resp->stream, stream_resume, sc, ci ? ci->connect_fd : -1);
+        resp->stream = NULL;
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, stream_reader, sc,
+                                              stream_free);
+        if (!r) {
+            stream_free(sc);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    } else if (resp->has_file) {
+        /* Sent straight from the segment file (sendfile on plain HTTP). */
+        r = MHD_create_response_from_fd_at_offset64(resp->file_length, resp->file_fd,
+                                                    resp->file_offset);
+        if (!r)
+            return MHD_NO;
+        resp->has_file = false; /* the response closes the descriptor */
+        len = resp->file_length;
+    } else {
+        if (resp->json) {
+            body = json_dumps(resp->json, JSON_COMPACT);
+            len = body ? strlen(body) : 0;
+        } else if (resp->raw) {
+            body = resp->raw;
+            len = resp->raw_len;
+            resp->raw = NULL;
+        }
+        r = MHD_create_response_from_buffer(len, body ? body : (char *)"",
+                                            body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (!r) {
+            free(body);
+            return MHD_NO;
+        }
     }
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(len, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE
-                                                                            : MHD_RESPMEM_PERSISTENT);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    if (len || resp->status != 204)
+    if (len || resp->status != 204 || resp->stream)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     for (size_t i = 0; i < resp->nheaders; i++)
         MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
@@ -221,7 +290,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (!resp.nheaders || strcmp(resp.headers[resp.nheaders - 1].name, "X-Request-Id"))
                 api_resp_header(&resp, "X-Request-Id", req.request_id);
             st->refused = true;
-            enum MHD_Result r = queue(c, &resp);
+            enum MHD_Result r = queue(s, c, &resp);
             api_response_clear(&resp);
             return r;
         }
@@ -259,7 +328,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (st->async) {
         /* Resumed: the deferred answer is ready. */
-        enum MHD_Result r = queue(c, &st->async->resp);
+        enum MHD_Result r = queue(s, c, &st->async->resp);
         api_response_clear(&st->async->resp);
         return r;
     }
@@ -271,7 +340,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                        .body = (const uint8_t *)st->body, .body_len = st->len};
     api_request_id(s->ctx, api_header(&req, "X-Request-Id"), req.request_id);
     transport_ctx tctx = {.srv = s, .conn = c, .st = st, .request_id = req.request_id};
-    api_transport transport = {.defer = make_async, .conn = &tctx};
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    api_transport transport = {.defer = make_async, .conn = &tctx,
+                               .client_fd = ci ? ci->connect_fd : -1};
     req.transport = &transport;
     api_response resp = {0};
     if (st->too_large) {
@@ -292,7 +363,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (a->state == ASYNC_DONE) {
             /* Completed while the handler was still running. */
             pthread_mutex_unlock(&a->lock);
-            enum MHD_Result r = queue(c, &a->resp);
+            enum MHD_Result r = queue(s, c, &a->resp);
             api_response_clear(&a->resp);
             return r;
         }
@@ -302,7 +373,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pthread_mutex_unlock(&a->lock);
         return MHD_YES;
     }
-    enum MHD_Result r = queue(c, &resp);
+    enum MHD_Result r = queue(s, c, &resp);
     api_response_clear(&resp);
     return r;
 }
@@ -421,8 +492,10 @@ void api_server_stop(api_server *s)
     if (!s)
         return;
     MHD_quiesce_daemon(s->daemon);
-    /* libmicrohttpd must not stop with suspended connections: let deferred
-     * answers (durable appends, parked reads) complete first. */
+    /* Parked readers are answered now; then libmicrohttpd, which must not
+     * stop with suspended connections, waits for every deferred answer
+     * (durable appends, parked reads, streams) to go out. */
+    api_waiters_stop(s->ctx->waiters);
     for (int i = 0; i < 3000 && atomic_load(&s->suspended) > 0; i++)
         usleep(10000);
     if (atomic_load(&s->suspended) > 0)

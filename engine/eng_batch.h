@@ -107,7 +107,9 @@ typedef struct eng_record_iter {
 void eng_batch_params_init(eng_batch_params *p);
 
 /* Decodes the 61-byte header at p; avail is how many bytes are readable.
- * Fails with ENG_ECORRUPT when avail < 61, magic != 2 or length < 49. */
+ * Fails with ENG_ECORRUPT when avail < 61, magic != 2, length < 49, a
+ * negative base offset, last offset delta or record count, or when the
+ * offset after the batch (base + lastOffsetDelta + 1) would overflow. */
 int eng_batch_header_decode(const uint8_t *p, size_t avail, eng_batch_header *h);
 
 /* Writes all 61 header bytes (crc as given in h). */

@@ -75,7 +75,14 @@ static void range_of(eng_partition *p, const eng_segview *v, int64_t ckpt, int64
         first_uncleanable = eng_segment_base(v->segs[f]);
     r->first_dirty = first_dirty;
     r->first_uncleanable = first_uncleanable;
-    int64_t upto = first_dirty > first_uncleanable ? first_dirty : first_uncleanable;
+    /* Fix (found by tests/unit/test_compact.c): Kafka counts
+     * logSegments(min(firstDirty, firstUncleanable), firstUncleanable), which
+     * is empty once the first uncleanable offset is at or below the first
+     * dirty one.  Counting up to max(...) made the segment holding a
+     * mid-segment checkpoint "cleanable" while a clean could do nothing, so
+     * a cleaner thread picked that partition again and again without
+     * backing off. */
+    int64_t upto = first_uncleanable;
     int64_t max_lag = cfg->v[ENG_CFG_MAX_COMPACTION_LAG_MS].i;
     for (size_t i = 0; i < v->n; i++) {
         eng_segment *seg = v->segs[i];
@@ -340,6 +347,13 @@ static int build_map(round *rd, const eng_segview *v)
                 eng_offset_map_update_latest(map, last);
             throttle(rd);
         }
+        /* Fix (found by tests/unit/test_compact_swap.c): the reader reports
+         * "end" for a batch whose length runs past the segment; in a sealed
+         * segment that is corruption, not the end (Kafka's cleaner fails
+         * too), and treating it as the end made the round drop the rest of
+         * the segment silently. */
+        if (rc == 0 && !full && br.pos < eng_segment_size(seg))
+            rc = ENG_ECORRUPT;
         eng_batch_reader_free(&br);
         if (rc < 0)
             return rc;
@@ -439,6 +453,10 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
             }
             throttle(rd);
         }
+        /* Fix (see build_map): stopping short of a sealed segment's end is
+         * corruption; never write a cleaned segment without the rest. */
+        if (rc == 0 && br.pos < limit)
+            rc = ENG_ECORRUPT;
         eng_batch_reader_free(&br);
         if (rc > 0)
             rc = 0;

@@ -333,3 +333,22 @@ void eng_time_index_lookup(const eng_index *idx, int64_t target, int64_t *ts, in
     }
     eng_time_index_entry(idx, (uint32_t)slot, ts, offset);
 }
+
+void eng_offset_index_floor_position(const eng_index *idx, uint64_t pos, int64_t *offset,
+                                     uint32_t *position)
+{
+    uint32_t n = eng_index_entries(idx);
+    *offset = idx->base_offset;
+    *position = 0;
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        uint32_t p = eng_be32(idx->map + (size_t)mid * ENG_OFFSET_ENTRY_SIZE + 4);
+        if (p <= pos) {
+            eng_offset_index_entry(idx, mid, offset, position);
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+}

@@ -71,6 +71,11 @@ void eng_offset_index_entry(const eng_index *idx, uint32_t i, int64_t *offset, u
 void eng_offset_index_lookup(const eng_index *idx, int64_t target, int64_t *offset,
                              uint32_t *position);
 
+/* Largest entry whose position <= pos; (base offset, 0) when none.
+ * Positions grow with offsets, so the same search works on them. */
+void eng_offset_index_floor_position(const eng_index *idx, uint64_t pos, int64_t *offset,
+                                     uint32_t *position);
+
 /* Time index: appends (ts, offset) only if ts is strictly larger than the
  * last entry's timestamp.  Errors when full (unless skip_full_check) or when
  * offset or ts would go backwards. */

@@ -30,8 +30,12 @@ int eng_offset_map_new(size_t bytes, double load_factor, eng_offset_map **out)
     if (!m)
         return -ENOMEM;
     m->nslots = bytes / ENG_OFFSET_MAP_SLOT;
-    if (m->nslots == 0)
-        m->nslots = 1;
+    /* Fix (found by tests/unit/test_compact.c): at least two slots.  With
+     * one slot holding one key, every probe for another key lands on that
+     * slot forever, so get and put never returned (reachable with
+     * log.cleaner.dedupe.buffer.size / log.cleaner.threads < 48 bytes). */
+    if (m->nslots < 2)
+        m->nslots = 2;
     if (load_factor <= 0 || load_factor > 1)
         load_factor = 0.9;
     m->max_entries = (size_t)((double)m->nslots * load_factor);

@@ -21,7 +21,8 @@
 typedef struct eng_offset_map eng_offset_map;
 
 /* A map using `bytes` bytes of slots (rounded down to whole slots, at least
- * one) and accepting up to slots x load_factor keys. */
+ * two) and accepting up to slots x load_factor keys (at least one, always
+ * fewer than the slots, so every probe ends at an empty slot). */
 int eng_offset_map_new(size_t bytes, double load_factor, eng_offset_map **out);
 void eng_offset_map_free(eng_offset_map *m);
 

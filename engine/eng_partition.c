@@ -489,6 +489,14 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         eng_errdetail_bounds(err, o->expected_offset, leo);
         goto unlock;
     }
+    /* Fix (found by fuzz_recovery): a log whose end offset is near INT64_MAX
+     * (a segment file named up there) overflowed `last + 1` below, which is
+     * undefined behaviour; refuse the append instead of wrapping around. */
+    if (plan.total_offsets > INT64_MAX - leo) {
+        rc = eng_fail(err, ENG_EOFFSET, "%s-%d has no offsets left after %lld for %lld more",
+                      p->topic, p->id, (long long)leo, (long long)plan.total_offsets);
+        goto unlock;
+    }
     int64_t last = leo + plan.total_offsets - 1;
     eng_segment *active = p->view->segs[p->view->n - 1];
     eng_roll_reason why = eng_segment_should_roll(active, len, plan.max_ts, last,

@@ -172,6 +172,23 @@ int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_f
                        eng_errdetail *err);
 void eng_fetch_free(eng_fetch *f);
 
+/* A byte range of one segment's .log holding whole batches from an offset:
+ * what a raw read sends with sendfile.  fd is a dup the caller owns (close
+ * it, or hand it to something that will); -1 when the range is empty. */
+typedef struct eng_slice {
+    int fd;
+    uint64_t position;
+    size_t length;
+    int64_t next_offset;
+    int64_t log_start_offset;
+    int64_t high_watermark;
+} eng_slice;
+
+/* Like eng_partition_read, but returns where the batches are instead of
+ * copying them. */
+int eng_partition_read_slice(eng_partition *p, int64_t offset, size_t max_bytes, eng_slice *out,
+                             eng_errdetail *err);
+
 /* First offset whose record timestamp >= ts (at or after the log start and
  * below HW); ENG_ENOTFOUND if none. */
 int eng_partition_offset_for_timestamp(eng_partition *p, int64_t ts, int64_t *offset,

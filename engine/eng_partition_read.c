@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void eng_fetch_free(eng_fetch *f)
 {
@@ -126,6 +127,112 @@ int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_f
                   eng_strerror(rc));
         return eng_fail(err, rc, "reading %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
     }
+    return 0;
+}
+
+/* Walks batch headers up to `want_end`, remembering the last whole batch. */
+typedef struct slice_ctx {
+    uint64_t want_end, end;
+    int64_t next;
+} slice_ctx;
+
+static int visit_slice(const eng_batch_pos *b, void *vctx)
+{
+    slice_ctx *c = vctx;
+    uint64_t end = b->position + eng_batch_size(&b->header);
+    if (end > c->want_end)
+        return 1;
+    c->end = end;
+    c->next = eng_batch_last_offset(&b->header) + 1;
+    return 0;
+}
+
+/* Finds [start, end) of whole batches from the batch at b, below hw and about
+ * max_bytes long (at least one batch), reading only headers near the end: the
+ * offset index jumps most of the way. */
+static int slice_range(eng_segment *seg, const eng_batch_pos *b, int64_t hw, size_t max_bytes,
+                       uint64_t *end, int64_t *next)
+{
+    uint64_t limit = eng_segment_size(seg);
+    eng_batch_pos hb;
+    /* Batches at or past the high watermark are not readable yet. */
+    if (eng_segment_next_offset(seg) > hw && eng_segment_find_batch(seg, hw, limit, &hb) == 0)
+        limit = hb.position;
+    uint64_t first_end = b->position + eng_batch_size(&b->header);
+    if (first_end > limit)
+        return ENG_ENOTFOUND;
+    slice_ctx c = {.want_end = b->position + max_bytes, .end = first_end,
+                   .next = eng_batch_last_offset(&b->header) + 1};
+    if (c.want_end < first_end)
+        c.want_end = first_end;
+    if (c.want_end > limit)
+        c.want_end = limit;
+    eng_index *oi = eng_segment_offset_index(seg);
+    uint64_t from = first_end;
+    if (oi) {
+        int64_t ioff;
+        uint32_t ipos;
+        eng_offset_index_floor_position(oi, c.want_end, &ioff, &ipos);
+        if (ipos > from && ipos < c.want_end)
+            from = ipos;
+    }
+    int rc = eng_segment_scan_from(seg, from, c.want_end, visit_slice, &c);
+    if (rc < 0)
+        return rc;
+    *end = c.end;
+    *next = c.next;
+    return 0;
+}
+
+int eng_partition_read_slice(eng_partition *p, int64_t offset, size_t max_bytes, eng_slice *out,
+                             eng_errdetail *err)
+{
+    int64_t hw = atomic_load(&p->high_watermark);
+    int64_t lso = atomic_load(&p->log_start_offset);
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    out->log_start_offset = lso;
+    out->high_watermark = hw;
+    out->next_offset = offset;
+    if (offset < lso || offset > hw)
+        return out_of_range(p, offset, lso, hw, err);
+    if (offset == hw)
+        return 0;
+    eng_segview *v = eng__segview_acquire(p);
+    ssize_t i = eng__segview_floor(v, offset);
+    int rc = 0;
+    int64_t target = offset;
+    for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n; k++) {
+        eng_segment *seg = v->segs[k];
+        if (eng_segment_base(seg) > target)
+            target = eng_segment_base(seg);
+        if (target >= hw)
+            break;
+        eng_batch_pos b;
+        rc = eng_segment_find_batch(seg, target, eng_segment_size(seg), &b);
+        if (rc == ENG_ENOTFOUND) {
+            rc = 0;
+            continue;
+        }
+        uint64_t end;
+        int64_t next;
+        if (rc || (rc = slice_range(seg, &b, hw, max_bytes, &end, &next)))
+            break;
+        out->fd = dup(eng_segment_log_fd(seg));
+        if (out->fd < 0) {
+            rc = -errno;
+            break;
+        }
+        out->position = b.position;
+        out->length = (size_t)(end - b.position);
+        out->next_offset = next;
+        break;
+    }
+    eng__segview_release(v);
+    if (rc == ENG_ENOTFOUND)
+        rc = 0;
+    if (rc)
+        return eng_fail(err, rc, "reading %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
     return 0;
 }
 

@@ -254,6 +254,12 @@ int eng_segment_scan(eng_segment *s, uint64_t limit, eng_batch_visit_fn fn, void
     return scan_from(s, 0, limit, fn, ctx);
 }
 
+int eng_segment_scan_from(eng_segment *s, uint64_t start, uint64_t limit, eng_batch_visit_fn fn,
+                          void *ctx)
+{
+    return scan_from(s, start, limit, fn, ctx);
+}
+
 typedef struct last_batch_ctx {
     int64_t next_offset;
     int64_t first_max_ts;

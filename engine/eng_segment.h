@@ -129,6 +129,10 @@ int eng_segment_pread(const eng_segment *s, uint8_t *buf, size_t len, uint64_t p
 typedef int (*eng_batch_visit_fn)(const eng_batch_pos *b, void *ctx);
 int eng_segment_scan(eng_segment *s, uint64_t limit, eng_batch_visit_fn fn, void *ctx);
 
+/* The same, starting at a batch boundary `start`. */
+int eng_segment_scan_from(eng_segment *s, uint64_t start, uint64_t limit, eng_batch_visit_fn fn,
+                          void *ctx);
+
 /* Rebuilds the indexes from the .log, validating every batch (size, magic,
  * CRC, framing, offsets increasing, within the segment) and truncating the
  * file at the first invalid one.  Used at startup; single-threaded. */

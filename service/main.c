@@ -13,6 +13,7 @@
  */
 #include "api_ctx.h"
 #include "api_server.h"
+#include "api_wait.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 #include "eng_manager.h"
@@ -27,6 +28,13 @@
 #include <string.h>
 
 extern char **environ;
+
+/* The engine's high-watermark hook: wakes parked readers of that partition. */
+static void notify_hw(eng_partition *p, int64_t hw, void *vctx)
+{
+    api_ctx *ctx = vctx;
+    api_waiters_notify(ctx->waiters, p, hw);
+}
 
 int main(int argc, char **argv)
 {
@@ -53,12 +61,20 @@ int main(int argc, char **argv)
     ctx.limits.max_request_bytes = (size_t)s.max_request_bytes;
     ctx.limits.max_records_per_request = (size_t)s.max_records_per_request;
     ctx.limits.default_partitions = (int32_t)s.num_partitions;
+    ctx.heartbeat_ms = s.sse_heartbeat_ms;
+    int rc = api_waiters_start(2, (size_t)s.max_waiters, &ctx.waiters);
+    if (rc) {
+        ENG_ERROR("cannot start the parked-reader threads: %s", eng_strerror(rc));
+        svc_settings_free(&s);
+        return 1;
+    }
 
     eng_manager_opts mo = {.log_dir = s.log_dir, .defaults = s.topic_defaults,
-                           .codec = svc_meta_codec(), .jobs = s.jobs, .cleaner = &s.cleaner};
+                           .codec = svc_meta_codec(), .jobs = s.jobs, .cleaner = &s.cleaner,
+                           .on_hw = notify_hw, .on_hw_ctx = &ctx};
     eng_manager *m = NULL;
     eng_errdetail err = {0};
-    int rc = eng_manager_new(&mo, &m, &err);
+    rc = eng_manager_new(&mo, &m, &err);
     if (rc) {
         ENG_ERROR("%s", err.message[0] ? err.message : eng_strerror(rc));
         svc_settings_free(&s);
@@ -107,6 +123,7 @@ int main(int argc, char **argv)
     api_server_stop(srv);
     atomic_store(&ctx.mgr, NULL);
     eng_manager_close(m);
+    api_waiters_free(ctx.waiters);
     ENG_INFO("stopped cleanly");
     svc_settings_free(&s);
     return 0;

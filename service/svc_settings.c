@@ -38,6 +38,10 @@ static const svc_setting_def defs[SVC_COUNT] = {
                                   "Concurrent HTTP connections accepted."},
     [SVC_HTTP_IDLE_TIMEOUT_MS] = {"http.idle.timeout.ms", "60000", 0, 86400000,
                                   "Close a connection idle this long (0 = never)."},
+    [SVC_HTTP_MAX_WAITERS] = {"http.max.waiters", "10000", 1, 10000000,
+                              "Most parked long-polls and idle streams; past it, 429."},
+    [SVC_HTTP_SSE_HEARTBEAT_MS] = {"http.sse.heartbeat.ms", "15000", 100, 3600000,
+                                   "Comment line sent on an idle SSE stream this often."},
     [SVC_NUM_PARTITIONS] = {"num.partitions", "1", 1, 100000,
                             "Partitions of a topic created without a partition count."},
     [SVC_LOG_LEVEL] = {"log.level", "INFO", TEXT, "DEBUG, INFO, WARN or ERROR."},
@@ -337,6 +341,8 @@ static int resolve(svc_settings *s)
         resolve_int(s, SVC_HTTP_MAX_RECORDS_PER_REQUEST, &s->max_records_per_request) ||
         resolve_int(s, SVC_HTTP_MAX_CONNECTIONS, &s->max_connections) ||
         resolve_int(s, SVC_HTTP_IDLE_TIMEOUT_MS, &s->idle_timeout_ms) ||
+        resolve_int(s, SVC_HTTP_MAX_WAITERS, &s->max_waiters) ||
+        resolve_int(s, SVC_HTTP_SSE_HEARTBEAT_MS, &s->sse_heartbeat_ms) ||
         resolve_int(s, SVC_NUM_PARTITIONS, &s->num_partitions))
         return -1;
     int64_t threads;

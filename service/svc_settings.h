@@ -32,6 +32,8 @@ typedef enum {
     SVC_HTTP_MAX_RECORDS_PER_REQUEST,
     SVC_HTTP_MAX_CONNECTIONS,
     SVC_HTTP_IDLE_TIMEOUT_MS,
+    SVC_HTTP_MAX_WAITERS,
+    SVC_HTTP_SSE_HEARTBEAT_MS,
     SVC_NUM_PARTITIONS,
     SVC_LOG_LEVEL,
     SVC_BACKGROUND_THREADS,
@@ -80,6 +82,8 @@ typedef struct svc_settings {
     int64_t max_records_per_request;
     int64_t max_connections;
     int64_t idle_timeout_ms;
+    int64_t max_waiters;
+    int64_t sse_heartbeat_ms;
     int64_t num_partitions;
     int log_level;
     eng_config_defaults topic_defaults;

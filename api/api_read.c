@@ -1,0 +1,479 @@
+/*
+ * api_read.c - every way of reading records: JSON pages, long-polls, SSE and
+ * NDJSON streams, and raw batches.
+ *
+ * GET /v1/topics/{t}/partitions/{p}/records picks its mode from Accept:
+ *   application/json (default)   a page of records; with wait_ms the request
+ *                                parks (no thread held) until min_bytes are
+ *                                acknowledged or the wait ends (<= 30 s);
+ *   text/event-stream            SSE, resuming from Last-Event-ID;
+ *   application/x-ndjson         one record per line;
+ *   application/octet-stream     the stored batches as they are on disk, sent
+ *                                from the segment file with sendfile.
+ * Whole batches come back from the engine; records below the requested
+ * offset are skipped, and a page stops at max_records, max_bytes (after at
+ * least one record), until_timestamp or the high watermark.  next_offset is
+ * the cursor for the next read: compaction leaves gaps, so clients follow it
+ * rather than count.
+ */
+#include "api_codec.h"
+#include "api_common.h"
+#include "api_errors.h"
+#include "api_router.h"
+#include "api_stream.h"
+#include "api_wait.h"
+#include "eng_buf.h"
+#include "eng_compress.h"
+#include "eng_fs.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct read_req {
+    int64_t start;
+    int64_t max_records;
+    int64_t max_bytes;
+    int64_t until_ts; /* INT64_MAX: none */
+    bool base64;
+    bool clamp;
+    bool bounded;     /* max_records or until_timestamp given (streams end there) */
+    int64_t wait_ms;
+    int64_t min_bytes;
+} read_req;
+
+typedef struct read_out {
+    json_t *records;
+    int64_t count;
+    int64_t bytes;
+    int64_t next_offset;
+    bool done;
+} read_out;
+
+/* Appends the records of the fetched batches at or after out->next_offset. */
+static int collect(const eng_fetch *f, const read_req *rr, read_out *out, eng_buf *scratch,
+                   api_codec_err *cerr)
+{
+    size_t pos = 0;
+    while (pos < f->len && !out->done) {
+        eng_batch_header h;
+        if (eng_batch_header_decode(f->data + pos, f->len - pos, &h))
+            return ENG_ECORRUPT;
+        const uint8_t *recs;
+        size_t len;
+        int rc = eng_batch_plain_records(f->data + pos, &h, scratch, &recs, &len);
+        if (rc)
+            return rc;
+        bool lat = (h.attributes & ENG_ATTR_LOG_APPEND_TIME) != 0;
+        eng_record_iter it;
+        eng_record r;
+        eng_record_iter_init(&it, &h, recs, len);
+        bool cut = false;
+        while ((rc = eng_record_iter_next(&it, &r)) == 1) {
+            if (r.offset < out->next_offset)
+                continue;
+            int64_t size = (r.key_len > 0 ? r.key_len : 0) + (r.value_len > 0 ? r.value_len : 0) +
+                           (int64_t)(r.headers_end - r.headers);
+            if (out->count >= rr->max_records || (out->count > 0 && out->bytes + size > rr->max_bytes) ||
+                r.timestamp > rr->until_ts) {
+                out->next_offset = r.offset;
+                out->done = cut = true;
+                break;
+            }
+            json_t *jr = api_record_json(&r, lat, rr->base64, cerr);
+            if (!jr)
+                return ENG_EINVAL;
+            json_array_append_new(out->records, jr);
+            out->count++;
+            out->bytes += size;
+            out->next_offset = r.offset + 1;
+        }
+        if (rc < 0)
+            return rc;
+        if (!cut && eng_batch_last_offset(&h) + 1 > out->next_offset)
+            out->next_offset = eng_batch_last_offset(&h) + 1;
+        pos += eng_batch_size(&h);
+    }
+    return 0;
+}
+
+/* Resolves the start selector; false with resp filled on a bad request. */
+static bool parse_read(const api_request *req, api_response *resp, eng_partition *p, read_req *rr)
+{
+    memset(rr, 0, sizeof *rr);
+    static const char *const selectors[] = {"offset", "earliest", "latest", "timestamp", "tail"};
+    static const char *const allowed[] = {"offset", "earliest", "latest", "timestamp", "tail",
+                                          "max_records", "max_bytes", "until_timestamp",
+                                          "encoding", "clamp", "wait_ms", "min_bytes", NULL};
+    if (!api_query_only(req, resp, allowed))
+        return false;
+    size_t nsel = 0;
+    for (size_t i = 0; i < 5; i++)
+        nsel += api_query_count(req, selectors[i]);
+    if (nsel > 1) {
+        api_error(resp, req, "invalid_request", NULL,
+                  "give at most one of offset, earliest, latest, timestamp or tail");
+        return false;
+    }
+    const char *enc = api_query(req, "encoding", NULL);
+    if (api_parse_encoding(enc, &rr->base64)) {
+        api_error(resp, req, "invalid_request", NULL, "encoding must be utf8 or base64");
+        return false;
+    }
+    if (!api_query_i64(req, resp, "max_records", 100, 1, 10000, &rr->max_records) ||
+        !api_query_i64(req, resp, "max_bytes", 1 << 20, 1, 64 << 20, &rr->max_bytes) ||
+        !api_query_i64(req, resp, "until_timestamp", INT64_MAX, 0, INT64_MAX, &rr->until_ts) ||
+        !api_query_bool(req, resp, "clamp", false, &rr->clamp) ||
+        !api_query_i64(req, resp, "wait_ms", 0, 0, INT64_MAX, &rr->wait_ms) ||
+        !api_query_i64(req, resp, "min_bytes", 1, 1, INT32_MAX, &rr->min_bytes))
+        return false;
+    rr->bounded = api_query_count(req, "max_records") || api_query_count(req, "until_timestamp");
+    int64_t lso = eng_partition_log_start_offset(p), hw = eng_partition_high_watermark(p);
+    bool present;
+    const char *off = api_query(req, "offset", &present);
+    if (present && off && !strcmp(off, "earliest"))
+        rr->start = lso;
+    else if (present && off && !strcmp(off, "latest"))
+        rr->start = hw;
+    else if (present) {
+        if (!api_query_i64(req, resp, "offset", 0, INT64_MIN, INT64_MAX, &rr->start))
+            return false;
+    } else if (api_query_count(req, "latest")) {
+        rr->start = hw;
+    } else if (api_query_count(req, "timestamp")) {
+        int64_t ts, found_ts;
+        if (!api_query_i64(req, resp, "timestamp", 0, 0, INT64_MAX, &ts))
+            return false;
+        int rc = eng_partition_offset_for_timestamp(p, ts, &rr->start, &found_ts);
+        if (rc == ENG_ENOTFOUND)
+            rr->start = hw;
+        else if (rc) {
+            api_error_from_engine(resp, req, rc, NULL);
+            return false;
+        }
+    } else if (api_query_count(req, "tail")) {
+        int64_t n;
+        if (!api_query_i64(req, resp, "tail", 0, 0, INT64_MAX, &n))
+            return false;
+        rr->start = hw - n < lso ? lso : hw - n;
+    } else {
+        rr->start = lso; /* earliest, explicit or by default */
+    }
+    if (rr->clamp)
+        rr->start = rr->start < lso ? lso : rr->start > hw ? hw : rr->start;
+    return true;
+}
+
+/* Reads into out; returns an engine code with d filled, or ENG_EINVAL with
+ * cerr filled for an encoding problem. */
+static int run_read(eng_partition *p, const read_req *rr, read_out *out, eng_errdetail *d,
+                    api_codec_err *cerr)
+{
+    eng_buf scratch = {0};
+    int rc = 0;
+    out->next_offset = rr->start;
+    while (!out->done) {
+        eng_fetch f;
+        int64_t budget = rr->max_bytes - out->bytes;
+        rc = eng_partition_read(p, out->next_offset, budget > 0 ? (size_t)budget : 1, &f, d);
+        if (rc == ENG_EOFFSET && rr->clamp && out->count == 0) {
+            /* Retention moved the start under us: begin again at the new start. */
+            int64_t lso = eng_partition_log_start_offset(p);
+            if (out->next_offset < lso) {
+                out->next_offset = lso;
+                continue;
+            }
+        }
+        if (rc)
+            break;
+        if (f.len == 0) {
+            eng_fetch_free(&f);
+            break;
+        }
+        rc = collect(&f, rr, out, &scratch, cerr);
+        int64_t hw = f.high_watermark;
+        eng_fetch_free(&f);
+        if (rc || out->next_offset >= hw)
+            break;
+    }
+    eng_buf_free(&scratch);
+    return rc;
+}
+
+
+static json_t *page_json(eng_partition *p, const read_out *out)
+{
+    return json_pack("{s:O,s:I,s:I,s:I}", "records", out->records, "next_offset",
+                     (json_int_t)out->next_offset, "high_watermark",
+                     (json_int_t)eng_partition_high_watermark(p), "log_start_offset",
+                     (json_int_t)eng_partition_log_start_offset(p));
+}
+
+/* Runs a read and turns it into a response (page or error). */
+static void answer_page(eng_partition *p, const read_req *rr, const api_request *req,
+                        api_response *resp, read_out *out)
+{
+    eng_errdetail d = {0};
+    api_codec_err cerr = {0};
+    int rc = run_read(p, rr, out, &d, &cerr);
+    if (rc && cerr.code)
+        api_error(resp, req, cerr.code, NULL, "%s", cerr.message);
+    else if (rc)
+        api_error_from_engine(resp, req, rc, &d);
+    else
+        api_resp_json(resp, 200, page_json(p, out));
+}
+
+/* ---- long-poll ------------------------------------------------------------ */
+
+typedef struct long_poll {
+    api_waiter w;
+    api_waiters *ws;
+    api_async *async;
+    eng_partition *p;
+    read_req rr;
+    int64_t deadline_ms;
+    char request_id[65];
+} long_poll;
+
+static void long_poll_free(long_poll *lp)
+{
+    eng_partition_unref(lp->p);
+    free(lp);
+}
+
+static void long_poll_wake(api_waiter *w, api_wake_reason why)
+{
+    long_poll *lp = (long_poll *)((char *)w - offsetof(long_poll, w));
+    api_request req = {.method = "GET", .path = ""};
+    memcpy(req.request_id, lp->request_id, sizeof req.request_id);
+    api_response resp = {0};
+    read_out out = {.records = json_array()};
+    answer_page(lp->p, &lp->rr, &req, &resp, &out);
+    bool enough = out.bytes >= lp->rr.min_bytes;
+    if (resp.status == 200 && !enough && why == API_WAKE_DATA && eng_mono_ms() < lp->deadline_ms) {
+        /* Some data came, not yet min_bytes of it: wait for more. */
+        lp->w.offset = out.next_offset;
+        json_decref(out.records);
+        api_response_clear(&resp);
+        if (api_waiter_park(lp->ws, &lp->w) == 0)
+            return;
+        /* Cannot wait any longer (stopping): answer with what there is. */
+        out.records = json_array();
+        answer_page(lp->p, &lp->rr, &req, &resp, &out);
+    }
+    json_decref(out.records);
+    api_async_complete(lp->async, &resp);
+    long_poll_free(lp);
+}
+
+/* Parks a read whose first answer had fewer than min_bytes.  Returns false
+ * when it cannot (no deferral, no registry): answer now instead. */
+static bool park_read(api_ctx *ctx, eng_partition *p, const read_req *rr, int64_t wake_after,
+                      const api_request *req, api_response *resp)
+{
+    if (!ctx->waiters || !req->transport)
+        return false;
+    long_poll *lp = calloc(1, sizeof *lp);
+    if (!lp)
+        return false;
+    api_async *a = api_defer(req, resp);
+    if (!a) {
+        free(lp);
+        return false;
+    }
+    int64_t wait = rr->wait_ms < ctx->max_wait_ms ? rr->wait_ms : ctx->max_wait_ms;
+    eng_partition_ref(p);
+    *lp = (long_poll){.ws = ctx->waiters, .async = a, .p = p, .rr = *rr,
+                      .deadline_ms = eng_mono_ms() + wait};
+    memcpy(lp->request_id, req->request_id, sizeof lp->request_id);
+    lp->w = (api_waiter){.p = p, .offset = wake_after, .deadline_ms = lp->deadline_ms,
+                         .fd = req->transport->client_fd, .wake = long_poll_wake};
+    int rc = api_waiter_park(ctx->waiters, &lp->w);
+    if (rc) {
+        api_response now = {0};
+        if (rc == ENG_ELIMIT) {
+            api_error(&now, req, "too_many_waiters", NULL,
+                      "too many parked readers (%zu); retry shortly", api_waiters_parked(ctx->waiters));
+            api_resp_header(&now, "Retry-After", "1");
+        } else {
+            read_out out = {.records = json_array()};
+            answer_page(p, rr, req, &now, &out);
+            json_decref(out.records);
+        }
+        api_async_complete(a, &now);
+        long_poll_free(lp);
+    }
+    return true;
+}
+
+/* ---- raw batches ------------------------------------------------------------ */
+
+static void answer_raw(eng_partition *p, const read_req *rr, const api_request *req,
+                       api_response *resp)
+{
+    eng_slice sl;
+    eng_errdetail d = {0};
+    int rc = eng_partition_read_slice(p, rr->start, (size_t)rr->max_bytes, &sl, &d);
+    if (rc) {
+        api_error_from_engine(resp, req, rc, &d);
+        return;
+    }
+    char v[32];
+    resp->status = 200;
+    resp->content_type = "application/octet-stream";
+    snprintf(v, sizeof v, "%lld", (long long)sl.next_offset);
+    api_resp_header(resp, "X-Next-Offset", v);
+    snprintf(v, sizeof v, "%lld", (long long)sl.high_watermark);
+    api_resp_header(resp, "X-High-Watermark", v);
+    snprintf(v, sizeof v, "%lld", (long long)sl.log_start_offset);
+    api_resp_header(resp, "X-Log-Start-Offset", v);
+    if (sl.fd >= 0) {
+        resp->has_file = true;
+        resp->file_fd = sl.fd;
+        resp->file_offset = sl.position;
+        resp->file_length = sl.length;
+    }
+}
+
+/* ---- the handler ------------------------------------------------------------- */
+
+typedef enum { MODE_JSON, MODE_SSE, MODE_NDJSON, MODE_RAW } read_mode;
+
+static read_mode mode_of(const api_request *req)
+{
+    const char *accept = api_header(req, "Accept");
+    if (!accept)
+        return MODE_JSON;
+    /* The first media type we serve, in the client's order. */
+    static const struct {
+        const char *type;
+        read_mode mode;
+    } types[] = {{"text/event-stream", MODE_SSE}, {"application/x-ndjson", MODE_NDJSON},
+                 {"application/octet-stream", MODE_RAW}, {"application/json", MODE_JSON}};
+    const char *best = NULL;
+    read_mode mode = MODE_JSON;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const char *at = strcasestr(accept, types[i].type);
+        if (at && (!best || at < best)) {
+            best = at;
+            mode = types[i].mode;
+        }
+    }
+    return mode;
+}
+
+static void start_stream(api_ctx *ctx, eng_partition *p, read_req *rr, read_mode mode,
+                         const api_request *req, api_response *resp)
+{
+    const char *last = api_header(req, "Last-Event-ID");
+    int64_t id;
+    if (mode == MODE_SSE && last && api_parse_i64(last, &id) && id >= -1)
+        rr->start = id + 1;
+    int64_t lso = eng_partition_log_start_offset(p), hw = eng_partition_high_watermark(p);
+    if (rr->clamp)
+        rr->start = rr->start < lso ? lso : rr->start > hw ? hw : rr->start;
+    if (rr->start < lso || rr->start > hw) {
+        eng_errdetail d = {0};
+        eng_errdetail_bounds(&d, lso, hw);
+        eng_fail(&d, ENG_EOFFSET, "offset %lld is outside [%lld, %lld) for %s-%d",
+                 (long long)rr->start, (long long)lso, (long long)hw, eng_partition_topic(p),
+                 eng_partition_id(p));
+        api_error_from_engine(resp, req, ENG_EOFFSET, &d);
+        return;
+    }
+    api_stream_opts so = {.format = mode == MODE_SSE ? API_STREAM_SSE : API_STREAM_NDJSON,
+                          .start = rr->start,
+                          .max_records = api_query_count(req, "max_records") ? rr->max_records : INT64_MAX,
+                          .until_timestamp = rr->until_ts, .base64 = rr->base64,
+                          .heartbeat_ms = ctx->heartbeat_ms};
+    memcpy(so.request_id, req->request_id, sizeof so.request_id);
+    if (!ctx->waiters || !req->transport) {
+        api_error(resp, req, "invalid_request", NULL, "streaming is not available on this transport");
+        return;
+    }
+    resp->stream = api_stream_new(p, ctx->waiters, &so);
+    if (!resp->stream) {
+        api_error(resp, req, "internal_error", NULL, "out of memory");
+        return;
+    }
+    resp->status = 200;
+    resp->content_type = mode == MODE_SSE ? "text/event-stream" : "application/x-ndjson";
+}
+
+void api_h_read(api_ctx *ctx, const api_request *req, const api_params *params, api_response *resp)
+{
+    eng_partition *p;
+    if (!api_lookup_partition(ctx, req, params, resp, &p))
+        return;
+    read_req rr;
+    read_mode mode = mode_of(req);
+    if (parse_read(req, resp, p, &rr)) {
+        if (mode == MODE_SSE || mode == MODE_NDJSON) {
+            start_stream(ctx, p, &rr, mode, req, resp);
+        } else if (mode == MODE_RAW) {
+            answer_raw(p, &rr, req, resp);
+        } else {
+            read_out out = {.records = json_array()};
+            answer_page(p, &rr, req, resp, &out);
+            /* Long-poll: too little, and the client is willing to wait. */
+            if (resp->status == 200 && rr.wait_ms > 0 && out.bytes < rr.min_bytes) {
+                api_response_clear(resp);
+                if (!park_read(ctx, p, &rr, out.next_offset, req, resp)) {
+                    json_decref(out.records);
+                    out = (read_out){.records = json_array()};
+                    answer_page(p, &rr, req, resp, &out);
+                }
+            }
+            json_decref(out.records);
+        }
+    }
+    eng_partition_unref(p);
+}
+
+void api_h_read_one(api_ctx *ctx, const api_request *req, const api_params *params,
+                    api_response *resp)
+{
+    int64_t offset;
+    if (!api_parse_i64(api_param(params, "offset"), &offset)) {
+        api_error(resp, req, "invalid_request", NULL, "offset must be an integer");
+        return;
+    }
+    read_req rr = {.start = offset, .max_records = 1, .max_bytes = 1, .until_ts = INT64_MAX};
+    if (api_parse_encoding(api_query(req, "encoding", NULL), &rr.base64)) {
+        api_error(resp, req, "invalid_request", NULL, "encoding must be utf8 or base64");
+        return;
+    }
+    eng_partition *p;
+    if (!api_lookup_partition(ctx, req, params, resp, &p))
+        return;
+    int64_t hw = eng_partition_high_watermark(p);
+    if (offset >= hw) {
+        eng_errdetail d = {0};
+        eng_errdetail_bounds(&d, eng_partition_log_start_offset(p), hw);
+        eng_fail(&d, ENG_EOFFSET, "offset %lld is outside [%lld, %lld) for %s-%d",
+                 (long long)offset, (long long)d.lo, (long long)hw, eng_partition_topic(p),
+                 eng_partition_id(p));
+        api_error_from_engine(resp, req, ENG_EOFFSET, &d);
+        eng_partition_unref(p);
+        return;
+    }
+    read_out out = {.records = json_array()};
+    eng_errdetail d = {0};
+    api_codec_err cerr = {0};
+    int rc = run_read(p, &rr, &out, &d, &cerr);
+    json_t *first = json_array_get(out.records, 0);
+    if (rc && cerr.code)
+        api_error(resp, req, cerr.code, NULL, "%s", cerr.message);
+    else if (rc)
+        api_error_from_engine(resp, req, rc, &d);
+    else if (!first || json_integer_value(json_object_get(first, "offset")) != offset)
+        api_error(resp, req, "record_not_found", json_pack("{s:I}", "offset", (json_int_t)offset),
+                  "no record at offset %lld (removed by compaction)", (long long)offset);
+    else
+        api_resp_json(resp, 200, json_incref(first));
+    json_decref(out.records);
+    eng_partition_unref(p);
+}

@@ -1,0 +1,233 @@
+/*
+ * api_stream.c - SSE and NDJSON streams of a partition.
+ *
+ * The stream's output buffer holds at most one refill (records worth about
+ * REFILL_BYTES, plus one record): it is drained by the HTTP layer before the
+ * partition is read again.  Everything here runs on the HTTP thread that
+ * owns the connection, except on_wake, which runs on a waiter thread and
+ * only flags and resumes.
+ */
+#include "api_stream.h"
+
+#include "api_codec.h"
+#include "api_errors.h"
+#include "eng_buf.h"
+#include "eng_compress.h"
+#include "eng_fs.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REFILL_BYTES (64u << 10)
+
+struct api_stream {
+    eng_partition *p;
+    api_waiters *ws;
+    api_stream_opts o;
+    int64_t next;
+    int64_t sent;
+    char *out;
+    size_t len, pos, cap;
+    bool finished;
+    _Atomic bool stop;
+    int64_t last_send_ms;
+    api_waiter w;
+    void (*resume)(void *conn);
+    void *conn;
+    int fd;
+    eng_buf scratch;
+};
+
+api_stream *api_stream_new(eng_partition *p, api_waiters *ws, const api_stream_opts *o)
+{
+    api_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    eng_partition_ref(p);
+    s->p = p;
+    s->ws = ws;
+    s->o = *o;
+    s->next = o->start;
+    s->fd = -1;
+    s->last_send_ms = eng_mono_ms();
+    return s;
+}
+
+void api_stream_bind(api_stream *s, void (*resume)(void *conn), void *conn, int client_fd)
+{
+    s->resume = resume;
+    s->conn = conn;
+    s->fd = client_fd;
+}
+
+void api_stream_free(api_stream *s)
+{
+    if (!s)
+        return;
+    eng_partition_unref(s->p);
+    eng_buf_free(&s->scratch);
+    free(s->out);
+    free(s);
+}
+
+static bool emit(api_stream *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool emit(api_stream *s, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(s->out ? s->out + s->len : NULL, s->cap - s->len, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return false;
+        if (s->len + (size_t)n < s->cap) {
+            s->len += (size_t)n;
+            return true;
+        }
+        size_t cap = s->cap ? s->cap * 2 : 4096;
+        while (cap <= s->len + (size_t)n)
+            cap *= 2;
+        char *nb = realloc(s->out, cap);
+        if (!nb)
+            return false;
+        s->out = nb;
+        s->cap = cap;
+    }
+}
+
+static void emit_json(api_stream *s, const char *event, json_t *o, int64_t id)
+{
+    char *txt = json_dumps(o, JSON_COMPACT);
+    if (!txt)
+        return;
+    if (s->o.format == API_STREAM_NDJSON)
+        emit(s, "%s\n", txt);
+    else if (id >= 0)
+        emit(s, "id: %lld\nevent: %s\ndata: %s\n\n", (long long)id, event, txt);
+    else
+        emit(s, "event: %s\ndata: %s\n\n", event, txt);
+    free(txt);
+}
+
+/* The end of a bounded stream: the cursor to continue from. */
+static void finish(api_stream *s)
+{
+    json_t *o = json_pack("{s:I,s:I}", "next_offset", (json_int_t)s->next, "high_watermark",
+                          (json_int_t)eng_partition_high_watermark(s->p));
+    emit_json(s, "end", o, -1);
+    json_decref(o);
+    s->finished = true;
+}
+
+static void fail(api_stream *s, const char *code, const char *message)
+{
+    api_request req = {.method = "GET", .path = ""};
+    memcpy(req.request_id, s->o.request_id, sizeof req.request_id);
+    json_t *err = api_error_object(&req, code, message, NULL);
+    if (s->o.format == API_STREAM_NDJSON) {
+        json_t *o = json_pack("{s:o}", "error", err);
+        emit_json(s, "error", o, -1);
+        json_decref(o);
+    } else {
+        emit_json(s, "error", err, -1);
+        json_decref(err);
+    }
+    s->finished = true;
+}
+
+/* Reads about REFILL_BYTES of records into the output buffer. */
+static void refill(api_stream *s)
+{
+    eng_fetch f;
+    eng_errdetail d = {0};
+    int rc = eng_partition_read(s->p, s->next, REFILL_BYTES, &f, &d);
+    if (rc) {
+        fail(s, api_error_code_for(rc), d.message[0] ? d.message : eng_strerror(rc));
+        return;
+    }
+    size_t pos = 0;
+    while (pos < f.len && !s->finished) {
+        eng_batch_header h;
+        const uint8_t *recs;
+        size_t len;
+        if (eng_batch_header_decode(f.data + pos, f.len - pos, &h) ||
+            eng_batch_plain_records(f.data + pos, &h, &s->scratch, &recs, &len)) {
+            fail(s, "corrupt_record", "a stored batch does not decode");
+            break;
+        }
+        bool lat = (h.attributes & ENG_ATTR_LOG_APPEND_TIME) != 0;
+        eng_record_iter it;
+        eng_record r;
+        eng_record_iter_init(&it, &h, recs, len);
+        while (!s->finished && eng_record_iter_next(&it, &r) == 1) {
+            if (r.offset < s->next)
+                continue;
+            if (r.timestamp > s->o.until_timestamp) {
+                s->next = r.offset;
+                finish(s);
+                break;
+            }
+            api_codec_err cerr = {0};
+            json_t *o = api_record_json(&r, lat, s->o.base64, &cerr);
+            if (!o) {
+                fail(s, cerr.code, cerr.message);
+                break;
+            }
+            emit_json(s, "record", o, r.offset);
+            json_decref(o);
+            s->next = r.offset + 1;
+            if (++s->sent >= s->o.max_records)
+                finish(s);
+        }
+        if (!s->finished && eng_batch_last_offset(&h) + 1 > s->next)
+            s->next = eng_batch_last_offset(&h) + 1;
+        pos += eng_batch_size(&h);
+    }
+    eng_fetch_free(&f);
+}
+
+ssize_t api_stream_produce(api_stream *s, char *buf, size_t max)
+{
+    if (s->pos == s->len) {
+        s->pos = s->len = 0;
+        if (s->finished || atomic_load(&s->stop))
+            return API_STREAM_END;
+        refill(s);
+        if (s->len == 0) {
+            bool heartbeat = s->o.format == API_STREAM_SSE &&
+                             eng_mono_ms() - s->last_send_ms >= s->o.heartbeat_ms;
+            if (!heartbeat)
+                return API_STREAM_PARK;
+            emit(s, ": heartbeat\n\n");
+        }
+    }
+    size_t n = s->len - s->pos < max ? s->len - s->pos : max;
+    memcpy(buf, s->out + s->pos, n);
+    s->pos += n;
+    s->last_send_ms = eng_mono_ms();
+    return (ssize_t)n;
+}
+
+static void on_wake(api_waiter *w, api_wake_reason why)
+{
+    api_stream *s = (api_stream *)((char *)w - offsetof(api_stream, w));
+    if (why == API_WAKE_GONE || why == API_WAKE_SHUTDOWN)
+        atomic_store(&s->stop, true);
+    s->resume(s->conn); /* s belongs to the HTTP thread again from here */
+}
+
+void api_stream_park(api_stream *s)
+{
+    /* Woken once the high watermark is above next: a record at next exists. */
+    s->w = (api_waiter){.p = s->p, .offset = s->next, .fd = s->fd, .wake = on_wake};
+    s->w.deadline_ms = s->o.format == API_STREAM_SSE ? s->last_send_ms + s->o.heartbeat_ms : INT64_MAX;
+    if (api_waiter_park(s->ws, &s->w) != 0) {
+        atomic_store(&s->stop, true);
+        s->resume(s->conn);
+    }
+}

@@ -1,0 +1,244 @@
+/*
+ * api_wait.c - the parked-reader registry.
+ *
+ * Parked waiters live in a hash of per-partition lists (bucket by partition
+ * pointer) so a notify touches only its partition's waiters; a notify for a
+ * partition nobody waits on costs one atomic load.  Ready waiters move to a
+ * FIFO served by the worker threads.  One worker also sweeps every 20 ms for
+ * deadlines and every second for clients that went away.
+ */
+#include "api_wait.h"
+
+#include "eng_error.h"
+#include "eng_fs.h"
+#include "eng_logger.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NBUCKETS 1024
+#define SWEEP_MS 20
+#define GONE_CHECK_MS 1000
+
+enum { W_IDLE, W_PARKED, W_READY };
+
+typedef struct wlist {
+    api_waiter *head, *tail;
+} wlist;
+
+struct api_waiters {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    wlist buckets[NBUCKETS];
+    wlist ready;
+    _Atomic size_t parked;
+    size_t max;
+    bool stopping;
+    pthread_t *threads;
+    unsigned nthreads;
+    int64_t last_gone_check;
+};
+
+static size_t bucket_of(const eng_partition *p)
+{
+    uintptr_t x = (uintptr_t)p;
+    x ^= x >> 17;
+    x *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(x >> 40) % NBUCKETS;
+}
+
+static void push(wlist *l, api_waiter *w)
+{
+    w->next = NULL;
+    w->prev = l->tail;
+    if (l->tail)
+        l->tail->next = w;
+    else
+        l->head = w;
+    l->tail = w;
+}
+
+static void unlink_w(wlist *l, api_waiter *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        l->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        l->tail = w->prev;
+    w->next = w->prev = NULL;
+}
+
+/* Moves a parked waiter to the ready list (caller holds the lock). */
+static void make_ready(api_waiters *ws, api_waiter *w, api_wake_reason why)
+{
+    unlink_w(&ws->buckets[bucket_of(w->p)], w);
+    atomic_fetch_sub(&ws->parked, 1);
+    w->state = W_READY;
+    w->why = why;
+    push(&ws->ready, w);
+}
+
+int api_waiter_park(api_waiters *ws, api_waiter *w)
+{
+    pthread_mutex_lock(&ws->lock);
+    int rc = 0;
+    if (ws->stopping) {
+        rc = ENG_ESHUTDOWN;
+    } else if (atomic_load(&ws->parked) >= ws->max) {
+        rc = ENG_ELIMIT;
+    } else {
+        w->state = W_PARKED;
+        push(&ws->buckets[bucket_of(w->p)], w);
+        atomic_fetch_add(&ws->parked, 1);
+        /* The data may have arrived between the caller's read and now. */
+        if (eng_partition_high_watermark(w->p) > w->offset) {
+            make_ready(ws, w, API_WAKE_DATA);
+            pthread_cond_signal(&ws->cond);
+        }
+    }
+    pthread_mutex_unlock(&ws->lock);
+    return rc;
+}
+
+void api_waiters_notify(api_waiters *ws, eng_partition *p, int64_t hw)
+{
+    if (!ws || atomic_load_explicit(&ws->parked, memory_order_relaxed) == 0)
+        return;
+    pthread_mutex_lock(&ws->lock);
+    wlist *b = &ws->buckets[bucket_of(p)];
+    bool any = false;
+    for (api_waiter *w = b->head, *next; w; w = next) {
+        next = w->next;
+        if (w->p == p && hw > w->offset) {
+            make_ready(ws, w, API_WAKE_DATA);
+            any = true;
+        }
+    }
+    if (any)
+        pthread_cond_broadcast(&ws->cond);
+    pthread_mutex_unlock(&ws->lock);
+}
+
+size_t api_waiters_parked(api_waiters *ws)
+{
+    return ws ? atomic_load(&ws->parked) : 0;
+}
+
+/* Deadlines, and each second the sockets of parked clients (lock held). */
+static void sweep(api_waiters *ws)
+{
+    int64_t now = eng_mono_ms();
+    bool check_gone = now - ws->last_gone_check >= GONE_CHECK_MS;
+    if (check_gone)
+        ws->last_gone_check = now;
+    for (size_t i = 0; i < NBUCKETS; i++) {
+        for (api_waiter *w = ws->buckets[i].head, *next; w; w = next) {
+            next = w->next;
+            if (w->deadline_ms <= now) {
+                make_ready(ws, w, API_WAKE_TIMEOUT);
+                continue;
+            }
+            if (check_gone && w->fd >= 0) {
+                struct pollfd pfd = {.fd = w->fd, .events = POLLRDHUP};
+                if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+                    make_ready(ws, w, API_WAKE_GONE);
+            }
+        }
+    }
+}
+
+static void *worker(void *arg)
+{
+    api_waiters *ws = arg;
+    pthread_mutex_lock(&ws->lock);
+    for (;;) {
+        api_waiter *w = ws->ready.head;
+        if (w) {
+            unlink_w(&ws->ready, w);
+            w->state = W_IDLE;
+            pthread_mutex_unlock(&ws->lock);
+            w->wake(w, w->why); /* w may be freed or parked again from here on */
+            pthread_mutex_lock(&ws->lock);
+            continue;
+        }
+        if (ws->stopping && atomic_load(&ws->parked) == 0)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += SWEEP_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&ws->cond, &ws->lock, &ts) == ETIMEDOUT)
+            sweep(ws);
+    }
+    pthread_mutex_unlock(&ws->lock);
+    return NULL;
+}
+
+int api_waiters_start(unsigned threads, size_t max, api_waiters **out)
+{
+    api_waiters *ws = calloc(1, sizeof *ws);
+    if (!ws)
+        return -ENOMEM;
+    ws->max = max;
+    ws->nthreads = threads ? threads : 1;
+    ws->threads = calloc(ws->nthreads, sizeof *ws->threads);
+    if (!ws->threads) {
+        free(ws);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&ws->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&ws->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    ws->last_gone_check = eng_mono_ms();
+    for (unsigned i = 0; i < ws->nthreads; i++) {
+        int e = pthread_create(&ws->threads[i], NULL, worker, ws);
+        if (e) {
+            ws->nthreads = i;
+            api_waiters_free(ws);
+            return -e;
+        }
+    }
+    *out = ws;
+    return 0;
+}
+
+void api_waiters_stop(api_waiters *ws)
+{
+    if (!ws)
+        return;
+    pthread_mutex_lock(&ws->lock);
+    ws->stopping = true;
+    for (size_t i = 0; i < NBUCKETS; i++)
+        while (ws->buckets[i].head)
+            make_ready(ws, ws->buckets[i].head, API_WAKE_SHUTDOWN);
+    pthread_cond_broadcast(&ws->cond);
+    pthread_mutex_unlock(&ws->lock);
+    for (unsigned i = 0; i < ws->nthreads; i++)
+        pthread_join(ws->threads[i], NULL);
+    ws->nthreads = 0;
+}
+
+void api_waiters_free(api_waiters *ws)
+{
+    if (!ws)
+        return;
+    api_waiters_stop(ws);
+    pthread_mutex_destroy(&ws->lock);
+    pthread_cond_destroy(&ws->cond);
+    free(ws->threads);
+    free(ws);
+}

@@ -1,0 +1,66 @@
+/*
+ * api_wait.h - parked readers: long-polls and idle streams waiting for data.
+ *
+ * A parked reader holds no thread: its connection is suspended and its
+ * api_waiter sits in this registry until one of four things happens, each
+ * reported through its wake callback (called once, on a registry thread,
+ * after the waiter has left the registry):
+ *   DATA     the partition's high watermark passed the waiter's offset
+ *            (api_waiters_notify, called on every high-watermark move, only
+ *            moves waiters to a ready list: the append path pays nothing more);
+ *   TIMEOUT  its deadline passed (long-poll wait_ms, stream heartbeat);
+ *   GONE     its client closed the connection (sockets are polled each second);
+ *   SHUTDOWN the server is stopping.
+ * A small pool of threads serves the ready list, so one slow read does not
+ * hold up the others.  Past `max` parked readers, parking fails and the
+ * caller answers 429.
+ */
+#ifndef API_WAIT_H
+#define API_WAIT_H
+
+#include "eng_partition.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { API_WAKE_DATA, API_WAKE_TIMEOUT, API_WAKE_GONE, API_WAKE_SHUTDOWN } api_wake_reason;
+
+typedef struct api_waiter api_waiter;
+typedef struct api_waiters api_waiters;
+
+typedef void (*api_wake_fn)(api_waiter *w, api_wake_reason why);
+
+/* Embedded in its owner; the owner fills the first five fields. */
+struct api_waiter {
+    eng_partition *p;    /* borrowed: the owner keeps a reference */
+    int64_t offset;      /* woken once the high watermark is above this */
+    int64_t deadline_ms; /* monotonic ms; INT64_MAX for none */
+    int fd;              /* the client's socket, -1 if unknown */
+    api_wake_fn wake;
+    /* registry links */
+    api_waiter *next, *prev;
+    int state;
+    api_wake_reason why;
+};
+
+int api_waiters_start(unsigned threads, size_t max, api_waiters **out);
+
+/* Wakes every parked reader with SHUTDOWN and waits for the wake callbacks
+ * to finish; parking fails from then on.  ws may be NULL. */
+void api_waiters_stop(api_waiters *ws);
+
+/* Frees a stopped registry (after nothing can notify it any more). */
+void api_waiters_free(api_waiters *ws);
+
+/* Parks w; ENG_ELIMIT when the registry is full, ENG_ESHUTDOWN when
+ * stopping.  It may be woken (on another thread) before this returns. */
+int api_waiter_park(api_waiters *ws, api_waiter *w);
+
+/* A partition's high watermark moved to hw. */
+void api_waiters_notify(api_waiters *ws, eng_partition *p, int64_t hw);
+
+/* Readers parked right now. */
+size_t api_waiters_parked(api_waiters *ws);
+
+#endif
