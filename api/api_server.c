@@ -337,7 +337,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     MHD_get_connection_values(c, MHD_HEADER_KIND, collect_kv, &headers);
     api_request req = {.method = method, .path = url, .query = query.v, .nquery = query.n,
                        .headers = headers.v, .nheaders = headers.n,
-                       .body = (const uint8_t *)st->body, .body_len = st->len};
+                       .body = (const uint8_t *)st->body, .body_len = st->len,
+                       .body_mut = (uint8_t *)st->body};
     api_request_id(s->ctx, api_header(&req, "X-Request-Id"), req.request_id);
     transport_ctx tctx = {.srv = s, .conn = c, .st = st, .request_id = req.request_id};
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
