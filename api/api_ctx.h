@@ -8,6 +8,8 @@
 
 #include "eng_manager.h"
 
+#include <jansson.h>
+
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +35,7 @@ typedef struct api_ctx {
     struct api_waiters *waiters;  /* parked readers; NULL: reads never wait */
     int64_t max_wait_ms;          /* wait_ms cap (30000) */
     int64_t heartbeat_ms;         /* SSE heartbeat interval */
+    json_t *server_settings;      /* [{"name","value","source"}] from service/; borrowed */
 } api_ctx;
 
 /* Initializes ctx with defaults (state LOADING, no manager). */

@@ -222,8 +222,10 @@ static void answer_page(eng_partition *p, const read_req *rr, const api_request 
         api_error(resp, req, cerr.code, NULL, "%s", cerr.message);
     else if (rc)
         api_error_from_engine(resp, req, rc, &d);
-    else
+    else {
+        eng_partition_count_read(p, (uint64_t)out->count, (uint64_t)out->bytes);
         api_resp_json(resp, 200, page_json(p, out));
+    }
 }
 
 /* ---- long-poll ------------------------------------------------------------ */
@@ -331,6 +333,8 @@ static void answer_raw(eng_partition *p, const read_req *rr, const api_request *
     snprintf(v, sizeof v, "%lld", (long long)sl.log_start_offset);
     api_resp_header(resp, "X-Log-Start-Offset", v);
     if (sl.fd >= 0) {
+        /* Raw reads count offsets delivered (compaction gaps included). */
+        eng_partition_count_read(p, (uint64_t)(sl.next_offset - rr->start), sl.length);
         resp->has_file = true;
         resp->file_fd = sl.fd;
         resp->file_offset = sl.position;

@@ -41,6 +41,12 @@ static const api_route routes[] = {
     {"POST", "/v1/topics/{topic}/compaction:run", api_h_topic_compaction, API_ROLE_ADMIN, E | B},
     {"POST", "/v1/admin/compaction:run", api_h_admin_compaction, API_ROLE_ADMIN, E | B},
     {"GET", "/v1/cleaner", api_h_cleaner, API_ROLE_READ, E},
+    {"GET", "/v1/topics/{topic}/configs", api_h_configs_get, API_ROLE_READ, E},
+    {"POST", "/v1/topics/{topic}/configs:alter", api_h_configs_alter, API_ROLE_ADMIN, E | B},
+    {"PUT", "/v1/topics/{topic}/configs/{name}", api_h_config_put, API_ROLE_ADMIN, E | B},
+    {"DELETE", "/v1/topics/{topic}/configs/{name}", api_h_config_delete, API_ROLE_ADMIN, E},
+    {"GET", "/v1/configs/defaults", api_h_configs_defaults, API_ROLE_READ, E},
+    {"GET", "/v1/log-dirs", api_h_log_dirs, API_ROLE_READ, E},
     {NULL, NULL, NULL, API_ROLE_NONE, 0},
 };
 

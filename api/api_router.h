@@ -68,5 +68,11 @@ void api_h_jobs(api_ctx *, const api_request *, const api_params *, api_response
 void api_h_topic_compaction(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_admin_compaction(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_cleaner(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_configs_get(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_configs_alter(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_config_put(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_config_delete(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_configs_defaults(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_log_dirs(api_ctx *, const api_request *, const api_params *, api_response *);
 
 #endif

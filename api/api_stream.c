@@ -180,6 +180,9 @@ static void refill(api_stream *s)
             }
             emit_json(s, "record", o, r.offset);
             json_decref(o);
+            eng_partition_count_read(s->p, 1,
+                                     (uint64_t)((r.key_len > 0 ? r.key_len : 0) +
+                                                (r.value_len > 0 ? r.value_len : 0)));
             s->next = r.offset + 1;
             if (++s->sent >= s->o.max_records)
                 finish(s);

@@ -12,6 +12,7 @@
 #include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
+#include "eng_stats.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -216,6 +217,10 @@ static int run_clean(eng_cleaner *c, eng_partition *p, eng_offset_map *map, bool
         if (w)
             ENG_ERROR("writing cleaner-offset-checkpoint: %s", eng_strerror(w));
     }
+    if (!dry_run && rc != ENG_EBUSY && rc != ENG_ENOTCOMPACT && rc != ENG_ESHUTDOWN &&
+        (rc || st->segments_before))
+        eng_stats_cleaner(rc != 0, st->bytes_read, st->bytes_before, st->bytes_after,
+                          st->records_removed);
     if (rc && rc != ENG_EBUSY && rc != ENG_ESHUTDOWN && rc != ENG_ENOTCOMPACT)
         set_uncleanable(c, p, rc);
     else if (!rc && on_demand)

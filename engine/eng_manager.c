@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define META_MAX_BYTES (1u << 20)
@@ -156,6 +157,31 @@ static int write_partition_files(const char *pdir, const char *topic_id, int64_t
     return rc;
 }
 
+/* Removes the temporary files of an eng_fs_write_atomic that a crash
+ * interrupted ("<name>.tmp", or ".tmp-XXXXXX" for long names) from dir.
+ * Their rename never happened, so the file they were to replace is intact
+ * and they are garbage; the lock is held, so no other writer owns them.
+ * (Found by tests/crash: a kill -9 during a checkpoint write left
+ * cleaner-offset-checkpoint.tmp behind for good.) */
+static void remove_stale_tmp(const char *dir)
+{
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return;
+    struct dirent *e;
+    char path[PATH_MAX];
+    while ((e = readdir(dh))) {
+        size_t n = strlen(e->d_name);
+        if (!((n > 4 && strcmp(e->d_name + n - 4, ".tmp") == 0) || strncmp(e->d_name, ".tmp-", 5) == 0))
+            continue;
+        struct stat st;
+        if (eng_fs_join(path, sizeof path, dir, e->d_name) == 0 && lstat(path, &st) == 0 &&
+            S_ISREG(st.st_mode) && unlink(path) == 0)
+            ENG_INFO("removed %s (left by an interrupted write)", path);
+    }
+    closedir(dh);
+}
+
 typedef struct load_ctx {
     bool clean;
     eng_ckpt recovery, start;
@@ -170,6 +196,8 @@ static int open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_c
     if (rc)
         return rc;
     bool existed = eng_fs_exists(pdir);
+    if (existed && lc)
+        remove_stale_tmp(pdir);
     eng_partition_params pp = {
         .topic = t->meta.name,
         .id = id,
@@ -301,6 +329,8 @@ static void read_checkpoint(const char *dir, const char *name, eng_ckpt *out, bo
 static int load_all(eng_manager *m, bool clean)
 {
     load_ctx lc = {.clean = clean, .last_progress_ms = eng_mono_ms()};
+    remove_stale_tmp(m->dir);
+    remove_stale_tmp(m->meta_dir);
     bool recovery_ok = true;
     read_checkpoint(m->dir, "recovery-point-offset-checkpoint", &lc.recovery, &recovery_ok);
     read_checkpoint(m->dir, "log-start-offset-checkpoint", &lc.start, NULL);

@@ -175,6 +175,9 @@ int eng_manager_trigger_job(eng_manager *m, const char *name);
 int eng_manager_checkpoint_recovery_points(eng_manager *m);
 int eng_manager_checkpoint_start_offsets(eng_manager *m);
 
+/* Size of the file system holding the log dir (statvfs). */
+int eng_manager_disk_usage(const eng_manager *m, uint64_t *total_bytes, uint64_t *usable_bytes);
+
 /* True if an I/O error took the data dir offline. */
 bool eng_manager_offline(const eng_manager *m);
 

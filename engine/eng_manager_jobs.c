@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/statvfs.h>
 
 void eng_jobs_opts_default(eng_jobs_opts *o)
 {
@@ -269,4 +270,14 @@ int eng_manager_start_cleaner(eng_manager *m)
 eng_cleaner *eng_manager_cleaner(eng_manager *m)
 {
     return m->cleaner;
+}
+
+int eng_manager_disk_usage(const eng_manager *m, uint64_t *total_bytes, uint64_t *usable_bytes)
+{
+    struct statvfs vfs;
+    if (statvfs(eng_manager_log_dir(m), &vfs) < 0)
+        return -errno;
+    *total_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+    *usable_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    return 0;
 }

@@ -20,6 +20,7 @@
 #include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
+#include "eng_stats.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -281,8 +282,11 @@ static int flush_upto(eng_partition *p, int64_t upto)
         int64_t target = atomic_load(&p->log_end_offset);
         pthread_mutex_unlock(&p->flush_lock);
         rc = ENG_FAULT("partition.fsync");
-        if (!rc)
+        if (!rc) {
+            int64_t t0 = eng_mono_us();
             rc = sync_from(p, from);
+            eng_stats_fsync(eng_mono_us() - t0);
+        }
         pthread_mutex_lock(&p->flush_lock);
         p->flushing = false;
         if (!rc && target > p->flushed_offset)
@@ -323,6 +327,14 @@ void eng_partition_when_durable(eng_partition *p, int64_t upto, eng_durable_cb c
     pthread_mutex_lock(&p->flush_lock);
     if (p->flushed_offset >= upto) {
         pthread_mutex_unlock(&p->flush_lock);
+        /* Fix (found by tests/integration/test_api_retention.c, 16 writers
+         * with flush.messages=1): a flush started by another appender syncs
+         * up to the log end offset, past the waiters it serves, but raises
+         * the high watermark only to their offsets.  An append it covered
+         * was then acknowledged here while its records stayed invisible
+         * (HW below them) until some later commit.  They are on disk:
+         * publish them before answering. */
+        set_hw(p, upto);
         cb(ctx, 0);
         return;
     }
@@ -517,6 +529,8 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         goto unlock;
     }
     atomic_store(&p->log_end_offset, last + 1);
+    atomic_fetch_add_explicit(&p->appended_records, (uint64_t)plan.records, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->appended_bytes, len, memory_order_relaxed);
     p->unflushed_records += plan.records;
     int64_t flush_msgs = cfg.v[ENG_CFG_FLUSH_MESSAGES].i;
     bool must_flush = p->unflushed_records >= flush_msgs;
@@ -565,4 +579,19 @@ int eng_partition_roll(eng_partition *p, int64_t *new_base)
         *new_base = eng_segment_base(p->view->segs[p->view->n - 1]);
     pthread_mutex_unlock(&p->append_lock);
     return rc;
+}
+
+void eng_partition_counters_get(const eng_partition *p, eng_partition_counters *out)
+{
+    eng_partition *mp = (eng_partition *)p;
+    out->appended_records = atomic_load_explicit(&mp->appended_records, memory_order_relaxed);
+    out->appended_bytes = atomic_load_explicit(&mp->appended_bytes, memory_order_relaxed);
+    out->read_records = atomic_load_explicit(&mp->read_records, memory_order_relaxed);
+    out->read_bytes = atomic_load_explicit(&mp->read_bytes, memory_order_relaxed);
+}
+
+void eng_partition_count_read(eng_partition *p, uint64_t records, uint64_t bytes)
+{
+    atomic_fetch_add_explicit(&p->read_records, records, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->read_bytes, bytes, memory_order_relaxed);
 }

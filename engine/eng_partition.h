@@ -215,6 +215,16 @@ int eng_partition_dump_batches(eng_partition *p, int64_t base, size_t skip, size
  * same segment when the active one is empty). */
 int eng_partition_roll(eng_partition *p, int64_t *new_base);
 
+/* Traffic counters since start. */
+typedef struct eng_partition_counters {
+    uint64_t appended_records, appended_bytes, read_records, read_bytes;
+} eng_partition_counters;
+
+void eng_partition_counters_get(const eng_partition *p, eng_partition_counters *out);
+
+/* Counts records handed to a reader (the API knows how many it sent). */
+void eng_partition_count_read(eng_partition *p, uint64_t records, uint64_t bytes);
+
 /* Makes everything appended so far durable and advances the recovery point. */
 int eng_partition_flush(eng_partition *p);
 

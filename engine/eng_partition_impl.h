@@ -65,6 +65,7 @@ struct eng_partition {
     int64_t flushed_offset;     /* everything below is fsync'd */
     int64_t unflushed_records;  /* appended since the last flush (append_lock) */
     _Atomic int64_t last_flush_ms; /* monotonic */
+    _Atomic uint64_t appended_records, appended_bytes, read_records, read_bytes;
 };
 
 /* A new view holding references on n segments (each referenced here). */

@@ -12,6 +12,7 @@
 #include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
+#include "eng_stats.h"
 #include "eng_partition_impl.h"
 
 #include <errno.h>
@@ -258,6 +259,11 @@ static int retention_locked(eng_partition *p, int64_t now_ms, bool dry_run,
     (void)ENG_FAULT("retention.after_start_offset");
 
     for (size_t i = 0; i < pl.count; i++) {
+        const char *rule = pl.why[i].rule;
+        eng_stats_retention(!strcmp(rule, "log_start_offset")  ? ENG_RULE_LOG_START_OFFSET
+                            : !strcmp(rule, "retention.bytes") ? ENG_RULE_RETENTION_BYTES
+                                                               : ENG_RULE_RETENTION_MS,
+                            pl.why[i].size_bytes);
         ENG_INFO("%s-%d: deleting segment %020" PRId64 " (%" PRIu64 " bytes): %s", p->topic, p->id,
                  pl.why[i].base_offset, pl.why[i].size_bytes, pl.why[i].reason);
         eng__partition_dispose(p, gone[i]);

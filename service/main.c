@@ -62,6 +62,7 @@ int main(int argc, char **argv)
     ctx.limits.max_records_per_request = (size_t)s.max_records_per_request;
     ctx.limits.default_partitions = (int32_t)s.num_partitions;
     ctx.heartbeat_ms = s.sse_heartbeat_ms;
+    ctx.server_settings = svc_settings_json(&s);
     int rc = api_waiters_start(2, (size_t)s.max_waiters, &ctx.waiters);
     if (rc) {
         ENG_ERROR("cannot start the parked-reader threads: %s", eng_strerror(rc));
@@ -124,6 +125,7 @@ int main(int argc, char **argv)
     atomic_store(&ctx.mgr, NULL);
     eng_manager_close(m);
     api_waiters_free(ctx.waiters);
+    json_decref(ctx.server_settings);
     ENG_INFO("stopped cleanly");
     svc_settings_free(&s);
     return 0;

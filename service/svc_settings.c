@@ -13,6 +13,7 @@
 #include "svc_version.h"
 
 #include <ctype.h>
+#include <jansson.h>
 #include <float.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -539,4 +540,19 @@ void svc_settings_markdown(FILE *out)
         fprintf(out, "| `%s` | %s | `%s` | %s | %s |\n", d->name, type_name(d->type),
                 d->default_text, syn, d->doc);
     }
+}
+
+static const char *const source_names[] = {"DEFAULT", "CONFIG_FILE", "ENVIRONMENT", "COMMAND_LINE"};
+
+json_t *svc_settings_json(const svc_settings *s)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < SVC_COUNT; i++)
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "name", defs[i].name, "value",
+                                             s->text[i], "source", source_names[s->source[i]]));
+    for (size_t i = 0; i < s->nsynonyms; i++)
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "name", s->synonyms[i].name, "value",
+                                             s->synonyms[i].value, "source",
+                                             source_names[s->synonyms[i].source]));
+    return arr;
 }

@@ -99,6 +99,11 @@ svc_load_result svc_settings_load(svc_settings *s, int argc, char **argv, char *
 
 void svc_settings_free(svc_settings *s);
 
+/* Every server setting and every broker-level synonym that was set, as
+ * [{"name","value","source"}] (sources: DEFAULT, CONFIG_FILE, ENVIRONMENT,
+ * COMMAND_LINE).  A new reference. */
+struct json_t *svc_settings_json(const svc_settings *s);
+
 /* Writes --help: every server setting and topic-config synonym with its
  * default and a line of doc. */
 void svc_settings_help(FILE *out);

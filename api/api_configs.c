@@ -1,0 +1,332 @@
+/*
+ * api_configs.c - topic configs, server defaults and log dirs.
+ *
+ * Every change goes through eng_manager_set_topic_overrides: the whole new
+ * set of overrides is validated (bounds, cross-checks) and persisted in the
+ * topic's metadata before any partition sees it, so an alter either applies
+ * completely, at once, without a restart, or changes nothing.
+ *
+ * configs:alter takes Kafka's incremental operations: SET and DELETE on any
+ * config, APPEND and SUBTRACT on list configs (cleanup.policy), applied in
+ * order to the current value.
+ */
+#include "api_common.h"
+#include "api_errors.h"
+#include "api_router.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const source_names[] = {"DEFAULT_CONFIG", "STATIC_BROKER_CONFIG", "TOPIC_CONFIG"};
+static const char *const type_names[] = {"INT", "LONG", "DOUBLE", "BOOLEAN", "STRING", "LIST"};
+
+static json_t *entry_json(const eng_config_defaults *d, const eng_config_overrides *ov,
+                          const eng_config *c, eng_config_id id)
+{
+    const eng_config_def *def = eng_config_def_at(id);
+    char value[128];
+    eng_config_format(id, c->v[id], value, sizeof value);
+    eng_config_source src = eng_config_source_of(d, ov, id);
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:b,s:s}", "name", def->name, "value",
+                          src == ENG_SRC_TOPIC ? ov->text[id] : value, "source", source_names[src],
+                          "type", type_names[def->type], "is_default", src == ENG_SRC_DEFAULT,
+                          "doc", def->doc);
+    json_t *syn = json_array();
+    for (int k = 0; k < 4 && def->synonyms[k].name; k++)
+        json_array_append_new(syn, json_string(def->synonyms[k].name));
+    json_object_set_new(o, "synonyms", syn);
+    json_object_set_new(o, "default", json_string(def->default_text));
+    return o;
+}
+
+/* The topic's description, or NULL with resp filled. */
+static bool topic_desc(api_ctx *ctx, const api_request *req, const api_params *params,
+                       api_response *resp, eng_topic_desc *d)
+{
+    const char *topic = api_param(params, "topic");
+    if (!eng_topic_name_valid(topic)) {
+        api_error(resp, req, "invalid_topic_name", NULL, "'%.100s' is not a valid topic name", topic);
+        return false;
+    }
+    int rc = eng_manager_describe_topic(api_mgr(ctx), topic, d);
+    if (rc) {
+        eng_errdetail ed = {0};
+        eng_fail(&ed, rc, "topic '%.200s' does not exist", topic);
+        api_error_from_engine(resp, req, rc, &ed);
+        return false;
+    }
+    return true;
+}
+
+static void answer_configs(api_ctx *ctx, const api_request *req, const char *topic,
+                           api_response *resp)
+{
+    eng_topic_desc d;
+    if (eng_manager_describe_topic(api_mgr(ctx), topic, &d)) {
+        api_error(resp, req, "unknown_topic", NULL, "topic '%.200s' does not exist", topic);
+        return;
+    }
+    const eng_config_defaults *defs = eng_manager_defaults(api_mgr(ctx));
+    json_t *arr = json_array();
+    for (int i = 0; i < ENG_CFG_COUNT; i++)
+        json_array_append_new(arr, entry_json(defs, &d.meta.overrides, &d.config, (eng_config_id)i));
+    api_resp_json(resp, 200, json_pack("{s:s,s:o}", "topic", topic, "configs", arr));
+    eng_topic_desc_clear(&d);
+}
+
+void api_h_configs_get(api_ctx *ctx, const api_request *req, const api_params *params,
+                       api_response *resp)
+{
+    eng_topic_desc d;
+    if (!topic_desc(ctx, req, params, resp, &d))
+        return;
+    eng_topic_desc_clear(&d);
+    answer_configs(ctx, req, api_param(params, "topic"), resp);
+}
+
+/* Applies ov to the topic; answers the new listing or the error. */
+static void apply(api_ctx *ctx, const api_request *req, const char *topic,
+                  const eng_config_overrides *ov, api_response *resp)
+{
+    eng_errdetail d = {0};
+    int rc = eng_manager_set_topic_overrides(api_mgr(ctx), topic, ov, &d);
+    if (rc)
+        api_error_from_engine(resp, req, rc, &d);
+    else
+        answer_configs(ctx, req, topic, resp);
+}
+
+static bool value_text(json_t *v, char *buf, size_t len)
+{
+    if (json_is_string(v))
+        return strlen(json_string_value(v)) == json_string_length(v) &&
+               (size_t)snprintf(buf, len, "%s", json_string_value(v)) < len;
+    if (json_is_integer(v))
+        return snprintf(buf, len, "%lld", (long long)json_integer_value(v)) > 0;
+    if (json_is_real(v))
+        return snprintf(buf, len, "%.17g", json_real_value(v)) > 0;
+    if (json_is_boolean(v))
+        return snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false") > 0;
+    return false;
+}
+
+void api_h_config_put(api_ctx *ctx, const api_request *req, const api_params *params,
+                      api_response *resp)
+{
+    eng_topic_desc d;
+    if (!topic_desc(ctx, req, params, resp, &d))
+        return;
+    const char *name = api_param(params, "name");
+    json_t *body = api_body_object(req, resp, false);
+    char text[256];
+    if (body) {
+        json_t *v = json_object_get(body, "value");
+        if (json_object_size(body) != 1 || !v || !value_text(v, text, sizeof text)) {
+            api_error(resp, req, "invalid_request", NULL, "expected {\"value\": \"...\"}");
+        } else {
+            eng_errdetail ed = {0};
+            int rc = eng_config_overrides_set(&d.meta.overrides, name, text, &ed);
+            if (rc)
+                api_error_from_engine(resp, req, rc, &ed);
+            else
+                apply(ctx, req, d.meta.name, &d.meta.overrides, resp);
+        }
+        json_decref(body);
+    }
+    eng_topic_desc_clear(&d);
+}
+
+void api_h_config_delete(api_ctx *ctx, const api_request *req, const api_params *params,
+                         api_response *resp)
+{
+    eng_topic_desc d;
+    if (!topic_desc(ctx, req, params, resp, &d))
+        return;
+    eng_errdetail ed = {0};
+    int rc = eng_config_overrides_set(&d.meta.overrides, api_param(params, "name"), NULL, &ed);
+    if (rc)
+        api_error_from_engine(resp, req, rc, &ed);
+    else
+        apply(ctx, req, d.meta.name, &d.meta.overrides, resp);
+    eng_topic_desc_clear(&d);
+}
+
+/* APPEND / SUBTRACT on a list config: items are comma separated. */
+static int list_op(const char *current, const char *value, bool append, char *out, size_t len)
+{
+    char items[16][64];
+    size_t n = 0;
+    char cur[256];
+    snprintf(cur, sizeof cur, "%s", current);
+    char *save = NULL;
+    for (char *t = strtok_r(cur, ",", &save); t && n < 16; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ')
+            t++;
+        snprintf(items[n++], sizeof items[0], "%s", t);
+    }
+    char val[256];
+    snprintf(val, sizeof val, "%s", value);
+    for (char *t = strtok_r(val, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ')
+            t++;
+        size_t k = 0;
+        while (k < n && strcasecmp(items[k], t) != 0)
+            k++;
+        if (append && k == n && n < 16)
+            snprintf(items[n++], sizeof items[0], "%s", t);
+        else if (!append && k < n)
+            memmove(items[k], items[k + 1], (n-- - k - 1) * sizeof items[0]);
+    }
+    size_t used = 0;
+    out[0] = 0;
+    for (size_t k = 0; k < n; k++)
+        used += (size_t)snprintf(out + used, used < len ? len - used : 0, "%s%s", k ? "," : "",
+                                 items[k]);
+    return used < len ? 0 : -1;
+}
+
+void api_h_configs_alter(api_ctx *ctx, const api_request *req, const api_params *params,
+                         api_response *resp)
+{
+    eng_topic_desc d;
+    if (!topic_desc(ctx, req, params, resp, &d))
+        return;
+    json_t *body = api_body_object(req, resp, false);
+    json_t *ops = body ? json_object_get(body, "operations") : NULL;
+    if (body && (json_object_size(body) != 1 || !json_is_array(ops) || json_array_size(ops) == 0)) {
+        api_error(resp, req, "invalid_request", NULL,
+                  "expected {\"operations\": [{\"name\", \"op\", \"value\"}, ...]}");
+        goto done;
+    }
+    size_t i;
+    json_t *op;
+    json_array_foreach(ops, i, op) {
+        json_t *name = json_object_get(op, "name"), *kind = json_object_get(op, "op");
+        json_t *value = json_object_get(op, "value");
+        char text[256] = "";
+        if (!json_is_object(op) || !json_is_string(name) || !json_is_string(kind)) {
+            api_error(resp, req, "invalid_request", json_pack("{s:I}", "operation", (json_int_t)i),
+                      "operation %zu needs a string name and op", i);
+            goto done;
+        }
+        const char *k = json_string_value(kind), *n = json_string_value(name);
+        bool needs_value = strcasecmp(k, "DELETE") != 0;
+        if (needs_value && (!value || !value_text(value, text, sizeof text))) {
+            api_error(resp, req, "invalid_request", json_pack("{s:I,s:s}", "operation", (json_int_t)i, "key", n),
+                      "operation %zu (%s %s) needs a value", i, k, n);
+            goto done;
+        }
+        eng_errdetail ed = {0};
+        int rc = 0;
+        int id = eng_config_lookup(n);
+        if (!strcasecmp(k, "SET")) {
+            rc = eng_config_overrides_set(&d.meta.overrides, n, text, &ed);
+        } else if (!strcasecmp(k, "DELETE")) {
+            rc = eng_config_overrides_set(&d.meta.overrides, n, NULL, &ed);
+        } else if (!strcasecmp(k, "APPEND") || !strcasecmp(k, "SUBTRACT")) {
+            if (id < 0 || eng_config_def_at((eng_config_id)id)->type != ENG_CFG_LIST) {
+                eng_errdetail_key(&ed, n);
+                rc = eng_fail(&ed, ENG_ECONFIG, "%s applies to list configs only; %.100s is not one", k, n);
+            } else {
+                eng_config c;
+                char cur[256], next[256];
+                if (!(rc = eng_config_resolve(eng_manager_defaults(api_mgr(ctx)), &d.meta.overrides, &c, &ed))) {
+                    eng_config_format((eng_config_id)id, c.v[id], cur, sizeof cur);
+                    if (list_op(cur, text, !strcasecmp(k, "APPEND"), next, sizeof next) || !next[0]) {
+                        eng_errdetail_key(&ed, n);
+                        rc = eng_fail(&ed, ENG_ECONFIG, "%s would leave %s empty", k, n);
+                    } else {
+                        rc = eng_config_overrides_set(&d.meta.overrides, n, next, &ed);
+                    }
+                }
+            }
+        } else {
+            api_error(resp, req, "invalid_request", json_pack("{s:I}", "operation", (json_int_t)i),
+                      "operation %zu: op must be SET, DELETE, APPEND or SUBTRACT", i);
+            goto done;
+        }
+        if (rc) {
+            /* Nothing is applied: the whole set is refused, naming the op. */
+            char msg[sizeof ed.message];
+            int w = snprintf(msg, sizeof msg, "operation %zu (%.16s %.64s): ", i, k, n);
+            snprintf(msg + w, sizeof msg - (size_t)w, "%.160s",
+                     ed.message[0] ? ed.message : eng_strerror(rc));
+            memcpy(ed.message, msg, sizeof msg);
+            api_error_from_engine(resp, req, rc, &ed);
+            json_object_set_new(json_object_get(resp->json, "details"), "operation", json_integer((json_int_t)i));
+            goto done;
+        }
+    }
+    if (body)
+        apply(ctx, req, d.meta.name, &d.meta.overrides, resp);
+done:
+    json_decref(body);
+    eng_topic_desc_clear(&d);
+}
+
+void api_h_configs_defaults(api_ctx *ctx, const api_request *req, const api_params *params,
+                            api_response *resp)
+{
+    (void)req;
+    (void)params;
+    const eng_config_defaults *defs = eng_manager_defaults(api_mgr(ctx));
+    json_t *topic = json_array();
+    for (int i = 0; i < ENG_CFG_COUNT; i++) {
+        const eng_config_def *def = eng_config_def_at((eng_config_id)i);
+        char value[128];
+        eng_config_format((eng_config_id)i, defs->cfg.v[i], value, sizeof value);
+        json_t *o = json_pack("{s:s,s:s,s:s}", "name", def->name, "value", value, "source",
+                              source_names[defs->synonym_rank[i] >= 0 ? ENG_SRC_BROKER : ENG_SRC_DEFAULT]);
+        if (defs->synonym_rank[i] >= 0)
+            json_object_set_new(o, "set_by", json_string(def->synonyms[defs->synonym_rank[i]].name));
+        json_array_append_new(topic, o);
+    }
+    api_resp_json(resp, 200, json_pack("{s:O,s:o}", "server",
+                                       ctx->server_settings ? ctx->server_settings : json_array(),
+                                       "topic_defaults", topic));
+}
+
+void api_h_log_dirs(api_ctx *ctx, const api_request *req, const api_params *params,
+                    api_response *resp)
+{
+    (void)params;
+    eng_manager *m = api_mgr(ctx);
+    uint64_t total = 0, usable = 0;
+    int rc = eng_manager_disk_usage(m, &total, &usable);
+    eng_partition **all;
+    size_t n;
+    if (eng_manager_all_partitions(m, &all, &n)) {
+        api_error(resp, req, "internal_error", NULL, "out of memory");
+        return;
+    }
+    /* Kafka's DescribeLogDirs shape: dir -> topics -> partitions. */
+    json_t *topics = json_array();
+    json_t *cur = NULL;
+    const char *cur_name = NULL;
+    json_int_t dir_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        eng_partition_info in;
+        eng_partition_info_get(all[i], &in);
+        if (!cur_name || strcmp(cur_name, eng_partition_topic(all[i]))) {
+            cur_name = eng_partition_topic(all[i]);
+            cur = json_array();
+            json_array_append_new(topics, json_pack("{s:s,s:o}", "name", cur_name, "partitions", cur));
+        }
+        dir_bytes += (json_int_t)in.size_bytes;
+        json_array_append_new(cur, json_pack("{s:i,s:I,s:I,s:b}", "partition",
+                                             (int)eng_partition_id(all[i]), "size_bytes",
+                                             (json_int_t)in.size_bytes, "offset_lag",
+                                             (json_int_t)(in.log_end_offset - in.high_watermark),
+                                             "is_future", 0));
+    }
+    eng_partitions_release(all, n);
+    json_t *dir = json_pack("{s:s,s:I,s:I,s:I,s:o}", "log_dir", eng_manager_log_dir(m),
+                            "total_bytes", (json_int_t)total, "usable_bytes", (json_int_t)usable,
+                            "size_bytes", dir_bytes, "topics", topics);
+    json_object_set_new(dir, "error", rc ? json_string(eng_strerror(rc))
+                                         : eng_manager_offline(m) ? json_string("KAFKA_STORAGE_ERROR")
+                                                                  : json_null());
+    api_resp_json(resp, 200, json_pack("{s:[o]}", "log_dirs", dir));
+}
