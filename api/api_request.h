@@ -73,6 +73,7 @@ typedef struct api_response {
     size_t file_length;
     /* A body produced while it is sent (SSE, NDJSON); owned. */
     struct api_stream *stream;
+    int route; /* index in api_routes() of the route that answered, -1 none */
 } api_response;
 
 /* Answers later: marks resp deferred and returns the handle that completes

@@ -17,6 +17,7 @@
 static const api_route routes[] = {
     {"GET", "/health/live", api_h_health_live, API_ROLE_NONE, 0},
     {"GET", "/health/ready", api_h_health_ready, API_ROLE_NONE, 0},
+    {"GET", "/metrics", api_h_metrics, API_ROLE_READ, 0},
     {"GET", "/v1/info", api_h_info, API_ROLE_READ, 0},
     {"GET", "/v1/topics", api_h_topics_list, API_ROLE_READ, E},
     {"POST", "/v1/topics", api_h_topic_create, API_ROLE_ADMIN, E | B},
@@ -121,6 +122,7 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
     bool known;
     char allow[64];
     const api_route *r = api_route_match(req->method, req->path, &params, &known, allow, sizeof allow);
+    resp->route = r ? (int)(r - routes) : -1;
     if (!r) {
         if (known) {
             api_error(resp, req, "method_not_allowed", NULL, "%s is not allowed on %s (allowed: %s)",

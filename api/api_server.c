@@ -6,11 +6,13 @@
  */
 #include "api_server.h"
 
+#include "api_metrics.h"
 #include "api_stream.h"
 #include "api_wait.h"
 
 #include "api_errors.h"
 #include "api_router.h"
+#include "eng_fs.h"
 #include "eng_logger.h"
 
 #include <arpa/inet.h>
@@ -47,6 +49,8 @@ struct api_async {
 };
 
 typedef struct conn_state {
+    int64_t start_us; /* first callback: where request latency starts */
+    int route;        /* the answering route, kept for deferred answers */
     char *body;
     size_t len, cap;
     bool too_large;
@@ -189,8 +193,10 @@ static void stream_free(void *cls)
     free(sc);
 }
 
-static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, api_response *resp)
+static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state *st,
+                             const char *method, api_response *resp)
 {
+    api_metrics_request(st->route, method, resp->status, eng_mono_us() - st->start_us);
     char *body = NULL;
     size_t len = 0;
     const char *ctype = resp->content_type ? resp->content_type : "application/json";
@@ -281,6 +287,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!st) {
         if (!(st = calloc(1, sizeof *st)))
             return MHD_NO;
+        st->start_us = eng_mono_us();
+        st->route = -1;
         *con_cls = st;
         api_request req = {.method = method, .path = url};
         api_request_id(s->ctx, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id"),
@@ -290,7 +298,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (!resp.nheaders || strcmp(resp.headers[resp.nheaders - 1].name, "X-Request-Id"))
                 api_resp_header(&resp, "X-Request-Id", req.request_id);
             st->refused = true;
-            enum MHD_Result r = queue(s, c, &resp);
+            enum MHD_Result r = queue(s, c, st, method, &resp);
             api_response_clear(&resp);
             return r;
         }
@@ -328,7 +336,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (st->async) {
         /* Resumed: the deferred answer is ready. */
-        enum MHD_Result r = queue(s, c, &st->async->resp);
+        enum MHD_Result r = queue(s, c, st, method, &st->async->resp);
         api_response_clear(&st->async->resp);
         return r;
     }
@@ -354,6 +362,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         api_resp_header(&resp, "X-Request-Id", req.request_id);
     } else {
         api_dispatch(s->ctx, &req, &resp);
+        st->route = resp.route;
     }
     free(query.v);
     free(headers.v);
@@ -364,7 +373,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (a->state == ASYNC_DONE) {
             /* Completed while the handler was still running. */
             pthread_mutex_unlock(&a->lock);
-            enum MHD_Result r = queue(s, c, &a->resp);
+            enum MHD_Result r = queue(s, c, st, method, &a->resp);
             api_response_clear(&a->resp);
             return r;
         }
@@ -374,7 +383,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pthread_mutex_unlock(&a->lock);
         return MHD_YES;
     }
-    enum MHD_Result r = queue(s, c, &resp);
+    enum MHD_Result r = queue(s, c, st, method, &resp);
     api_response_clear(&resp);
     return r;
 }

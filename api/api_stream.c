@@ -11,6 +11,7 @@
 
 #include "api_codec.h"
 #include "api_errors.h"
+#include "api_metrics.h"
 #include "eng_buf.h"
 #include "eng_compress.h"
 #include "eng_fs.h"
@@ -54,6 +55,7 @@ api_stream *api_stream_new(eng_partition *p, api_waiters *ws, const api_stream_o
     s->next = o->start;
     s->fd = -1;
     s->last_send_ms = eng_mono_ms();
+    api_metrics_streams(1);
     return s;
 }
 
@@ -68,6 +70,7 @@ void api_stream_free(api_stream *s)
 {
     if (!s)
         return;
+    api_metrics_streams(-1);
     eng_partition_unref(s->p);
     eng_buf_free(&s->scratch);
     free(s->out);
