@@ -36,6 +36,7 @@ typedef struct api_ctx {
     int64_t max_wait_ms;          /* wait_ms cap (30000) */
     int64_t heartbeat_ms;         /* SSE heartbeat interval */
     json_t *server_settings;      /* [{"name","value","source"}] from service/; borrowed */
+    struct api_auth *auth;        /* bearer tokens; NULL: authentication is off */
 } api_ctx;
 
 /* Initializes ctx with defaults (state LOADING, no manager). */

@@ -3,6 +3,7 @@
  */
 #include "api_router.h"
 
+#include "api_auth.h"
 #include "api_errors.h"
 
 #include <openssl/rand.h>
@@ -132,6 +133,8 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
             api_error(resp, req, "route_not_found", NULL, "no route for %s %s", req->method,
                       req->path);
         }
+    } else if (!api_auth_check(ctx->auth, req, r, &params, resp)) {
+        /* 401 / 403 already in resp */
     } else if ((r->flags & API_ROUTE_NEEDS_ENGINE) &&
                (atomic_load(&ctx->state) != API_READY || !atomic_load(&ctx->mgr))) {
         int st = atomic_load(&ctx->state);

@@ -471,15 +471,35 @@ int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, c
     s->ctx = ctx;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
-    s->daemon = MHD_start_daemon(
-        flags, o->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, o->threads ? o->threads : 4, MHD_OPTION_CONNECTION_LIMIT,
-        o->connection_limit ? o->connection_limit : 10000, MHD_OPTION_CONNECTION_TIMEOUT,
-        o->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape_keep_nul, NULL,
-        MHD_OPTION_END);
+    bool tls = o->tls_cert_pem && o->tls_key_pem;
+    if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        snprintf(err, err_len, "this libmicrohttpd has no TLS support");
+        free(s);
+        return -ENOTSUP;
+    }
+    struct MHD_OptionItem opts[16];
+    int k = 0;
+    opts[k++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
+    opts[k++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &ss};
+    opts[k++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, o->threads ? o->threads : 4, NULL};
+    opts[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
+                                        o->connection_limit ? o->connection_limit : 10000, NULL};
+    opts[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s, NULL};
+    opts[k++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s};
+    opts[k++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
+    opts[k++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_keep_nul, NULL};
+    if (o->memory_limit)
+        opts[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)o->memory_limit, NULL};
+    if (tls) {
+        flags |= MHD_USE_TLS;
+        opts[k++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)o->tls_cert_pem};
+        opts[k++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)o->tls_key_pem};
+        opts[k++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                            (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"};
+    }
+    opts[k++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    s->daemon = MHD_start_daemon(flags, o->port, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts,
+                                 MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, err_len, "cannot listen on %s:%u (address in use or not permitted)", o->host,
                  o->port);

@@ -23,6 +23,9 @@ typedef struct api_server_opts {
     unsigned threads;         /* MHD thread pool size */
     unsigned connection_limit;
     unsigned idle_timeout_s;
+    size_t memory_limit;      /* per connection: headers and buffers (0 = MHD's) */
+    const char *tls_cert_pem; /* both set: serve HTTPS (TLS 1.2+) */
+    const char *tls_key_pem;
 } api_server_opts;
 
 /* Starts listening; *out owned by the caller (api_server_stop). */

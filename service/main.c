@@ -12,6 +12,7 @@
  * here, so no handler runs in an arbitrary thread.
  */
 #include "api_ctx.h"
+#include "api_auth.h"
 #include "api_server.h"
 #include "api_wait.h"
 #include "eng_fs.h"
@@ -34,6 +35,41 @@ static void notify_hw(eng_partition *p, int64_t hw, void *vctx)
 {
     api_ctx *ctx = vctx;
     api_waiters_notify(ctx->waiters, p, hw);
+}
+
+/* Reads the tokens file and the TLS key pair named by the settings. */
+static int load_security(const svc_settings *s, api_ctx *ctx, char **cert, char **key)
+{
+    size_t len;
+    const char *tokens = s->text[SVC_AUTH_TOKENS_FILE];
+    if (!tokens[0]) {
+        ENG_WARN("authentication is off: auth.tokens.file is not set, so anyone who can reach "
+                 "the port can read, write and administer");
+    } else {
+        char *text, err[256];
+        int rc = eng_fs_read_file(tokens, 1u << 20, &text, &len);
+        if (rc) {
+            ENG_ERROR("cannot read auth.tokens.file %s: %s", tokens, eng_strerror(rc));
+            return -1;
+        }
+        rc = api_auth_load(text, len, &ctx->auth, err, sizeof err);
+        free(text);
+        if (rc) {
+            ENG_ERROR("%s: %s", tokens, err);
+            return -1;
+        }
+        ENG_INFO("authentication is on: %zu tokens from %s", api_auth_count(ctx->auth), tokens);
+    }
+    if (s->tls) {
+        int rc = eng_fs_read_file(s->text[SVC_TLS_CERT_FILE], 1u << 20, cert, &len);
+        if (!rc)
+            rc = eng_fs_read_file(s->text[SVC_TLS_KEY_FILE], 1u << 20, key, &len);
+        if (rc) {
+            ENG_ERROR("cannot read the TLS certificate or key: %s", eng_strerror(rc));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -70,6 +106,14 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    char *cert = NULL, *key = NULL;
+    if (load_security(&s, &ctx, &cert, &key)) {
+        api_waiters_free(ctx.waiters);
+        json_decref(ctx.server_settings);
+        svc_settings_free(&s);
+        return 2;
+    }
+
     eng_manager_opts mo = {.log_dir = s.log_dir, .defaults = s.topic_defaults,
                            .codec = svc_meta_codec(), .jobs = s.jobs, .cleaner = &s.cleaner,
                            .on_hw = notify_hw, .on_hw_ctx = &ctx};
@@ -86,7 +130,9 @@ int main(int argc, char **argv)
     api_server_opts so = {.host = s.listen_host, .port = s.listen_port,
                           .threads = (unsigned)s.http_threads,
                           .connection_limit = (unsigned)s.max_connections,
-                          .idle_timeout_s = (unsigned)((s.idle_timeout_ms + 999) / 1000)};
+                          .idle_timeout_s = (unsigned)((s.idle_timeout_ms + 999) / 1000),
+                          .memory_limit = (size_t)s.max_header_bytes,
+                          .tls_cert_pem = cert, .tls_key_pem = key};
     char msg[256];
     if ((rc = api_server_start(&ctx, &so, &srv, msg, sizeof msg))) {
         ENG_ERROR("%s", msg);
@@ -94,8 +140,8 @@ int main(int argc, char **argv)
         svc_settings_free(&s);
         return 1;
     }
-    ENG_INFO("logstore %s listening on http://%s:%u (data in %s)", LOGSTORE_VERSION, s.listen_host,
-             api_server_port(srv), s.log_dir);
+    ENG_INFO("logstore %s listening on %s://%s:%u (data in %s)", LOGSTORE_VERSION,
+             s.tls ? "https" : "http", s.listen_host, api_server_port(srv), s.log_dir);
 
     if ((rc = eng_manager_load(m, &err))) {
         ENG_ERROR("%s", err.message[0] ? err.message : eng_strerror(rc));
@@ -126,6 +172,9 @@ int main(int argc, char **argv)
     eng_manager_close(m);
     api_waiters_free(ctx.waiters);
     json_decref(ctx.server_settings);
+    api_auth_free(ctx.auth);
+    free(cert);
+    free(key);
     ENG_INFO("stopped cleanly");
     svc_settings_free(&s);
     return 0;

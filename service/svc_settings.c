@@ -9,6 +9,7 @@
  */
 #include "svc_settings.h"
 
+#include "api_auth.h"
 #include "svc_log.h"
 #include "svc_version.h"
 
@@ -39,6 +40,12 @@ static const svc_setting_def defs[SVC_COUNT] = {
                                   "Concurrent HTTP connections accepted."},
     [SVC_HTTP_IDLE_TIMEOUT_MS] = {"http.idle.timeout.ms", "60000", 0, 86400000,
                                   "Close a connection idle this long (0 = never)."},
+    [SVC_HTTP_MAX_HEADER_BYTES] = {"http.max.header.bytes", "32768", 4096, 16777216,
+                                   "Memory for one connection's request line and headers."},
+    [SVC_AUTH_TOKENS_FILE] = {"auth.tokens.file", "", TEXT,
+                              "Bearer tokens (sha256 hex, roles, optional topic prefix); unset = no auth."},
+    [SVC_TLS_CERT_FILE] = {"tls.cert.file", "", TEXT, "PEM certificate (chain) for HTTPS listeners."},
+    [SVC_TLS_KEY_FILE] = {"tls.key.file", "", TEXT, "PEM private key for HTTPS listeners."},
     [SVC_HTTP_MAX_WAITERS] = {"http.max.waiters", "10000", 1, 10000000,
                               "Most parked long-polls and idle streams; past it, 429."},
     [SVC_HTTP_SSE_HEARTBEAT_MS] = {"http.sse.heartbeat.ms", "15000", 100, 3600000,
@@ -215,7 +222,8 @@ static int read_properties(const char *path, raw_list *raw)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: logstore [--config FILE] [--set name=value]... [--help] [--version]\n");
+    fprintf(out, "usage: logstore [--config FILE] [--set name=value]... [--help] [--version]\n"
+                 "       logstore --hash-token TOKEN   (the line to put in auth.tokens.file)\n");
 }
 
 static int apply(svc_settings *s, raw_list *raw)
@@ -300,12 +308,16 @@ static int resolve_double(svc_settings *s, svc_setting_id id, double min, double
 static int resolve_listener(svc_settings *s)
 {
     const char *l = s->text[SVC_LISTENERS];
-    const char *p = strstr(l, "://");
-    if (!p || strncmp(l, "http://", 7) != 0) {
-        fprintf(stderr, "logstore: listeners must look like http://host:port, got '%s'\n", l);
-        return -1;
+    const char *p;
+    if (!strncmp(l, "http://", 7)) {
+        p = l + 7;
+        s->tls = false;
+    } else if (!strncmp(l, "https://", 8)) {
+        p = l + 8;
+        s->tls = true;
+    } else {
+        goto bad;
     }
-    p += 3;
     const char *host_end, *port_s;
     if (*p == '[') {
         host_end = strchr(p, ']');
@@ -329,9 +341,16 @@ static int resolve_listener(svc_settings *s)
     if (end == port_s || (*end && strcmp(end, "/")) || port < 0 || port > 65535)
         goto bad;
     s->listen_port = (uint16_t)port;
+    bool files = s->text[SVC_TLS_CERT_FILE][0] && s->text[SVC_TLS_KEY_FILE][0];
+    if (s->tls != files) {
+        fprintf(stderr, "logstore: %s\n",
+                s->tls ? "an https:// listener needs tls.cert.file and tls.key.file"
+                       : "tls.cert.file and tls.key.file need an https:// listener (and each other)");
+        return -1;
+    }
     return 0;
 bad:
-    fprintf(stderr, "logstore: listeners must look like http://host:port, got '%s'\n", l);
+    fprintf(stderr, "logstore: listeners must look like http://host:port or https://host:port, got '%s'\n", l);
     return -1;
 }
 
@@ -343,6 +362,7 @@ static int resolve(svc_settings *s)
         resolve_int(s, SVC_HTTP_MAX_CONNECTIONS, &s->max_connections) ||
         resolve_int(s, SVC_HTTP_IDLE_TIMEOUT_MS, &s->idle_timeout_ms) ||
         resolve_int(s, SVC_HTTP_MAX_WAITERS, &s->max_waiters) ||
+        resolve_int(s, SVC_HTTP_MAX_HEADER_BYTES, &s->max_header_bytes) ||
         resolve_int(s, SVC_HTTP_SSE_HEARTBEAT_MS, &s->sse_heartbeat_ms) ||
         resolve_int(s, SVC_NUM_PARTITIONS, &s->num_partitions))
         return -1;
@@ -413,6 +433,12 @@ svc_load_result svc_settings_load(svc_settings *s, int argc, char **argv, char *
             goto done;
         } else if (!strcmp(a, "--settings-markdown")) {
             svc_settings_markdown(stdout);
+            res = SVC_LOAD_EXIT_OK;
+            goto done;
+        } else if (!strcmp(a, "--hash-token") && i + 1 < argc) {
+            char hex[65];
+            api_auth_hash(argv[++i], hex);
+            printf("%s\n", hex);
             res = SVC_LOAD_EXIT_OK;
             goto done;
         } else if (!strcmp(a, "--version")) {

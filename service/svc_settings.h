@@ -32,6 +32,10 @@ typedef enum {
     SVC_HTTP_MAX_RECORDS_PER_REQUEST,
     SVC_HTTP_MAX_CONNECTIONS,
     SVC_HTTP_IDLE_TIMEOUT_MS,
+    SVC_HTTP_MAX_HEADER_BYTES,
+    SVC_AUTH_TOKENS_FILE,
+    SVC_TLS_CERT_FILE,
+    SVC_TLS_KEY_FILE,
     SVC_HTTP_MAX_WAITERS,
     SVC_HTTP_SSE_HEARTBEAT_MS,
     SVC_NUM_PARTITIONS,
@@ -83,6 +87,8 @@ typedef struct svc_settings {
     int64_t max_connections;
     int64_t idle_timeout_ms;
     int64_t max_waiters;
+    int64_t max_header_bytes;
+    bool tls;             /* listeners is https:// */
     int64_t sse_heartbeat_ms;
     int64_t num_partitions;
     int log_level;

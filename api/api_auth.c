@@ -1,0 +1,188 @@
+/*
+ * api_auth.c - token hashing, the tokens file, and the per-route check.
+ */
+#include "api_auth.h"
+
+#include "api_errors.h"
+
+#include <ctype.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum { ROLE_READ = 1, ROLE_WRITE = 2, ROLE_ADMIN = 4 };
+
+typedef struct token {
+    unsigned char hash[32];
+    unsigned roles;
+    char prefix[256];
+} token;
+
+struct api_auth {
+    token *tokens;
+    size_t n;
+};
+
+static void sha256(const char *s, size_t len, unsigned char out[32])
+{
+    unsigned int n = 32;
+    if (!EVP_Digest(s, len, out, &n, EVP_sha256(), NULL))
+        memset(out, 0, 32);
+}
+
+void api_auth_hash(const char *token_text, char out[65])
+{
+    unsigned char h[32];
+    sha256(token_text, strlen(token_text), h);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+static int hexval(int c)
+{
+    c = tolower(c);
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static int parse_roles(const char *s, unsigned *roles)
+{
+    *roles = 0;
+    char buf[300];
+    snprintf(buf, sizeof buf, "%s", s);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcasecmp(t, "read"))
+            *roles |= ROLE_READ;
+        else if (!strcasecmp(t, "write"))
+            *roles |= ROLE_WRITE;
+        else if (!strcasecmp(t, "admin"))
+            *roles |= ROLE_ADMIN | ROLE_WRITE | ROLE_READ;
+        else
+            return -1;
+    }
+    return *roles ? 0 : -1;
+}
+
+int api_auth_load(const char *text, size_t len, api_auth **out, char *err, size_t err_len)
+{
+    api_auth *a = calloc(1, sizeof *a);
+    if (!a)
+        return -1;
+    const char *p = text, *end = text + len;
+    int lineno = 0;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        size_t n = eol ? (size_t)(eol - p) : (size_t)(end - p);
+        char line[1024];
+        lineno++;
+        if (n >= sizeof line) {
+            snprintf(err, err_len, "tokens file line %d is too long", lineno);
+            goto fail;
+        }
+        memcpy(line, p, n);
+        line[n] = 0;
+        p = eol ? eol + 1 : end;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char f[3][300] = {{0}};
+        int nf = sscanf(line, "%299s %299s %299s", f[0], f[1], f[2]);
+        if (nf <= 0)
+            continue;
+        token t = {0};
+        bool ok = nf >= 2 && strlen(f[0]) == 64 && parse_roles(f[1], &t.roles) == 0 &&
+                  strlen(f[2]) < sizeof t.prefix;
+        for (int i = 0; ok && i < 32; i++) {
+            int hi = hexval(f[0][2 * i]), lo = hexval(f[0][2 * i + 1]);
+            ok = hi >= 0 && lo >= 0;
+            t.hash[i] = (unsigned char)(hi << 4 | lo);
+        }
+        if (!ok) {
+            snprintf(err, err_len,
+                     "tokens file line %d: expected '<sha256 hex> <read|write|admin,...> [topic prefix]'",
+                     lineno);
+            goto fail;
+        }
+        snprintf(t.prefix, sizeof t.prefix, "%s", f[2]);
+        token *nt = realloc(a->tokens, (a->n + 1) * sizeof *nt);
+        if (!nt)
+            goto fail;
+        a->tokens = nt;
+        a->tokens[a->n++] = t;
+    }
+    *out = a;
+    return 0;
+fail:
+    api_auth_free(a);
+    return -1;
+}
+
+void api_auth_free(api_auth *a)
+{
+    if (!a)
+        return;
+    OPENSSL_cleanse(a->tokens, a->n * sizeof *a->tokens);
+    free(a->tokens);
+    free(a);
+}
+
+size_t api_auth_count(const api_auth *a)
+{
+    return a ? a->n : 0;
+}
+
+/* The matching token, comparing against every entry whatever matches so the
+ * time taken does not depend on which (or whether) one matched. */
+static const token *find(const api_auth *a, const char *presented)
+{
+    unsigned char h[32];
+    sha256(presented, strlen(presented), h);
+    const token *found = NULL;
+    for (size_t i = 0; i < a->n; i++) {
+        bool eq = CRYPTO_memcmp(h, a->tokens[i].hash, 32) == 0;
+        if (eq && !found)
+            found = &a->tokens[i];
+    }
+    OPENSSL_cleanse(h, sizeof h);
+    return found;
+}
+
+bool api_auth_check(const api_auth *a, const api_request *req, const api_route *r,
+                    const api_params *params, api_response *resp)
+{
+    if (!a || r->role == API_ROLE_NONE)
+        return true;
+    const char *h = api_header(req, "Authorization");
+    const char *presented = NULL;
+    if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+        presented = h + 7;
+        while (*presented == ' ')
+            presented++;
+    }
+    const token *t = presented && *presented ? find(a, presented) : NULL;
+    if (!t) {
+        api_error(resp, req, "unauthorized", NULL,
+                  presented ? "the bearer token is not valid" : "a bearer token is required");
+        api_resp_header(resp, "WWW-Authenticate", "Bearer realm=\"logstore\"");
+        return false;
+    }
+    unsigned need = r->role == API_ROLE_ADMIN ? ROLE_ADMIN : r->role == API_ROLE_WRITE ? ROLE_WRITE
+                                                                                      : ROLE_READ;
+    static const char *const names[] = {"", "read", "write", "admin"};
+    if (!(t->roles & need)) {
+        api_error(resp, req, "forbidden", NULL, "this route needs the %s role", names[r->role]);
+        return false;
+    }
+    if (t->prefix[0]) {
+        const char *topic = api_param(params, "topic");
+        if (!topic[0] || strncmp(topic, t->prefix, strlen(t->prefix)) != 0) {
+            api_error(resp, req, "forbidden", NULL,
+                      "this token only reaches topics whose names start with '%s'", t->prefix);
+            return false;
+        }
+    }
+    return true;
+}
