@@ -36,7 +36,8 @@ TEST_LIBS := $(call pc_libs,$(PKGS_TEST))
 ENGINE_SRC := $(wildcard engine/*.c)
 API_SRC := $(wildcard api/*.c)
 SERVICE_SRC := $(filter-out service/main.c,$(wildcard service/*.c))
-LIB_SRC := $(ENGINE_SRC) $(API_SRC) $(SERVICE_SRC)
+GEN_SRC := $(BUILD)/gen/api_web_assets.c
+LIB_SRC := $(ENGINE_SRC) $(API_SRC) $(SERVICE_SRC) $(GEN_SRC)
 
 REL_OBJ := $(LIB_SRC:%.c=$(BUILD)/rel/%.o)
 SAN_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
@@ -84,6 +85,12 @@ deps:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+
+# ---- generated sources -----------------------------------------------------
+$(BUILD)/gen/api_web_assets.c: api/web/dashboard.html api/web/embed.sh
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	@api/web/embed.sh $< api_web_dashboard > $@
 
 # ---- release build -------------------------------------------------------
 $(BUILD)/rel/%.o: %.c
@@ -134,7 +141,10 @@ $(BUILD)/san/tests/fuzz/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.
 
 # libFuzzer builds compile everything with clang in their own tree.
 FUZZ_CC ?= clang
-FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -DLOGSTORE_TEST_BUILD
+# -fno-sanitize-recover=all as in the replay build: otherwise UBSan only prints
+# and libFuzzer never saves the input that triggered undefined behaviour.
+FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+              -DLOGSTORE_TEST_BUILD
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/%.o)
 
 $(BUILD)/fuzz/%.o: %.c
@@ -144,7 +154,7 @@ $(BUILD)/fuzz/%.o: %.c
 
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 	@echo "  LD fuzz $@"
-	@$(FUZZ_CC) $(BASE_CFLAGS) -Wno-missing-prototypes -O1 -g -fsanitize=fuzzer,address,undefined \
+	@$(FUZZ_CC) $(BASE_CFLAGS) -Wno-missing-prototypes -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		-DLOGSTORE_TEST_BUILD $(RUNTIME_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(RUNTIME_LIBS)
 
 fuzz: deps
@@ -177,7 +187,11 @@ BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/rel/tests/bench/%)
 $(BUILD)/rel/tests/bench/%: tests/bench/%.c $(REL_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	@$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(RUNTIME_CFLAGS) -o $@ $< $(REL_OBJ) $(RUNTIME_LIBS)
+	@$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(RUNTIME_CFLAGS) $(BENCH_CFLAGS) -o $@ $< $(REL_OBJ) $(RUNTIME_LIBS) $(BENCH_LIBS)
+
+# The long-poll latency client drives its pollers with libcurl's multi interface.
+$(BUILD)/rel/tests/bench/bench_tail_latency: BENCH_CFLAGS = $(TEST_CFLAGS)
+$(BUILD)/rel/tests/bench/bench_tail_latency: BENCH_LIBS = $(TEST_LIBS)
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BUILD)/logstore $(BENCH_BIN)

@@ -66,7 +66,8 @@ void api_h_info(api_ctx *ctx, const api_request *req, const api_params *params, 
         json_object_set_new(o, "log_dir", json_string(eng_manager_log_dir(m)));
         json_object_set_new(
             o, "startup",
-            json_pack("{s:b,s:i,s:i,s:i,s:i,s:I,s:I}", "clean_shutdown", r.clean_shutdown,
+            json_pack("{s:b,s:b,s:i,s:i,s:i,s:i,s:I,s:I}", "first_start", r.first_start,
+                      "clean_shutdown", r.clean_shutdown,
                       "topics", (int)r.topics, "partitions", (int)r.partitions, "segments",
                       (int)r.segments, "segments_recovered", (int)r.segments_recovered,
                       "bytes_truncated", (json_int_t)r.bytes_truncated, "duration_ms",

@@ -16,6 +16,7 @@
 #define TP "/v1/topics/{topic}/partitions/{partition}"
 
 static const api_route routes[] = {
+    {"GET", "/", api_h_dashboard, API_ROLE_NONE, 0},
     {"GET", "/health/live", api_h_health_live, API_ROLE_NONE, 0},
     {"GET", "/health/ready", api_h_health_ready, API_ROLE_NONE, 0},
     {"GET", "/metrics", api_h_metrics, API_ROLE_READ, 0},

@@ -43,6 +43,7 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp);
 
 /* Handlers, by module. */
 void api_h_health_live(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_dashboard(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_metrics(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_health_ready(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_info(api_ctx *, const api_request *, const api_params *, api_response *);

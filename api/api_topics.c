@@ -23,6 +23,12 @@ static json_t *partition_json(eng_partition *p)
                           (json_int_t)in.recovery_point, "size_bytes", (json_int_t)in.size_bytes,
                           "segment_count", (int)in.segment_count, "active_segment_base_offset",
                           (json_int_t)in.active_base_offset);
+    eng_partition_counters c;
+    eng_partition_counters_get(p, &c);
+    json_object_set_new(o, "records_appended", json_integer((json_int_t)c.appended_records));
+    json_object_set_new(o, "bytes_appended", json_integer((json_int_t)c.appended_bytes));
+    json_object_set_new(o, "records_read", json_integer((json_int_t)c.read_records));
+    json_object_set_new(o, "bytes_read", json_integer((json_int_t)c.read_bytes));
     json_object_set_new(o, "first_timestamp",
                         in.first_timestamp >= 0 ? json_integer(in.first_timestamp) : json_null());
     json_object_set_new(o, "max_timestamp",

@@ -447,6 +447,7 @@ int eng_manager_load(eng_manager *m, eng_errdetail *err)
     if ((rc = load_all(m, m->report.clean_shutdown)))
         return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
     m->report.duration_ms = eng_mono_ms() - t0;
+    m->report.first_start = m->report.topics == 0 && !m->report.clean_shutdown;
     ENG_INFO("loaded %u topics, %u partitions from %s in %lld ms (%s shutdown, %u segments "
              "recovered, %" PRIu64 " bytes truncated)",
              m->report.topics, m->report.partitions, m->dir, (long long)m->report.duration_ms,

@@ -266,6 +266,15 @@ static void take_offline(eng_partition *p, int rc, const char *what)
                   eng_strerror(rc));
 }
 
+/* What an append reports after an I/O failure: ENG_EOFFLINE once the dir is
+ * offline (503 log_dir_offline, like every append after it) rather than the
+ * raw errno (500 internal_error); a full disk stays -ENOSPC (507).  Found by
+ * tests/crash/test_faults.c (segment.append.partial=eio answered 500). */
+static int offline_code(const eng_partition *p, int rc)
+{
+    return rc != -ENOSPC && p->dir_offline && atomic_load(p->dir_offline) ? ENG_EOFFLINE : rc;
+}
+
 /* Waits until everything below `upto` is on disk, running the flush itself
  * when no other appender is.  Returns the fsync error, if any. */
 static int flush_upto(eng_partition *p, int64_t upto)
@@ -517,6 +526,8 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
     if (why != ENG_ROLL_NONE) {
         if ((rc = eng__partition_roll_locked(p, &cfg, why))) {
             take_offline(p, rc, "segment roll");
+            rc = eng_fail(err, offline_code(p, rc), "rolling a segment of %s-%d failed: %s",
+                          p->topic, p->id, eng_strerror(rc));
             goto unlock;
         }
         active = p->view->segs[p->view->n - 1];
@@ -525,7 +536,8 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
     rc = eng_segment_append(active, data, len, last, plan.max_ts, off_of_max);
     if (rc) {
         take_offline(p, rc, "append");
-        rc = eng_fail(err, rc, "writing to %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
+        rc = eng_fail(err, offline_code(p, rc), "writing to %s-%d failed: %s", p->topic, p->id,
+                      eng_strerror(rc));
         goto unlock;
     }
     atomic_store(&p->log_end_offset, last + 1);
@@ -545,7 +557,8 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         rc = flush_upto(p, last + 1);
         if (rc) {
             eng__append_plan_free(&plan);
-            return eng_fail(err, rc, "fsync of %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
+            return eng_fail(err, offline_code(p, rc), "fsync of %s-%d failed: %s", p->topic,
+                            p->id, eng_strerror(rc));
         }
     }
     /* With flush.messages=1, only what is on disk is acknowledged and visible;
