@@ -114,6 +114,10 @@ struct json_t *svc_settings_json(const svc_settings *s);
  * default and a line of doc. */
 void svc_settings_help(FILE *out);
 
+/* Writes a server.properties with every setting commented out at its
+ * default (deploy/server.properties is this output, checked by a test). */
+void svc_settings_properties(FILE *out);
+
 /* Writes the same tables as Markdown (README's configuration reference is
  * this output, checked by a test). */
 void svc_settings_markdown(FILE *out);
