@@ -106,7 +106,9 @@ int api_auth_load(const char *text, size_t len, api_auth **out, char *err, size_
                      lineno);
             goto fail;
         }
-        snprintf(t.prefix, sizeof t.prefix, "%s", f[2]);
+        /* Fix: snprintf here broke the -O1 sanitizer build (-Werror=format-truncation:
+         * f[2] holds up to 299 bytes); the length was checked above, so copy it. */
+        memcpy(t.prefix, f[2], strlen(f[2]) + 1);
         token *nt = realloc(a->tokens, (a->n + 1) * sizeof *nt);
         if (!nt)
             goto fail;

@@ -103,11 +103,17 @@ bool api_lookup_partition(api_ctx *ctx, const api_request *req, const api_params
  * strncasecmp(ct, "application/json", 16) also accepted
  * "application/json-seq", "application/jsonx" and the like; now the type must
  * end there (or be followed by parameters). */
+bool api_media_type_is(const char *ct, const char *type)
+{
+    size_t n = strlen(type);
+    return ct && strncasecmp(ct, type, n) == 0 &&
+           (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
+}
+
 bool api_json_content_type(const api_request *req, api_response *resp)
 {
     const char *ct = api_header(req, "Content-Type");
-    if (!ct || (strncasecmp(ct, "application/json", 16) == 0 &&
-                (ct[16] == 0 || ct[16] == ';' || ct[16] == ' ' || ct[16] == '\t')))
+    if (!ct || api_media_type_is(ct, "application/json"))
         return true;
     api_error(resp, req, "unsupported_media_type", NULL,
               "Content-Type %.80s is not supported here; send application/json", ct);

@@ -36,6 +36,9 @@ bool api_lookup_partition(api_ctx *ctx, const api_request *req, const api_params
 
 /* True when the Content-Type is absent or application/json (any case, with
  * optional parameters); otherwise fills resp with 415 and returns false. */
+/* True if the Content-Type value ct names exactly `type` (parameters allowed). */
+bool api_media_type_is(const char *ct, const char *type);
+
 bool api_json_content_type(const api_request *req, api_response *resp);
 
 /* Parses the body as a JSON object (an empty body gives an empty object when

@@ -104,10 +104,17 @@ static void help(out *o, const char *name, const char *type, const char *text)
 static void requests(out *o)
 {
     const api_route *routes = api_routes();
+    /* Fix: the loops below read routes[r].method for every r < MAX_ROUTES,
+     * past the table's NULL terminator (a global-buffer-overflow that took
+     * the server down on the first scrape).  Count the routes once and only
+     * index below that. */
+    int nroutes = 0;
+    while (nroutes < MAX_ROUTES && routes[nroutes].method)
+        nroutes++;
     help(o, "logstore_http_requests_total", "counter", "HTTP requests answered, by route and status.");
     for (int r = 0; r <= MAX_ROUTES; r++) {
-        bool known = r < MAX_ROUTES && routes[r].method;
-        if (r < MAX_ROUTES && !routes[r].method)
+        bool known = r < nroutes;
+        if (r < MAX_ROUTES && !known)
             continue;
         for (int s = 0; s < NSTATUS - 1; s++) {
             uint64_t n = atomic_load(&req_count[r][s]);
@@ -126,8 +133,8 @@ static void requests(out *o)
     help(o, "logstore_http_request_duration_seconds", "histogram",
          "Time from the request's arrival to its answer, by route.");
     for (int r = 0; r <= MAX_ROUTES; r++) {
-        bool known = r < MAX_ROUTES && routes[r].method;
-        if (r < MAX_ROUTES && !routes[r].method)
+        bool known = r < nroutes;
+        if (r < MAX_ROUTES && !known)
             continue;
         uint64_t cum = 0, total = 0;
         for (int i = 0; i < NLAT; i++)

@@ -178,7 +178,7 @@ void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params
     if (!api_lookup_partition(ctx, req, params, resp, &p))
         return;
     const char *ct = api_header(req, "Content-Type");
-    if (ct && strncasecmp(ct, "application/octet-stream", 24) == 0) {
+    if (api_media_type_is(ct, "application/octet-stream")) {
         append_binary(p, req, resp);
         eng_partition_unref(p);
         return;
