@@ -5,6 +5,8 @@
  *   snappy the xerial snappy-java stream: magic 82 53 4e 41 50 50 59 00,
  *          int32 version 1, int32 compatible version 1, then blocks of
  *          big-endian int32 length + raw snappy, 32 KiB of input a block
+ *          (read: also one raw snappy block without the header, as
+ *          xerial's reader accepts and kafkajs-snappy writes)
  *   lz4    an LZ4 frame with independent 64 KiB blocks and no checksums,
  *          which is what Kafka's reader accepts
  *   zstd   a standard zstd frame
@@ -97,9 +99,33 @@ static int gzip_compress(int level, const uint8_t *in, size_t len, eng_buf *out)
     return rc;
 }
 
+/* One raw snappy block appended to out. */
+static int snappy_block(const uint8_t *in, size_t n, eng_buf *out)
+{
+    size_t plain;
+    if (snappy_uncompressed_length((const char *)in, n, &plain) != SNAPPY_OK)
+        return ENG_ECORRUPT;
+    int rc = room(out, plain);
+    if (rc)
+        return rc;
+    size_t got = plain;
+    if (snappy_uncompress((const char *)in, n, (char *)out->data + out->len, &got) != SNAPPY_OK ||
+        got != plain)
+        return ENG_ECORRUPT;
+    out->len += got;
+    return 0;
+}
+
 static int snappy_decompress(const uint8_t *in, size_t len, eng_buf *out)
 {
-    if (len < 16 || memcmp(in, xerial_magic, 8) != 0)
+    /* Fix (found by the kafkajs-snappy batches in tests/data/kafkajs): the
+     * kafkajs producer's snappy codec sends one raw snappy block, without the
+     * xerial header.  Kafka's reader (xerial SnappyInputStream) reads a stream
+     * that does not start with the magic as raw snappy, so a broker accepts
+     * such batches; refusing them made every kafkajs snappy produce a 422. */
+    if (len > 0 && (len < 16 || memcmp(in, xerial_magic, 8) != 0))
+        return snappy_block(in, len, out);
+    if (len < 16)
         return ENG_ECORRUPT;
     size_t pos = 16;
     while (pos < len) {
@@ -109,18 +135,9 @@ static int snappy_decompress(const uint8_t *in, size_t len, eng_buf *out)
         pos += 4;
         if (n > len - pos)
             return ENG_ECORRUPT;
-        size_t plain;
-        if (snappy_uncompressed_length((const char *)in + pos, n, &plain) != SNAPPY_OK)
-            return ENG_ECORRUPT;
-        int rc = room(out, plain);
+        int rc = snappy_block(in + pos, n, out);
         if (rc)
             return rc;
-        size_t got = plain;
-        if (snappy_uncompress((const char *)in + pos, n, (char *)out->data + out->len, &got) !=
-                SNAPPY_OK ||
-            got != plain)
-            return ENG_ECORRUPT;
-        out->len += got;
         pos += n;
     }
     return 0;

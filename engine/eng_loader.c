@@ -130,6 +130,14 @@ static int scan_dir(const char *dir, dir_scan *d, eng_load_stats *st)
     return 0;
 }
 
+/* True if both index files of segment base exist in dir. */
+static bool index_files_exist(const char *dir, int64_t base)
+{
+    char path[PATH_MAX];
+    return eng_fs_segment_path(path, sizeof path, dir, base, ".index") == 0 && eng_fs_exists(path) &&
+           eng_fs_segment_path(path, sizeof path, dir, base, ".timeindex") == 0 && eng_fs_exists(path);
+}
+
 /* True if the segment's indexes exist and pass the consistency check. */
 static bool indexes_ok(eng_segment *seg)
 {
@@ -160,6 +168,7 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
         return rc;
     dir_scan d = {0};
     eng_segment **segs = NULL;
+    bool *missing = NULL;
     size_t nsegs = 0;
     if ((rc = scan_dir(p->dir, &d, st)))
         goto done;
@@ -177,12 +186,18 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
             goto done;
         nsegs = 1;
     } else {
-        if (!(segs = calloc(d.n, sizeof *segs))) {
+        if (!(segs = calloc(d.n, sizeof *segs)) || !(missing = calloc(d.n, sizeof *missing))) {
             rc = -ENOMEM;
             goto done;
         }
         bool torn_tail = false;
         for (size_t i = 0; i < d.n; i++) {
+            /* Looked at before the open: opening a segment active creates its
+             * missing indexes empty, and empty indexes pass indexes_ok, so
+             * the active segment was never rebuilt (found by
+             * tests/unit/test_corruption.c).  Kafka recovers any segment
+             * whose index is missing. */
+            missing[i] = !index_files_exist(p->dir, d.bases[i]);
             eng_segment_opts o;
             eng__segment_opts(&cfg, false, &o);
             bool active = i + 1 == d.n;
@@ -209,7 +224,8 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
                     first_recover = i;
         }
         for (size_t i = 0; i < nsegs; i++) {
-            if (i < first_recover && indexes_ok(segs[i]) && !(torn_tail && i + 1 == nsegs))
+            if (i < first_recover && !missing[i] && indexes_ok(segs[i]) &&
+                !(torn_tail && i + 1 == nsegs))
                 continue;
             eng_recover_stats rs;
             if ((rc = eng_segment_recover(segs[i], &rs)))
@@ -276,6 +292,7 @@ done:
     for (size_t i = 0; i < nsegs; i++)
         eng_segment_unref(segs[i]);
     free(segs);
+    free(missing);
     free(d.bases);
     return rc;
 }

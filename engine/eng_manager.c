@@ -12,6 +12,7 @@
 #include "eng_checkpoint.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
+#include "eng_partition_impl.h" /* first segment base, for log-start-offset-checkpoint */
 
 #include <dirent.h>
 #include <errno.h>
@@ -504,35 +505,6 @@ void eng_partitions_release(eng_partition **v, size_t n)
     for (size_t i = 0; i < n; i++)
         eng_partition_unref(v[i]);
     free(v);
-}
-
-/* Writes one offset checkpoint over every partition, using get(p). */
-int eng__manager_write_offsets(eng_manager *m, const char *name,
-                               int64_t (*get)(const eng_partition *), bool only_above_first_base)
-{
-    eng_partition **v;
-    size_t n;
-    int rc = eng_manager_all_partitions(m, &v, &n);
-    if (rc)
-        return rc;
-    eng_ckpt_entry *e = calloc(n ? n : 1, sizeof *e);
-    size_t k = 0;
-    if (!e)
-        rc = -ENOMEM;
-    for (size_t i = 0; e && i < n; i++) {
-        int64_t off = get(v[i]);
-        if (only_above_first_base && off <= 0)
-            continue;
-        e[k].topic = (char *)eng_partition_topic(v[i]);
-        e[k].partition = eng_partition_id(v[i]);
-        e[k++].offset = off;
-    }
-    char path[PATH_MAX];
-    if (!rc && !(rc = eng_fs_join(path, sizeof path, m->dir, name)))
-        rc = eng_checkpoint_write(path, e, k);
-    free(e);
-    eng_partitions_release(v, n);
-    return rc;
 }
 
 void eng_manager_close(eng_manager *m)
