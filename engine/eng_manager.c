@@ -370,7 +370,7 @@ static int load_all(eng_manager *m, bool clean)
 static void manager_free(eng_manager *m)
 {
     eng_cleaner_stop(m->cleaner);
-    eng_scheduler_stop(m->sched);
+    eng_scheduler_free(atomic_load(&m->sched));
     for (size_t i = 0; i < m->ntopics; i++)
         topic_free(m->topics[i]);
     free(m->topics);
@@ -517,8 +517,9 @@ void eng_manager_close(eng_manager *m)
      * .deleted files by the next startup). */
     eng_cleaner_stop(m->cleaner);
     m->cleaner = NULL;
-    eng_scheduler_stop(m->sched);
-    m->sched = NULL;
+    /* Stopped, not freed: hooks fired by the closes below find it refusing
+     * work (and do that work inline) rather than freed. */
+    eng_scheduler_stop(atomic_load(&m->sched));
     bool ok = !atomic_load(&m->offline);
     pthread_rwlock_wrlock(&m->lock);
     for (size_t i = 0; i < m->ntopics; i++)

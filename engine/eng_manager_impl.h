@@ -31,7 +31,7 @@ struct eng_manager {
     _Atomic int offline;
     eng_startup_report report;
     eng_jobs_opts jobs_opts;
-    eng_scheduler *sched; /* NULL until eng_manager_start_jobs */
+    _Atomic(eng_scheduler *) sched; /* NULL until eng_manager_start_jobs */
     eng_cleaner_opts cleaner_opts;
     eng_cleaner *cleaner; /* NULL until eng_manager_start_cleaner */
 };

@@ -65,7 +65,8 @@ static void on_roll(eng_partition *p, eng_segment *sealed, int64_t new_base, voi
 {
     (void)sealed;
     eng_manager *m = ctx;
-    if (!m->sched)
+    eng_scheduler *sched = atomic_load(&m->sched);
+    if (!sched)
         return; /* no jobs: the sealed segment is flushed by flush.messages or at close */
     flush_arg *a = malloc(sizeof *a);
     if (!a)
@@ -73,7 +74,7 @@ static void on_roll(eng_partition *p, eng_segment *sealed, int64_t new_base, voi
     eng_partition_ref(p);
     a->p = p;
     a->upto = new_base;
-    eng_scheduler_add_once(m->sched, "flush-log", 0, job_flush_log, a, drop_flush_log);
+    eng_scheduler_add_once(sched, "flush-log", 0, job_flush_log, a, drop_flush_log);
 }
 
 static int job_delete_file(void *varg, char *note, size_t len)
@@ -95,12 +96,13 @@ static void on_delete(eng_partition *p, eng_segment *seg, int64_t delay_ms, void
 {
     (void)p;
     eng_manager *m = ctx;
-    if (!m->sched || delay_ms <= 0) {
+    eng_scheduler *sched = atomic_load(&m->sched);
+    if (!sched || delay_ms <= 0) {
         char note[64];
         job_delete_file(seg, note, sizeof note);
         return;
     }
-    eng_scheduler_add_once(m->sched, "delete-file", delay_ms, job_delete_file, seg,
+    eng_scheduler_add_once(sched, "delete-file", delay_ms, job_delete_file, seg,
                            drop_delete_file);
 }
 
@@ -123,12 +125,13 @@ static void drop_group_commit(void *varg)
 static void request_commit(eng_partition *p, void *ctx)
 {
     eng_manager *m = ctx;
-    if (!m->sched) {
+    eng_scheduler *sched = atomic_load(&m->sched);
+    if (!sched) {
         eng_partition_commit(p);
         return;
     }
     eng_partition_ref(p);
-    eng_scheduler_add_once(m->sched, "group-commit", 0, job_group_commit, p, drop_group_commit);
+    eng_scheduler_add_once(sched, "group-commit", 0, job_group_commit, p, drop_group_commit);
 }
 
 static void on_hw(eng_partition *p, int64_t hw, void *ctx)
@@ -283,10 +286,10 @@ int eng_manager_start_jobs(eng_manager *m)
                                          o->start_offset_checkpoint_interval_ms,
                                          job_start_checkpoint, m)) ||
         (rc = eng_scheduler_start(s))) {
-        eng_scheduler_stop(s);
+        eng_scheduler_free(s);
         return rc;
     }
-    m->sched = s;
+    atomic_store(&m->sched, s);
     ENG_INFO("background jobs started on %u threads (first run in %" PRId64 " ms)",
              o->background_threads, d);
     return 0;
@@ -294,17 +297,19 @@ int eng_manager_start_jobs(eng_manager *m)
 
 int eng_manager_jobs(eng_manager *m, eng_job_info **out, size_t *n)
 {
-    if (!m->sched) {
+    eng_scheduler *sched = atomic_load(&m->sched);
+    if (!sched) {
         *out = NULL;
         *n = 0;
         return 0;
     }
-    return eng_scheduler_jobs(m->sched, out, n);
+    return eng_scheduler_jobs(sched, out, n);
 }
 
 int eng_manager_trigger_job(eng_manager *m, const char *name)
 {
-    return m->sched ? eng_scheduler_trigger(m->sched, name) : ENG_ENOTFOUND;
+    eng_scheduler *sched = atomic_load(&m->sched);
+    return sched ? eng_scheduler_trigger(sched, name) : ENG_ENOTFOUND;
 }
 
 int eng_manager_start_cleaner(eng_manager *m)

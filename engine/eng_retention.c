@@ -282,7 +282,11 @@ int eng_partition_delete_records(eng_partition *p, int64_t before_offset, int64_
     int64_t hw = atomic_load(&p->high_watermark);
     int64_t lso = atomic_load(&p->log_start_offset);
     int64_t target = before_offset == -1 ? hw : before_offset;
-    if (target < -1 || target > hw) {
+    if (before_offset < -1) {
+        pthread_mutex_unlock(&p->append_lock);
+        return eng_fail(err, ENG_EINVAL, "before_offset must be >= 0, or -1 for the high watermark");
+    }
+    if (target > hw) {
         pthread_mutex_unlock(&p->append_lock);
         eng_errdetail_bounds(err, lso, hw);
         return eng_fail(err, ENG_EOFFSET,

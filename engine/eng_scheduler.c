@@ -31,6 +31,8 @@ typedef struct task {
 typedef struct job_stat {
     eng_job_info info;
     bool trigger; /* run again as soon as the current run ends */
+    eng_job_fn fn; /* periodic jobs: what a trigger runs when none is queued */
+    void *arg;
 } job_stat;
 
 struct eng_scheduler {
@@ -236,9 +238,15 @@ int eng_scheduler_add_periodic(eng_scheduler *s, const char *name, int64_t initi
     size_t idx = stat_for(s, name, true, interval_ms);
     if (idx == SIZE_MAX) {
         rc = -ENOMEM;
-    } else if (interval_ms != INT64_MAX && !s->stopping) {
+    } else if (interval_ms == INT64_MAX) {
+        /* Listed, never scheduled: a trigger can still run it once. */
+        s->stats[idx].fn = fn;
+        s->stats[idx].arg = arg;
+    } else if (!s->stopping) {
         task t = {.due = deadline(eng_mono_ms(), initial_delay_ms), .stat = idx, .periodic = true,
                   .interval_ms = interval_ms, .fn = fn, .arg = arg};
+        s->stats[idx].fn = fn;
+        s->stats[idx].arg = arg;
         s->stats[idx].info.next_run_ms = eng_now_ms() + initial_delay_ms;
         rc = push(s, &t);
         pthread_cond_signal(&s->cond);
@@ -285,10 +293,17 @@ int eng_scheduler_trigger(eng_scheduler *s, const char *name)
     }
     if (rc) {
         for (size_t i = 0; i < s->nstats; i++) {
-            if (s->stats[i].info.periodic && s->stats[i].info.running &&
-                strcmp(s->stats[i].info.name, name) == 0) {
-                s->stats[i].trigger = true;
+            job_stat *st = &s->stats[i];
+            if (!st->info.periodic || strcmp(st->info.name, name) != 0)
+                continue;
+            if (st->info.running) {
+                st->trigger = true;
                 rc = 0;
+            } else if (st->fn && !s->stopping) {
+                /* A job whose interval is "never": run it once now. */
+                task t = {.due = eng_mono_ms(), .stat = i, .periodic = true,
+                          .interval_ms = st->info.interval_ms, .fn = st->fn, .arg = st->arg};
+                rc = push(s, &t);
             }
         }
     }
@@ -302,14 +317,34 @@ void eng_scheduler_stop(eng_scheduler *s)
     if (!s)
         return;
     pthread_mutex_lock(&s->lock);
+    bool already = s->stopping;
     s->stopping = true;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
+    if (already)
+        return;
     for (unsigned i = 0; i < s->started; i++)
         pthread_join(s->threads[i], NULL);
-    for (size_t i = 0; i < s->n; i++)
-        if (!s->heap[i].periodic && s->heap[i].drop)
-            s->heap[i].drop(s->heap[i].arg);
+    s->started = 0;
+    /* Drop callbacks may call back in (add_once fails while stopping), so
+     * they run without the lock on a private copy of the queue. */
+    pthread_mutex_lock(&s->lock);
+    task *pending = s->heap;
+    size_t n = s->n;
+    s->heap = NULL;
+    s->n = s->cap = 0;
+    pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; i < n; i++)
+        if (!pending[i].periodic && pending[i].drop)
+            pending[i].drop(pending[i].arg);
+    free(pending);
+}
+
+void eng_scheduler_free(eng_scheduler *s)
+{
+    if (!s)
+        return;
+    eng_scheduler_stop(s);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     free(s->heap);

@@ -65,8 +65,11 @@ int eng_scheduler_add_once(eng_scheduler *s, const char *name, int64_t delay_ms,
 int eng_scheduler_trigger(eng_scheduler *s, const char *name);
 
 /* Stops: no new work starts, running jobs finish, pending one-shots are
- * dropped.  Frees the scheduler.  s may be NULL. */
+ * dropped; later add_once calls fail (and drop).  s may be NULL. */
 void eng_scheduler_stop(eng_scheduler *s);
+
+/* Stops if needed and frees. s may be NULL. */
+void eng_scheduler_free(eng_scheduler *s);
 
 /* Snapshot of every job name; *out malloc'd (caller frees). */
 int eng_scheduler_jobs(eng_scheduler *s, eng_job_info **out, size_t *n);

@@ -445,8 +445,9 @@ int64_t eng_segment_offset_of_max_timestamp(eng_segment *s)
 int64_t eng_segment_mtime_ms(const eng_segment *s)
 {
     struct stat st;
+    /* Unknown age counts as young: retention must never delete on a guess. */
     if (fstat(s->log_fd, &st) < 0)
-        return 0;
+        return eng_now_ms();
     return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
 }
 
