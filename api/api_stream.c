@@ -153,6 +153,8 @@ static void refill(api_stream *s)
         fail(s, api_error_code_for(rc), d.message[0] ? d.message : eng_strerror(rc));
         return;
     }
+    if (f.len == 0 && f.next_offset > s->next)
+        s->next = f.next_offset; /* a clean emptied the range: resume past it */
     size_t pos = 0;
     while (pos < f.len && !s->finished) {
         eng_batch_header h;

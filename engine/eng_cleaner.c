@@ -115,6 +115,18 @@ static int ckpt_write(eng_cleaner *c)
     return rc;
 }
 
+/* Whether p is still the partition the manager serves under its name: a
+ * topic deleted while it was being cleaned must not leave a checkpoint entry
+ * behind for a new topic of the same name to inherit. */
+static bool still_registered(eng_cleaner *c, eng_partition *p)
+{
+    eng_partition *cur;
+    if (eng_manager_partition(c->m, eng_partition_topic(p), eng_partition_id(p), &cur, NULL))
+        return false;
+    eng_partition_unref(cur);
+    return cur == p;
+}
+
 static bool in_progress(eng_cleaner *c, eng_partition *p)
 {
     for (size_t i = 0; i < c->nin_progress; i++)
@@ -209,7 +221,7 @@ static int run_clean(eng_cleaner *c, eng_partition *p, eng_offset_map *map, bool
                         .max_bytes_per_second = c->o.max_bytes_per_second, .abort = &c->abort};
     int rc = eng_partition_clean(p, ckpt, &o, st);
     pthread_mutex_lock(&c->lock);
-    if (!rc && !dry_run && st->end_offset != ckpt) {
+    if (!rc && !dry_run && st->end_offset != ckpt && still_registered(c, p)) {
         (void)ENG_FAULT("cleaner.before_checkpoint");
         int w = ckpt_set(c, eng_partition_topic(p), eng_partition_id(p), st->end_offset);
         if (!w)
@@ -425,6 +437,31 @@ int eng_cleaner_clean_now(eng_cleaner *c, eng_partition *p, bool dry_run, eng_cl
     unmark_in_progress(c, p);
     pthread_mutex_unlock(&c->lock);
     return rc;
+}
+
+void eng_cleaner_forget(eng_cleaner *c, const char *topic)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t k = 0;
+    bool dropped = false;
+    for (size_t i = 0; i < c->ckpt.n; i++) {
+        if (!strcmp(c->ckpt.entries[i].topic, topic)) {
+            free(c->ckpt.entries[i].topic);
+            dropped = true;
+        } else {
+            c->ckpt.entries[k++] = c->ckpt.entries[i];
+        }
+    }
+    c->ckpt.n = k;
+    size_t j = 0;
+    for (size_t i = 0; i < c->nuncleanable; i++)
+        if (strcmp(c->uncleanable[i].topic, topic))
+            c->uncleanable[j++] = c->uncleanable[i];
+    c->nuncleanable = j;
+    int rc = dropped ? ckpt_write(c) : 0;
+    if (rc)
+        ENG_WARN("writing cleaner-offset-checkpoint: %s", eng_strerror(rc));
+    pthread_mutex_unlock(&c->lock);
 }
 
 int64_t eng_cleaner_checkpoint(eng_cleaner *c, const char *topic, int32_t partition)

@@ -236,7 +236,13 @@ int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
         goto done;
     rc = 0;
     bool need_horizon = kept_tombstone && !has_horizon;
-    if (nkept == (size_t)h->record_count && !need_horizon) {
+    if (nkept == 0 && !keep_empty) {
+        /* Fix (found by tests/unit/test_compact.c): a header-only batch an
+         * earlier clean kept as the last of its group matched "nothing
+         * removed" and was copied forever, piling up inside merged groups;
+         * Kafka's filterTo drops an empty batch it need not retain. */
+        *action = ENG_CLEAN_DROP;
+    } else if (nkept == (size_t)h->record_count && !need_horizon) {
         *action = ENG_CLEAN_COPY;
     } else if (nkept == 0) {
         *action = keep_empty ? ENG_CLEAN_REWRITE : ENG_CLEAN_DROP;

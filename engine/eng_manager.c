@@ -660,7 +660,10 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
     }
     memmove(&m->topics[i], &m->topics[i + 1], (m->ntopics - (size_t)i - 1) * sizeof *m->topics);
     m->ntopics--;
+    eng_cleaner *cleaner = m->cleaner;
     pthread_rwlock_unlock(&m->lock);
+    if (cleaner)
+        eng_cleaner_forget(cleaner, name);
     unsigned char raw[16];
     char uuid[33];
     if (RAND_bytes(raw, sizeof raw) != 1)

@@ -74,6 +74,24 @@ static int read_batches(eng_segment *seg, const eng_batch_pos *b, uint64_t limit
     return 0;
 }
 
+/* Fix (found by tests/unit/test_retention.c, readers racing deletion):
+ * retention may delete the segment holding `offset` between the range check
+ * and taking the view; the scan then starts at the next segment and answers
+ * records from a later offset, a silent gap.  Retention raises the log start
+ * offset before it installs the new view, so a fresh load after taking the
+ * view sees it, and the read answers out of range, as Kafka does.
+ *
+ * The opposite race needs no such check: a clean that removed every record
+ * in [offset, hw) leaves the scan finding its first batch at or past hw.
+ * Nothing can reappear below hw, so the readers answer an empty page whose
+ * next offset is hw rather than one that never advances (found by
+ * tests/unit/test_compact_model.c). */
+static bool deleted_under_us(eng_partition *p, int64_t offset, int64_t *lso)
+{
+    *lso = atomic_load(&p->log_start_offset);
+    return offset < *lso;
+}
+
 int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_fetch *out,
                        eng_errdetail *err)
 {
@@ -88,14 +106,7 @@ int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_f
     if (offset == hw)
         return 0;
     eng_segview *v = eng__segview_acquire(p);
-    /* Fix (found by tests/unit/test_retention.c, readers racing deletion):
-     * retention may have deleted the segment holding `offset` between the
-     * check above and taking the view; the loop below then started at the
-     * next segment and answered records from a later offset, a silent gap.
-     * Retention raises the log start offset before it installs the new view,
-     * so a fresh load here sees it: answer out of range, as Kafka does. */
-    lso = atomic_load(&p->log_start_offset);
-    if (offset < lso) {
+    if (deleted_under_us(p, offset, &lso)) {
         eng__segview_release(v);
         out->log_start_offset = lso;
         return out_of_range(p, offset, lso, hw, err);
@@ -107,8 +118,10 @@ int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_f
         eng_segment *seg = v->segs[k];
         if (eng_segment_base(seg) > target)
             target = eng_segment_base(seg);
-        if (target >= hw)
+        if (target >= hw) {
+            out->next_offset = hw;
             break;
+        }
         uint64_t limit = eng_segment_size(seg);
         eng_batch_pos b;
         rc = eng_segment_find_batch(seg, target, limit, &b);
@@ -118,6 +131,10 @@ int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_f
         }
         if (rc)
             break;
+        if (b.header.base_offset >= hw) {
+            out->next_offset = hw;
+            break;
+        }
         rc = read_batches(seg, &b, limit, hw, max_bytes, out);
         break;
     }
@@ -199,6 +216,11 @@ int eng_partition_read_slice(eng_partition *p, int64_t offset, size_t max_bytes,
     if (offset == hw)
         return 0;
     eng_segview *v = eng__segview_acquire(p);
+    if (deleted_under_us(p, offset, &lso)) {
+        eng__segview_release(v);
+        out->log_start_offset = lso;
+        return out_of_range(p, offset, lso, hw, err);
+    }
     ssize_t i = eng__segview_floor(v, offset);
     int rc = 0;
     int64_t target = offset;
@@ -206,13 +228,19 @@ int eng_partition_read_slice(eng_partition *p, int64_t offset, size_t max_bytes,
         eng_segment *seg = v->segs[k];
         if (eng_segment_base(seg) > target)
             target = eng_segment_base(seg);
-        if (target >= hw)
+        if (target >= hw) {
+            out->next_offset = hw;
             break;
+        }
         eng_batch_pos b;
         rc = eng_segment_find_batch(seg, target, eng_segment_size(seg), &b);
         if (rc == ENG_ENOTFOUND) {
             rc = 0;
             continue;
+        }
+        if (!rc && b.header.base_offset >= hw) {
+            out->next_offset = hw;
+            break;
         }
         uint64_t end;
         int64_t next;

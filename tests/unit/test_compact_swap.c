@@ -1,0 +1,542 @@
+/*
+ * test_compact_swap.c - one partition cleaned for real (kafka-format.md
+ * §16.2 steps 2-4, DESIGN §3): what the swap leaves on disk, refusals and
+ * dry runs, the cleanable range.  Building blocks are in test_compact.c.
+ *
+ *   - the swap: no .cleaned/.swap left, the old segments handed over as
+ *     .deleted, groups merged by segment.bytes and named by their first
+ *     base, valid indexes whose entries sit at batch starts, offset and
+ *     timestamp lookups landing on the survivors, the group's last source
+ *     mtime kept, a reload with full recovery truncating nothing;
+ *   - a corrupt batch in a sealed segment (a length running past the
+ *     segment, or broken record framing) fails the clean and changes
+ *     nothing, instead of silently dropping what follows it;
+ *   - refusals: ENG_ENOTCOMPACT on a delete-policy partition, ENG_EBUSY while
+ *     another clean holds the partition (retention reports busy too); a dry
+ *     run changes nothing on disk and predicts what the real run removes;
+ *   - the cleanable range: dirty ratio, checkpoint reset, first uncleanable
+ *     offset = active base or the first segment within min.compaction.lag.ms
+ *     (nothing cleanable when that is at or below a mid-segment checkpoint),
+ *     need_compaction_now with max.compaction.lag.ms.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "compact_util.h"
+#include "eng_index.h"
+#include "eng_offset_map.h"
+#include "eng_retention.h"
+#include "support.h"
+
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+typedef struct fixture {
+    char *tmp;
+    char dir[512];
+    eng_config cfg;
+    cu_trash trash;
+    eng_offset_map *map;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f || !(f->tmp = ts_tmpdir()))
+        return -1;
+    snprintf(f->dir, sizeof f->dir, "%s/kv-0", f->tmp);
+    f->cfg = cu_compact_config();
+    pthread_mutex_init(&f->trash.mu, NULL);
+    if (eng_offset_map_new(1 << 20, 0.9, &f->map))
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    cu_trash_free(&f->trash);
+    pthread_mutex_destroy(&f->trash.mu);
+    eng_offset_map_free(f->map);
+    ts_rmtree(f->tmp);
+    free(f->tmp);
+    free(f);
+    return 0;
+}
+
+/* ---- (f) the swap, files and indexes ------------------------------------ */
+
+/* Segment s (300 records, batches of 10): 5 "hot-%02d" keys (20 in all,
+ * rewritten everywhere) and 5 unique "cold" keys a batch, 100-byte values,
+ * record timestamps T0 + offset. */
+static void write_hot_cold(eng_partition *p, int segments, char (*keys)[16], char (*vals)[112])
+{
+    int64_t off = eng_partition_log_end_offset(p);
+    for (int s = 0; s < segments; s++) {
+        for (int b = 0; b < 30; b++) {
+            cu_kv recs[10];
+            for (int i = 0; i < 10; i++, off++) {
+                if (i % 2 == 0)
+                    snprintf(keys[off], 16, "hot-%02d", (int)((off / 2) % 20));
+                else
+                    snprintf(keys[off], 16, "cold-%05lld", (long long)off);
+                snprintf(vals[off], 112, "%0100lld", (long long)off * 7919);
+                recs[i] = (cu_kv){keys[off], vals[off], CU_T0 + off};
+            }
+            cu_append(p, recs, 10, CU_T0);
+        }
+        cu_roll(p);
+    }
+}
+
+static void test_swap_files_indexes(void **state)
+{
+    fixture *f = *state;
+    enum { SEGS = 6, N = SEGS * 300 };
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 100 * 1024;
+    f->cfg.v[ENG_CFG_INDEX_INTERVAL_BYTES].i = 256;
+    char(*keys)[16] = calloc(N, 16);
+    char(*vals)[112] = calloc(N, 112);
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    write_hot_cold(p, SEGS, keys, vals);
+    /* The survivors: each key's last record. */
+    bool *live = calloc(N, sizeof *live);
+    for (int o = 0; o < N; o++) {
+        live[o] = true;
+        for (int later = o + 1; later < N && live[o]; later++)
+            if (!strcmp(keys[later], keys[o]))
+                live[o] = false;
+    }
+    eng_segment_info *si;
+    size_t nseg;
+    assert_int_equal(eng_partition_segments(p, &si, &nseg), 0);
+    assert_int_equal(nseg, SEGS + 1);
+    int64_t last_src_mtime[3];
+    for (size_t i = 0; i < SEGS; i++)
+        assert_true(si[i].size_bytes > 35 * 1024 && si[i].size_bytes < 50 * 1024);
+    free(si);
+    for (int g = 0; g < 3; g++) {
+        eng_segment *s;
+        assert_int_equal(eng_partition_segment(p, 300 * (2 * g + 1), &s), 0);
+        last_src_mtime[g] = eng_segment_mtime_ms(s);
+        eng_segment_unref(s);
+    }
+
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0 + N, false, &st), 0);
+    assert_int_equal(st.end_offset, N);
+    assert_int_equal(st.segments_before, SEGS);
+    assert_int_equal(st.segments_after, 3); /* two ~40 KB segments fit 100 KB */
+
+    /* Files: the three groups under their first base, the old six .deleted. */
+    assert_int_equal(cu_count_suffix(f->dir, ".cleaned"), 0);
+    assert_int_equal(cu_count_suffix(f->dir, ".swap"), 0);
+    assert_int_equal(cu_count_suffix(f->dir, ".log.deleted"), SEGS);
+    assert_int_equal(cu_count_suffix(f->dir, ".index.deleted"), SEGS);
+    assert_int_equal(cu_count_suffix(f->dir, ".timeindex.deleted"), SEGS);
+    assert_int_equal(cu_count_suffix(f->dir, ".log"), 4);
+    assert_int_equal(f->trash.n, SEGS);
+    assert_int_equal(f->trash.not_deleted, 0);
+    assert_int_equal(eng_partition_segments(p, &si, &nseg), 0);
+    assert_int_equal(nseg, 4);
+    for (int g = 0; g < 3; g++) {
+        assert_int_equal(si[g].base_offset, 600 * g);
+        assert_int_equal(si[g].next_offset, 600 * (g + 1));
+    }
+    assert_int_equal(si[3].base_offset, N);
+    assert_true(si[3].active);
+    free(si);
+
+    /* Indexes: valid, every offset entry at a batch start keyed by its last
+     * offset; mtime of the group's last source kept. */
+    for (int g = 0; g < 3; g++) {
+        eng_segment *s;
+        assert_int_equal(eng_partition_segment(p, 600 * g, &s), 0);
+        eng_index *oi = eng_segment_offset_index(s), *ti = eng_segment_time_index(s);
+        assert_non_null(oi);
+        assert_non_null(ti);
+        assert_int_equal(eng_index_check(oi, eng_segment_size(s)), 0);
+        assert_int_equal(eng_index_check(ti, eng_segment_size(s)), 0);
+        assert_true(eng_index_entries(oi) > 5);
+        eng_batch_dump *d;
+        size_t nb, total;
+        assert_int_equal(eng_partition_dump_batches(p, 600 * g, 0, 1000, &d, &nb, &total), 0);
+        for (uint32_t e = 0; e < eng_index_entries(oi); e++) {
+            int64_t eo;
+            uint32_t pos;
+            eng_offset_index_entry(oi, e, &eo, &pos);
+            bool found = false;
+            for (size_t k = 0; k < nb; k++)
+                if (d[k].position == pos) {
+                    found = true;
+                    assert_int_equal(eng_batch_last_offset(&d[k].header), eo);
+                }
+            assert_true(found);
+        }
+        for (size_t k = 0; k < nb; k++)
+            assert_true(d[k].valid);
+        free(d);
+        assert_int_equal(eng_segment_mtime_ms(s), last_src_mtime[g]);
+        eng_segment_unref(s);
+    }
+
+    /* Lookups: by offset, every survivor; by time, the first survivor at or
+     * after each timestamp (timestamps grow with offsets). */
+    cu_recs rs;
+    cu_read_ok(p, &rs);
+    size_t k = 0;
+    for (int o = 0; o < N; o++) {
+        if (!live[o])
+            continue;
+        assert_true(k < rs.n);
+        assert_int_equal(rs.v[k].off, o);
+        assert_string_equal(rs.v[k].key, keys[o]);
+        assert_string_equal(rs.v[k].val, vals[o]);
+        assert_int_equal(rs.v[k].ts, CU_T0 + o);
+        k++;
+    }
+    assert_int_equal(k, rs.n);
+    int next_live = N;
+    for (int o = N - 1; o >= 0; o--) {
+        if (live[o])
+            next_live = o;
+        int64_t got, ts;
+        assert_int_equal(eng_partition_offset_for_timestamp(p, CU_T0 + o, &got, &ts), 0);
+        assert_int_equal(got, next_live);
+        assert_int_equal(ts, CU_T0 + next_live);
+        eng_fetch fe;
+        assert_int_equal(eng_partition_read(p, o, 1, &fe, NULL), 0);
+        eng_batch_header h;
+        assert_int_equal(eng_batch_header_decode(fe.data, fe.len, &h), 0);
+        assert_true(eng_batch_last_offset(&h) >= o);
+        assert_true(h.base_offset <= next_live);
+        eng_fetch_free(&fe);
+    }
+    cu_recs_free(&rs);
+
+    /* Reloaded with full recovery, nothing is truncated and all reads back. */
+    eng_partition_close(p);
+    eng_partition_unref(p);
+    cu_trash_empty(&f->trash);
+    assert_int_equal(cu_count_suffix(f->dir, ".deleted"), 0);
+    eng_load_stats ls;
+    p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, &ls);
+    assert_int_equal(ls.bytes_truncated, 0);
+    assert_int_equal(ls.segments, 4);
+    cu_read_ok(p, &rs);
+    k = 0;
+    for (int o = 0; o < N; o++)
+        if (live[o])
+            assert_int_equal(rs.v[k++].off, o);
+    assert_int_equal(k, rs.n);
+    cu_recs_free(&rs);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+    free(live);
+    free(keys);
+    free(vals);
+}
+
+/* ---- a corrupt sealed segment --------------------------------------------- */
+
+static void patch(const char *path, uint64_t pos, const uint8_t *bytes, size_t n, uint8_t *saved)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    if (saved)
+        assert_int_equal(pread(fd, saved, n, (off_t)pos), (ssize_t)n);
+    assert_int_equal(pwrite(fd, bytes, n, (off_t)pos), (ssize_t)n);
+    close(fd);
+}
+
+static void test_corrupt_sealed_segment(void **state)
+{
+    fixture *f = *state;
+    enum { N = 2 * 300 };
+    char(*keys)[16] = calloc(N, 16);
+    char(*vals)[112] = calloc(N, 112);
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    write_hot_cold(p, 2, keys, vals);
+    eng_batch_dump *d;
+    size_t nb, total;
+    assert_int_equal(eng_partition_dump_batches(p, 0, 0, 100, &d, &nb, &total), 0);
+    assert_int_equal(nb, 30);
+    uint64_t pos = d[3].position;
+    int32_t length = d[3].header.length;
+    free(d);
+    char log[700];
+    snprintf(log, sizeof log, "%s/00000000000000000000.log", f->dir);
+    char *before = cu_listing(f->dir);
+    eng_clean_stats st;
+
+    /* Batch 3's length runs a megabyte past the end of its segment. */
+    uint8_t big[4], saved[4];
+    uint32_t bad = (uint32_t)length + 1000000u;
+    for (int i = 0; i < 4; i++)
+        big[i] = (uint8_t)(bad >> (24 - 8 * i));
+    patch(log, pos + 8, big, 4, saved);
+    int rc = cu_clean(p, f->map, -1, CU_T0 + N, false, &st);
+    assert_true(rc < 0);
+    char *after = cu_listing(f->dir);
+    assert_string_equal(before, after);
+    free(after);
+    assert_int_equal(f->trash.n, 0);
+    patch(log, pos + 8, saved, 4, NULL);
+
+    /* Batch 3's first record has a length of -1. */
+    uint8_t minus_one = 0x01, saved1;
+    patch(log, pos + ENG_BATCH_OVERHEAD, &minus_one, 1, &saved1);
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0 + N, false, &st), ENG_ECORRUPT);
+    after = cu_listing(f->dir);
+    assert_string_equal(before, after);
+    free(after);
+    patch(log, pos + ENG_BATCH_OVERHEAD, &saved1, 1, NULL);
+    free(before);
+
+    /* Repaired, it cleans, and every cold record (never rewritten) is there. */
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0 + N, false, &st), 0);
+    cu_recs rs;
+    cu_read_ok(p, &rs);
+    size_t cold = 0;
+    for (size_t i = 0; i < rs.n; i++)
+        cold += !strncmp(rs.v[i].key, "cold-", 5);
+    assert_int_equal(cold, N / 2);
+    assert_int_equal(rs.n, N / 2 + 20);
+    cu_recs_free(&rs);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+    free(keys);
+    free(vals);
+}
+
+/* ---- (g) refusals, busy, dry runs ---------------------------------------- */
+
+typedef struct slow_clean {
+    eng_partition *p;
+    eng_offset_map *map;
+    int rc;
+    _Atomic bool done;
+} slow_clean;
+
+static void *slow_clean_main(void *arg)
+{
+    slow_clean *sc = arg;
+    eng_clean_opts o = {.map = sc->map, .now_ms = CU_T0 + 100000, .max_bytes_per_second = 600e3};
+    eng_clean_stats st;
+    /* The main thread's short dry runs may hold the partition for a moment. */
+    while ((sc->rc = eng_partition_clean(sc->p, -1, &o, &st)) == ENG_EBUSY)
+        usleep(100);
+    atomic_store(&sc->done, true);
+    return NULL;
+}
+
+static void test_refusals_busy_dry_run(void **state)
+{
+    fixture *f = *state;
+    eng_clean_stats st;
+    /* A delete-policy partition is not compacted. */
+    eng_config del = cu_compact_config();
+    del.v[ENG_CFG_CLEANUP_POLICY].i = ENG_POLICY_DELETE;
+    char dir2[600];
+    snprintf(dir2, sizeof dir2, "%s/del-0", f->tmp);
+    eng_partition *q = cu_open(dir2, &del, NULL, false, 0, NULL);
+    cu_kv one = {"a", "1", 0};
+    cu_append(q, &one, 1, CU_T0);
+    cu_roll(q);
+    assert_int_equal(cu_clean(q, f->map, -1, CU_T0, false, &st), ENG_ENOTCOMPACT);
+    eng_partition_close(q);
+    eng_partition_unref(q);
+
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 100 * 1024;
+    enum { N = 4 * 300 };
+    char(*keys)[16] = calloc(N, 16);
+    char(*vals)[112] = calloc(N, 112);
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    write_hot_cold(p, 4, keys, vals);
+
+    /* A dry run changes nothing on disk and reads the same. */
+    char *before = cu_listing(f->dir);
+    cu_recs r0, r1;
+    cu_read_ok(p, &r0);
+    eng_clean_stats dry;
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0 + N, true, &dry), 0);
+    assert_true(dry.dry_run);
+    assert_int_equal(dry.end_offset, N);
+    assert_int_equal(dry.segments_before, 4);
+    assert_int_equal(dry.segments_after, 2);
+    assert_true(dry.records_removed > 0);
+    assert_true(dry.bytes_after < dry.bytes_before);
+    char *after = cu_listing(f->dir);
+    assert_string_equal(before, after);
+    free(after);
+    assert_int_equal(f->trash.n, 0);
+    cu_read_ok(p, &r1);
+    assert_int_equal(r0.n, r1.n);
+    cu_recs_free(&r1);
+
+    /* While one clean runs (throttled), another is refused, and retention
+     * stands aside. */
+    slow_clean sc = {.p = p, .map = f->map};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, slow_clean_main, &sc), 0);
+    eng_offset_map *m2;
+    assert_int_equal(eng_offset_map_new(1 << 16, 0.9, &m2), 0);
+    bool saw_busy = false, saw_ret_busy = false;
+    while (!atomic_load(&sc.done) && !(saw_busy && saw_ret_busy)) {
+        int rc = cu_clean(p, m2, -1, CU_T0 + N, true, &st);
+        if (rc == ENG_EBUSY)
+            saw_busy = true;
+        else
+            assert_int_equal(rc, 0);
+        eng_retention_report rep;
+        if (eng_partition_retention(p, CU_T0 + N, true, &rep) == 0 && rep.busy)
+            saw_ret_busy = true;
+        eng_retention_report_free(&rep);
+        usleep(2000);
+    }
+    pthread_join(t, NULL);
+    eng_offset_map_free(m2);
+    assert_int_equal(sc.rc, 0);
+    assert_true(saw_busy);
+    assert_true(saw_ret_busy);
+    /* The real run did what the dry run predicted. */
+    cu_read_ok(p, &r1);
+    assert_int_equal(r0.n - r1.n, dry.records_removed);
+    cu_recs_free(&r1);
+    cu_recs_free(&r0);
+    eng_segment_info *si;
+    size_t nseg;
+    assert_int_equal(eng_partition_segments(p, &si, &nseg), 0);
+    assert_int_equal(nseg, 3);
+    assert_int_equal(si[0].size_bytes + si[1].size_bytes, dry.bytes_after);
+    free(si);
+    free(before);
+    /* Nothing dirty left: a clean is a no-op that reports the same end. */
+    assert_int_equal(cu_clean(p, f->map, N, CU_T0 + N, false, &st), 0);
+    assert_int_equal(st.end_offset, N);
+    assert_int_equal(st.segments_before, 0);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+    free(keys);
+    free(vals);
+}
+
+/* ---- (i) the cleanable range ------------------------------------------------ */
+
+static void test_clean_range(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    char keys[10][16];
+    cu_kv recs[10];
+    for (int i = 0; i < 10; i++) {
+        snprintf(keys[i], sizeof keys[i], "a%d", i);
+        recs[i] = (cu_kv){keys[i], "value", 0};
+    }
+    cu_append(p, recs, 10, CU_T0); /* A: [0,10) at T0 */
+    cu_roll(p);
+    cu_append(p, recs, 10, CU_T0 + 10000); /* B: [10,20) at T0+10s */
+    cu_roll(p);
+    cu_append(p, recs, 5, CU_T0 + 20000); /* active C: [20,25) */
+    eng_segment_info *si;
+    size_t n;
+    assert_int_equal(eng_partition_segments(p, &si, &n), 0);
+    assert_int_equal(n, 3);
+    uint64_t sa = si[0].size_bytes, sb = si[1].size_bytes;
+    free(si);
+    int64_t now = CU_T0 + 20000;
+    eng_clean_range r;
+
+    eng_partition_clean_range(p, -1, now, &r);
+    assert_int_equal(r.first_dirty, 0);
+    assert_int_equal(r.first_uncleanable, 20);
+    assert_int_equal(r.clean_bytes, 0);
+    assert_int_equal(r.cleanable_bytes, sa + sb);
+    assert_true(r.dirty_ratio == 1.0);
+    assert_false(r.need_compaction_now);
+    eng_partition_clean_range(p, 10, now, &r);
+    assert_int_equal(r.first_dirty, 10);
+    assert_int_equal(r.clean_bytes, sa);
+    assert_int_equal(r.cleanable_bytes, sb);
+    assert_true(r.dirty_ratio > (double)sb / (double)(sa + sb) - 1e-9 &&
+                r.dirty_ratio < (double)sb / (double)(sa + sb) + 1e-9);
+    eng_partition_clean_range(p, 999, now, &r); /* past the end: reset */
+    assert_int_equal(r.first_dirty, 0);
+    eng_partition_clean_range(p, 20, now, &r);
+    assert_int_equal(r.first_uncleanable, 20);
+    assert_int_equal(r.cleanable_bytes, 0);
+    assert_int_equal(r.clean_bytes, sa + sb);
+    assert_true(r.dirty_ratio == 0.0);
+
+    /* min.compaction.lag.ms: B (largest ts T0+10s > now - 15s) is too young. */
+    f->cfg.v[ENG_CFG_MIN_COMPACTION_LAG_MS].i = 15000;
+    eng_partition_set_config(p, &f->cfg);
+    eng_partition_clean_range(p, -1, now, &r);
+    assert_int_equal(r.first_uncleanable, 10);
+    assert_int_equal(r.cleanable_bytes, sa);
+    /* ...and a checkpoint inside B leaves nothing cleanable (Kafka's
+     * logSegments(min(dirty, uncleanable), uncleanable) is empty), so the
+     * cleaner cannot keep choosing a partition it cannot clean. */
+    eng_partition_clean_range(p, 15, now, &r);
+    assert_int_equal(r.first_dirty, 15);
+    assert_int_equal(r.first_uncleanable, 10);
+    assert_int_equal(r.cleanable_bytes, 0);
+    assert_true(r.dirty_ratio == 0.0);
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, 15, now, false, &st), 0);
+    assert_int_equal(st.end_offset, 15);
+    assert_int_equal(st.segments_before, 0);
+    /* Both segments young: nothing cleanable at all. */
+    f->cfg.v[ENG_CFG_MIN_COMPACTION_LAG_MS].i = 25000;
+    eng_partition_set_config(p, &f->cfg);
+    eng_partition_clean_range(p, -1, now, &r);
+    assert_int_equal(r.first_uncleanable, 0);
+    assert_int_equal(r.cleanable_bytes, 0);
+    assert_int_equal(cu_clean(p, f->map, -1, now, false, &st), 0);
+    assert_int_equal(st.end_offset, 0);
+    assert_int_equal(st.segments_before, 0);
+    f->cfg.v[ENG_CFG_MIN_COMPACTION_LAG_MS].i = 5000;
+    eng_partition_set_config(p, &f->cfg);
+    eng_partition_clean_range(p, -1, now, &r);
+    assert_int_equal(r.first_uncleanable, 20);
+
+    /* max.compaction.lag.ms: A's first batch (T0) is older than now - 15 s. */
+    f->cfg.v[ENG_CFG_MIN_COMPACTION_LAG_MS].i = 0;
+    f->cfg.v[ENG_CFG_MAX_COMPACTION_LAG_MS].i = 15000;
+    eng_partition_set_config(p, &f->cfg);
+    eng_partition_clean_range(p, -1, now, &r);
+    assert_true(r.need_compaction_now);
+    eng_partition_clean_range(p, 10, now, &r); /* only B is dirty: T0+10s */
+    assert_false(r.need_compaction_now);
+    eng_partition_clean_range(p, 10, now + 10000, &r);
+    assert_true(r.need_compaction_now);
+    f->cfg.v[ENG_CFG_MAX_COMPACTION_LAG_MS].i = 25000;
+    eng_partition_set_config(p, &f->cfg);
+    eng_partition_clean_range(p, -1, now, &r);
+    assert_false(r.need_compaction_now);
+
+    /* After a clean the range is clean. */
+    assert_int_equal(cu_clean(p, f->map, -1, now, false, &st), 0);
+    assert_int_equal(st.end_offset, 20);
+    eng_partition_clean_range(p, st.end_offset, now, &r);
+    assert_int_equal(r.cleanable_bytes, 0);
+    assert_true(r.dirty_ratio == 0.0);
+    assert_true(r.clean_bytes > 0 && r.clean_bytes < sa + sb);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_swap_files_indexes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_sealed_segment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refusals_busy_dry_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clean_range, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
