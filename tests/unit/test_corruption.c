@@ -1,0 +1,747 @@
+/*
+ * test_corruption.c - the offline corruption table (engine level, no HTTP):
+ * damage a partition's files, reopen, assert the outcome.  The outcome is
+ * checked with the independent checker of tests/crash/crash_check.h (own
+ * CRC-32C and RecordBatch v2 parser) and against the records written.
+ *
+ * The template partition "orders-0": 15 batches of 3 records (offsets
+ * 3b..3b+2, keys k-%03d, values val-%03d-xxx... of varying length),
+ * index.interval.bytes=100, rolled after batches 4 and 9: segments 0, 15
+ * and 30 (the active one).  Each row restores it, damages it and reopens:
+ *
+ *   partition level (eng_partition_open, clean_shutdown=false unless said)
+ *   - the active .log cut at EVERY byte inside its last two batches: records
+ *     before the torn batch intact, LEO = end of the last whole batch, the
+ *     file cut there, bytes_truncated = the torn bytes;
+ *   - garbage appended (1..5000 random bytes), a zero-filled tail
+ *     (a preallocated-style 64 KiB of zeros): cut back, nothing lost;
+ *   - one bit flipped in the middle batch of a sealed segment above the
+ *     recovery point (in the CRC-covered body, attributes, lastOffsetDelta,
+ *     magic, batchLength, baseOffset): truncated at that batch, the later
+ *     segment deleted, the damaged segment active; below the recovery
+ *     point the segment is trusted (Kafka's rule) and not rescanned;
+ *   - batchLength fields 0x7fffffff, 0x80000000, -1, 10 at the tail and in a
+ *     sealed segment: truncated there, and no huge allocation (the length is
+ *     checked against the file first; ASan aborts any malloc > 64 MiB here);
+ *   - *.deleted and *.cleaned removed, notes.txt left alone, orphan
+ *     .index/.timeindex removed;
+ *   - a .swap left by an interrupted swap is completed (the cleaned segment
+ *     replaces the old one, its index rebuilt); a .swap of an unfinished
+ *     clean (a .cleaned at or below it) is dropped;
+ *   manager level (eng_manager with the service's metadata codec, so the
+ *   clean-shutdown marker and the checkpoint files are the real ones)
+ *   - .index and .timeindex deleted, or garbled, WITH the marker: rebuilt,
+ *     byte-identical to what the appends wrote;
+ *   - recovery-point-offset-checkpoint with a wrong count or garbage: full
+ *     recovery even with the marker (a good one without the marker
+ *     recovers the active segment only, with the marker nothing);
+ *   - log-start-offset-checkpoint garbage: ignored, start = first base;
+ *   - cleaner-offset-checkpoint garbage: ignored, the next clean works
+ *     from the log start and writes a valid checkpoint.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "../crash/crash_check.h"
+#include "eng_batch.h"
+#include "eng_cleaner.h"
+#include "eng_config.h"
+#include "eng_error.h"
+#include "eng_fs.h"
+#include "eng_logger.h"
+#include "eng_manager.h"
+#include "eng_partition.h"
+#include "support.h"
+#include "svc_meta.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+/* Any malloc above 64 MiB aborts: a batch length must never size a buffer
+ * before it is checked against the file. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "max_allocation_size_mb=64";
+}
+
+#define T0 1700000000000LL
+#define NB 15
+#define SEG1 5 /* first batch of segment 1 */
+#define SEG2 10
+
+static char *g_tmp;
+static char g_dir[512];       /* the working partition dir */
+static size_t g_bsize[NB];    /* batch sizes */
+static uint64_t g_bpos[NB];   /* batch positions within their segment */
+static eng_config g_cfg;
+
+typedef struct tfile {
+    char name[256];
+    uint8_t *data;
+    size_t len;
+} tfile;
+static tfile g_files[16];
+static int g_nfiles;
+
+static int64_t seg_base(int b)
+{
+    return b >= SEG2 ? 3 * SEG2 : b >= SEG1 ? 3 * SEG1 : 0;
+}
+
+static void value_of(int64_t off, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "val-%03lld-", (long long)off);
+    size_t want = (size_t)n + (size_t)(off * 7 % 40);
+    for (size_t i = (size_t)n; i < want && i + 1 < len; i++)
+        buf[i] = 'x';
+    buf[want < len ? want : len - 1] = 0;
+}
+
+static size_t batch(uint8_t *buf, size_t cap, int b)
+{
+    char keys[3][16], vals[3][64];
+    eng_record_spec recs[3];
+    for (int i = 0; i < 3; i++) {
+        int64_t off = 3 * b + i;
+        snprintf(keys[i], sizeof keys[i], "k-%03lld", (long long)off);
+        value_of(off, vals[i], sizeof vals[i]);
+        recs[i] = (eng_record_spec){.timestamp = T0 + b, .key = (const uint8_t *)keys[i],
+                                    .key_len = (int32_t)strlen(keys[i]),
+                                    .value = (const uint8_t *)vals[i],
+                                    .value_len = (int32_t)strlen(vals[i])};
+    }
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    return eng_batch_encode(buf, cap, &bp, recs, 3);
+}
+
+static eng_partition *open_at(const char *dir, bool clean, int64_t rp, eng_load_stats *st)
+{
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = dir, .config = g_cfg,
+                               .clean_shutdown = clean, .recovery_point = rp,
+                               .log_start_offset = -1};
+    eng_partition *p = NULL;
+    int rc = eng_partition_open(&pp, &p, st);
+    if (rc)
+        fail_msg("eng_partition_open: %s", eng_strerror(rc));
+    return p;
+}
+
+static void append_batch(eng_partition *p, int b)
+{
+    uint8_t buf[1024];
+    size_t len = batch(buf, sizeof buf, b);
+    eng_append_opts o = {.expected_offset = -1};
+    eng_append_result res;
+    eng_errdetail err = {0};
+    if (eng_partition_append(p, buf, len, &o, &res, &err))
+        fail_msg("append: %s", err.message);
+    assert_int_equal(res.base_offset, 3 * b);
+}
+
+/* ---- template and file surgery ------------------------------------------------ */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    eng_logger_set_sink(NULL, NULL, ENG_LOG_ERROR);
+    if (!(g_tmp = ts_tmpdir()))
+        return -1;
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    g_cfg = d.cfg;
+    g_cfg.v[ENG_CFG_INDEX_INTERVAL_BYTES].i = 100;
+    char tdir[512];
+    snprintf(tdir, sizeof tdir, "%s/template", g_tmp);
+    eng_partition *p = open_at(tdir, true, 0, NULL);
+    for (int b = 0; b < NB; b++) {
+        int64_t nb;
+        if (b == SEG1 || b == SEG2)
+            assert_int_equal(eng_partition_roll(p, &nb), 0);
+        uint8_t buf[1024];
+        g_bsize[b] = batch(buf, sizeof buf, b);
+        g_bpos[b] = b == 0 || b == SEG1 || b == SEG2 ? 0 : g_bpos[b - 1] + g_bsize[b - 1];
+        append_batch(p, b);
+    }
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    DIR *dh = opendir(tdir);
+    struct dirent *e;
+    while (dh && (e = readdir(dh))) {
+        if (e->d_name[0] == '.' || g_nfiles == 16)
+            continue;
+        tfile *f = &g_files[g_nfiles++];
+        snprintf(f->name, sizeof f->name, "%s", e->d_name);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", tdir, e->d_name);
+        if (ts_read_file(path, &f->data, &f->len))
+            return -1;
+    }
+    if (dh)
+        closedir(dh);
+    snprintf(g_dir, sizeof g_dir, "%s/work/orders-0", g_tmp);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < g_nfiles; i++)
+        free(g_files[i].data);
+    ts_rmtree(g_tmp);
+    free(g_tmp);
+    return 0;
+}
+
+/* The working dir becomes a copy of the template. */
+static void restore(void)
+{
+    char parent[1024];
+    snprintf(parent, sizeof parent, "%s/work", g_tmp);
+    ts_rmtree(parent);
+    assert_int_equal(eng_fs_mkdir(parent), 0);
+    assert_int_equal(eng_fs_mkdir(g_dir), 0);
+    for (int i = 0; i < g_nfiles; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", g_dir, g_files[i].name);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, g_files[i].data, g_files[i].len), (ssize_t)g_files[i].len);
+        close(fd);
+    }
+}
+
+static void seg_path(int64_t base, const char *ext, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%020lld%s", g_dir, (long long)base, ext);
+}
+
+static void patch(int64_t base, const char *ext, uint64_t pos, const void *data, size_t len)
+{
+    char path[1024];
+    seg_path(base, ext, path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, data, len, (off_t)pos), (ssize_t)len);
+    close(fd);
+}
+
+static void cut(int64_t base, const char *ext, uint64_t len)
+{
+    char path[1024];
+    seg_path(base, ext, path, sizeof path);
+    assert_int_equal(truncate(path, (off_t)len), 0);
+}
+
+static uint64_t fsize(int64_t base, const char *ext)
+{
+    char path[1024];
+    seg_path(base, ext, path, sizeof path);
+    return (uint64_t)ts_file_size(path);
+}
+
+static void flip(int64_t base, uint64_t pos, int bit)
+{
+    char path[1024];
+    seg_path(base, ".log", path, sizeof path);
+    int fd = open(path, O_RDWR);
+    uint8_t c;
+    assert_int_equal(pread(fd, &c, 1, (off_t)pos), 1);
+    c ^= (uint8_t)(1 << bit);
+    assert_int_equal(pwrite(fd, &c, 1, (off_t)pos), 1);
+    close(fd);
+}
+
+/* The dir passes the checker, ends at leo with nsegs segments, and holds
+ * every written record in [from, leo); p (if given) agrees. */
+static void expect(eng_partition *p, int64_t from, int64_t leo, int nsegs)
+{
+    cc_part d;
+    if (cc_check_partition(g_dir, &d))
+        fail_msg("checker: %s", d.err);
+    if (d.next_offset != leo || d.nsegments != nsegs)
+        fail_msg("files end at %lld with %d segments, expected %lld with %d",
+                 (long long)d.next_offset, d.nsegments, (long long)leo, nsegs);
+    for (int64_t off = from; off < leo; off++) {
+        const cc_record *r = cc_find(&d, off);
+        char key[32], val[64];
+        snprintf(key, sizeof key, "k-%03lld", (long long)off);
+        value_of(off, val, sizeof val);
+        if (!r || strcmp(r->key, key) || strcmp(r->value, val))
+            fail_msg("offset %lld is %s", (long long)off, r ? "different" : "missing");
+    }
+    assert_int_equal(d.nrecs, (size_t)(leo - from));
+    cc_part_free(&d);
+    if (!p)
+        return;
+    assert_int_equal(eng_partition_log_end_offset(p), leo);
+    assert_int_equal(eng_partition_high_watermark(p), leo);
+    if (leo > 0) { /* the last record reads back through the engine */
+        eng_fetch f;
+        eng_errdetail err = {0};
+        assert_int_equal(eng_partition_read(p, leo - 1, 1 << 20, &f, &err), 0);
+        assert_true(f.len > 0);
+        assert_int_equal(f.next_offset, leo);
+        eng_fetch_free(&f);
+    }
+}
+
+/* ---- partition level ---------------------------------------------------------------- */
+
+static void test_cut_every_byte_of_last_two_batches(void **state)
+{
+    (void)state;
+    int64_t base = seg_base(SEG2);
+    uint64_t p13 = g_bpos[NB - 2], p14 = g_bpos[NB - 1], end = p14 + g_bsize[NB - 1];
+    int rows = 0;
+    for (uint64_t at = p13; at < end; at++, rows++) {
+        restore();
+        cut(base, ".log", at);
+        eng_load_stats st;
+        eng_partition *p = open_at(g_dir, false, base, &st);
+        uint64_t whole = at < p14 ? p13 : p14;
+        int64_t leo = at < p14 ? 3 * (NB - 2) : 3 * (NB - 1);
+        if (st.bytes_truncated != at - whole || fsize(base, ".log") != whole)
+            fail_msg("cut at %llu: %llu bytes truncated, file %llu (expected %llu, %llu)",
+                     (unsigned long long)at, (unsigned long long)st.bytes_truncated,
+                     (unsigned long long)fsize(base, ".log"), (unsigned long long)(at - whole),
+                     (unsigned long long)whole);
+        assert_int_equal(st.segments_recovered, 1); /* only from the recovery point */
+        expect(p, 0, leo, 3);
+        eng_partition_unref(p);
+    }
+    print_message("# %d cut positions, every one recovered\n", rows);
+}
+
+static void test_garbage_and_zero_tails(void **state)
+{
+    (void)state;
+    int64_t base = seg_base(SEG2);
+    restore();
+    uint64_t end = fsize(base, ".log");
+    static const size_t lens[] = {1, 11, 17, 60, 61, 62, 200, 5000};
+    uint8_t junk[65536];
+    unsigned seed = 7;
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0] + 1; i++) {
+        bool zeros = i == sizeof lens / sizeof lens[0];
+        size_t n = zeros ? sizeof junk : lens[i];
+        for (size_t k = 0; k < n; k++)
+            junk[k] = zeros ? 0 : (uint8_t)rand_r(&seed);
+        restore();
+        patch(base, ".log", end, junk, n);
+        eng_load_stats st;
+        eng_partition *p = open_at(g_dir, false, 0, &st);
+        assert_int_equal(st.bytes_truncated, n);
+        assert_int_equal(fsize(base, ".log"), end);
+        expect(p, 0, 3 * NB, 3);
+        append_batch(p, NB); /* appends carry on at the right offset */
+        eng_partition_unref(p);
+    }
+}
+
+/* Damage in batch 7 (segment 15) with the recovery point at or below it:
+ * truncated at batch 7, segment 30 deleted, 15 becomes active. */
+static void truncated_at_batch7(void (*damage)(uint64_t at), const char *what)
+{
+    restore();
+    damage(g_bpos[7]);
+    eng_load_stats st;
+    eng_partition *p = open_at(g_dir, false, seg_base(SEG1), &st);
+    uint64_t seg1 = 0;
+    for (int b = SEG1; b < SEG2; b++)
+        seg1 += g_bsize[b];
+    if (st.bytes_truncated != seg1 - g_bpos[7] || fsize(seg_base(SEG1), ".log") != g_bpos[7])
+        fail_msg("%s: %llu bytes truncated, expected %llu", what,
+                 (unsigned long long)st.bytes_truncated, (unsigned long long)(seg1 - g_bpos[7]));
+    assert_true(st.segments_deleted >= 1);
+    assert_int_equal(fsize(seg_base(SEG2), ".log"), (uint64_t)-1); /* deleted */
+    assert_int_equal(fsize(seg_base(SEG2), ".index"), (uint64_t)-1);
+    expect(p, 0, 21, 2);
+    append_batch(p, 7); /* the active segment is now 15: offsets 21.. again */
+    eng_partition_unref(p);
+}
+
+static void flip_body(uint64_t at) { flip(seg_base(SEG1), at + 70, 3); }
+static void flip_attrs(uint64_t at) { flip(seg_base(SEG1), at + 22, 1); }
+static void flip_delta(uint64_t at) { flip(seg_base(SEG1), at + 26, 0); }
+static void flip_magic(uint64_t at) { flip(seg_base(SEG1), at + 16, 0); }
+static void flip_length(uint64_t at) { flip(seg_base(SEG1), at + 11, 2); }
+static void flip_base(uint64_t at) { flip(seg_base(SEG1), at + 0, 6); }
+static void flip_crc(uint64_t at) { flip(seg_base(SEG1), at + 18, 5); }
+
+static void test_bit_flip_in_sealed_segment(void **state)
+{
+    (void)state;
+    truncated_at_batch7(flip_body, "record body");
+    truncated_at_batch7(flip_attrs, "attributes");
+    truncated_at_batch7(flip_delta, "lastOffsetDelta");
+    truncated_at_batch7(flip_magic, "magic");
+    truncated_at_batch7(flip_length, "batchLength");
+    truncated_at_batch7(flip_base, "baseOffset");
+    truncated_at_batch7(flip_crc, "crc");
+}
+
+static void test_bit_flip_below_recovery_point(void **state)
+{
+    (void)state;
+    /* Kafka trusts what the recovery point says is on disk: segment 0 is not
+     * rescanned, the flipped bit stays, nothing is truncated. */
+    restore();
+    flip(0, g_bpos[2] + 70, 3);
+    eng_load_stats st;
+    eng_partition *p = open_at(g_dir, false, seg_base(SEG2), &st);
+    assert_int_equal(st.segments_recovered, 1);
+    assert_int_equal(st.bytes_truncated, 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 3 * NB);
+    cc_part d;
+    assert_int_equal(cc_check_partition(g_dir, &d), -1);
+    assert_non_null(strstr(d.err, "CRC mismatch"));
+    cc_part_free(&d);
+    eng_partition_unref(p);
+    /* With the recovery point at 0 the same damage is found and cut. */
+    eng_partition *q = open_at(g_dir, false, 0, &st);
+    assert_int_equal(st.bytes_truncated, g_bsize[0] + g_bsize[1] + g_bsize[2] + g_bsize[3] + g_bsize[4] -
+                                             g_bpos[2]);
+    expect(q, 0, 6, 1);
+    eng_partition_unref(q);
+}
+
+static void put_len(uint8_t *h, uint32_t len)
+{
+    h[8] = (uint8_t)(len >> 24), h[9] = (uint8_t)(len >> 16), h[10] = (uint8_t)(len >> 8),
+    h[11] = (uint8_t)len;
+}
+
+static uint32_t g_len;
+static void bad_length_at(uint64_t at)
+{
+    uint8_t h[4] = {(uint8_t)(g_len >> 24), (uint8_t)(g_len >> 16), (uint8_t)(g_len >> 8), (uint8_t)g_len};
+    patch(seg_base(SEG1), ".log", at + 8, h, 4);
+}
+
+static void test_huge_and_negative_lengths(void **state)
+{
+    (void)state;
+    static const uint32_t lens[] = {0x7fffffffu, 0x80000000u, 0xffffffffu, 10u, 48u, 0x00ffffffu};
+    int64_t base = seg_base(SEG2);
+    restore();
+    uint64_t end = fsize(base, ".log");
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        /* A whole 61-byte header claiming the length, at the active tail. */
+        uint8_t h[61] = {0};
+        h[7] = 45; /* baseOffset 45 */
+        put_len(h, lens[i]);
+        h[16] = 2;
+        restore();
+        patch(base, ".log", end, h, sizeof h);
+        eng_load_stats st;
+        eng_partition *p = open_at(g_dir, false, base, &st);
+        assert_int_equal(st.bytes_truncated, sizeof h);
+        expect(p, 0, 3 * NB, 3);
+        eng_partition_unref(p);
+        /* The same length inside a sealed segment above the recovery point. */
+        g_len = lens[i];
+        truncated_at_batch7(bad_length_at, "batch length");
+    }
+}
+
+static bool exists_in_dir(const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    return eng_fs_exists(path);
+}
+
+static void test_stray_files(void **state)
+{
+    (void)state;
+    static const char *const gone[] = {
+        "00000000000000000000.log.deleted", "00000000000000000000.index.deleted",
+        "00000000000000000000.timeindex.deleted", "00000000000000000015.log.cleaned",
+        "00000000000000000015.index.cleaned", "00000000000000099999.index",
+        "00000000000000099999.timeindex", NULL};
+    for (int clean = 0; clean < 2; clean++) {
+        restore();
+        for (int i = 0; gone[i]; i++) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", g_dir, gone[i]);
+            int fd = open(path, O_WRONLY | O_CREAT, 0644);
+            assert_int_equal(write(fd, "stray bytes", 11), 11);
+            close(fd);
+        }
+        char path[1024];
+        snprintf(path, sizeof path, "%s/notes.txt", g_dir);
+        int fd = open(path, O_WRONLY | O_CREAT, 0644);
+        assert_int_equal(write(fd, "keep me\n", 8), 8);
+        close(fd);
+        eng_load_stats st;
+        eng_partition *p = open_at(g_dir, clean, 3 * NB, &st);
+        for (int i = 0; gone[i]; i++)
+            if (exists_in_dir(gone[i]))
+                fail_msg("%s was not removed", gone[i]);
+        assert_true(exists_in_dir("notes.txt"));
+        expect(p, 0, 3 * NB, 3);
+        eng_partition_unref(p);
+    }
+}
+
+static void test_swap_completed(void **state)
+{
+    (void)state;
+    /* An interrupted clean of segment 0 that kept only its last batch
+     * (offsets 12..14): 0.log.swap, old segment still in place. */
+    restore();
+    const tfile *seg0 = NULL;
+    for (int i = 0; i < g_nfiles; i++)
+        if (!strcmp(g_files[i].name, "00000000000000000000.log"))
+            seg0 = &g_files[i];
+    assert_non_null(seg0);
+    patch(0, ".log.swap", 0, seg0->data + g_bpos[4], g_bsize[4]);
+    eng_load_stats st;
+    eng_partition *p = open_at(g_dir, true, 3 * NB, &st);
+    assert_false(exists_in_dir("00000000000000000000.log.swap"));
+    assert_int_equal(fsize(0, ".log"), g_bsize[4]);
+    expect(p, 12, 3 * NB, 3); /* offsets 0..11 are gone, the rest intact */
+    assert_int_equal(eng_partition_log_start_offset(p), 0);
+    eng_partition_unref(p);
+
+    /* A .swap at or above a .cleaned belongs to an unfinished clean: dropped. */
+    restore();
+    patch(0, ".log.swap", 0, seg0->data + g_bpos[4], g_bsize[4]);
+    patch(0, ".log.cleaned", 0, seg0->data + g_bpos[4], g_bsize[4]);
+    p = open_at(g_dir, true, 3 * NB, &st);
+    assert_false(exists_in_dir("00000000000000000000.log.swap"));
+    assert_false(exists_in_dir("00000000000000000000.log.cleaned"));
+    expect(p, 0, 3 * NB, 3);
+    eng_partition_unref(p);
+}
+
+/* ---- manager level ---------------------------------------------------------------------- */
+
+typedef struct mfix {
+    char data[400], pdir[512];
+    eng_manager_opts opts;
+} mfix;
+static mfix g_m;
+
+static eng_manager *mopen(void)
+{
+    eng_manager *m = NULL;
+    eng_errdetail err = {0};
+    int rc = eng_manager_open(&g_m.opts, &m, &err);
+    if (rc)
+        fail_msg("eng_manager_open: %s (%s)", eng_strerror(rc), err.message);
+    return m;
+}
+
+static void mpath(const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", g_m.data, name);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* A fresh data dir with topic orders (3 segments, as the template), closed
+ * cleanly: marker and checkpoints written. */
+static void mbuild(const char *policy)
+{
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/mgr", g_tmp);
+    ts_rmtree(dir);
+    snprintf(g_m.data, sizeof g_m.data, "%s", dir);
+    snprintf(g_m.pdir, sizeof g_m.pdir, "%s/orders-0", dir);
+    g_m.opts.log_dir = g_m.data;
+    eng_config_defaults_init(&g_m.opts.defaults);
+    g_m.opts.codec = svc_meta_codec();
+    eng_jobs_opts_default(&g_m.opts.jobs);
+    eng_manager *m = mopen();
+    const char *keys[] = {"index.interval.bytes", "cleanup.policy"};
+    const char *vals[] = {"100", policy};
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_create_topic(m, "orders", 1, keys, vals, 2, &err), 0);
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+    for (int b = 0; b < NB; b++) {
+        int64_t nb;
+        if (b == SEG1 || b == SEG2)
+            assert_int_equal(eng_partition_roll(p, &nb), 0);
+        append_batch(p, b);
+    }
+    eng_partition_unref(p);
+    eng_manager_close(m);
+    char marker[1024];
+    mpath(".kafka_cleanshutdown", marker, sizeof marker);
+    assert_true(eng_fs_exists(marker));
+}
+
+static void mreport(eng_manager *m, eng_startup_report *r)
+{
+    eng_manager_startup_report(m, r);
+}
+
+/* Reads every index file of the partition into bufs (for byte comparison). */
+static void snapshot_indexes(uint8_t *bufs[6], size_t lens[6])
+{
+    for (int i = 0; i < 6; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%020d%s", g_m.pdir, 15 * (i / 2), i % 2 ? ".timeindex" : ".index");
+        assert_int_equal(ts_read_file(path, &bufs[i], &lens[i]), 0);
+    }
+}
+
+static void test_indexes_rebuilt_with_marker(void **state)
+{
+    (void)state;
+    for (int row = 0; row < 2; row++) {
+        mbuild("delete");
+        uint8_t *want[6], *got[6];
+        size_t wl[6], gl[6];
+        snapshot_indexes(want, wl);
+        char path[1024];
+        for (int i = 0; i < 6; i++) {
+            snprintf(path, sizeof path, "%s/%020d%s", g_m.pdir, 15 * (i / 2), i % 2 ? ".timeindex" : ".index");
+            if (row == 0 && i != 3) /* missing: every file but 15.timeindex */
+                assert_int_equal(unlink(path), 0);
+            if (row == 1 && i < 4) { /* garbled: same size, nonsense entries */
+                int fd = open(path, O_WRONLY);
+                uint8_t junk[512];
+                memset(junk, 0xAB, sizeof junk);
+                assert_int_equal(pwrite(fd, junk, wl[i] < sizeof junk ? wl[i] : sizeof junk, 0) >= 0, 1);
+                close(fd);
+            }
+        }
+        eng_manager *m = mopen();
+        eng_startup_report r;
+        mreport(m, &r);
+        assert_true(r.clean_shutdown);
+        /* Deleted: every segment lacks a file; garbled: segments 0 and 15. */
+        assert_int_equal(r.segments_recovered, row == 0 ? 3 : 2);
+        assert_int_equal(r.bytes_truncated, 0);
+        eng_manager_close(m); /* trims the active segment's indexes again */
+        snapshot_indexes(got, gl);
+        for (int i = 0; i < 6; i++) {
+            if (gl[i] != wl[i] || memcmp(got[i], want[i], wl[i]))
+                fail_msg("row %d: index file %d differs from what the appends wrote", row, i);
+            free(got[i]);
+            free(want[i]);
+        }
+        snprintf(g_dir, sizeof g_dir, "%s", g_m.pdir);
+        expect(NULL, 0, 3 * NB, 3);
+    }
+    snprintf(g_dir, sizeof g_dir, "%s/work/orders-0", g_tmp);
+}
+
+static void test_recovery_checkpoint_garbage(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text; /* NULL: keep the good one */
+        bool marker;
+        uint32_t recovered;
+    } rows[] = {
+        {NULL, true, 0},                      /* clean: nothing recovered */
+        {NULL, false, 1},                     /* unclean: from the recovery point (the active) */
+        {"0\n3\norders 0 45\n", true, 3},     /* wrong count: full recovery, even with the marker */
+        {"0\n1\norders 0 45\nextra 0 1\n", false, 3},
+        {"this is not a checkpoint\n", true, 3},
+        {"1\n1\norders 0 45\n", true, 3},     /* unknown version */
+        {"0\n1\norders zero 45\n", false, 3},
+    };
+    char ckpt[1024], marker[1024];
+    mpath("recovery-point-offset-checkpoint", ckpt, sizeof ckpt);
+    mpath(".kafka_cleanshutdown", marker, sizeof marker);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        mbuild("delete");
+        if (rows[i].text)
+            write_text(ckpt, rows[i].text);
+        if (!rows[i].marker)
+            assert_int_equal(unlink(marker), 0);
+        eng_manager *m = mopen();
+        eng_startup_report r;
+        mreport(m, &r);
+        if (r.segments_recovered != rows[i].recovered)
+            fail_msg("row %zu: %u segments recovered, expected %u", i, r.segments_recovered,
+                     rows[i].recovered);
+        assert_int_equal(r.clean_shutdown, rows[i].marker);
+        eng_partition *p;
+        assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+        assert_int_equal(eng_partition_log_end_offset(p), 3 * NB);
+        eng_partition_unref(p);
+        eng_manager_close(m);
+    }
+}
+
+static void test_start_offset_checkpoint_garbage(void **state)
+{
+    (void)state;
+    mbuild("delete");
+    char path[1024];
+    mpath("log-start-offset-checkpoint", path, sizeof path);
+    write_text(path, "0\n2\norders 0 9\n");
+    eng_manager *m = mopen();
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+    assert_int_equal(eng_partition_log_start_offset(p), 0); /* not 9: the file is not trusted */
+    eng_partition_unref(p);
+    eng_manager_close(m);
+}
+
+static void test_cleaner_checkpoint_garbage(void **state)
+{
+    (void)state;
+    mbuild("compact");
+    char path[1024];
+    mpath("cleaner-offset-checkpoint", path, sizeof path);
+    write_text(path, "0\n1\norders 0 forty\n");
+    eng_cleaner_opts co;
+    eng_cleaner_opts_default(&co);
+    co.threads = 0;
+    co.dedupe_buffer_bytes = 1 << 20;
+    g_m.opts.cleaner = &co;
+    eng_manager *m = mopen();
+    g_m.opts.cleaner = NULL;
+    assert_int_equal(eng_manager_start_cleaner(m), 0);
+    eng_cleaner *c = eng_manager_cleaner(m);
+    assert_int_equal(eng_cleaner_checkpoint(c, "orders", 0), -1); /* ignored */
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+    eng_clean_stats st;
+    assert_int_equal(eng_cleaner_clean_now(c, p, false, &st), 0);
+    assert_int_equal(st.first_dirty, 0); /* from the log start */
+    assert_int_equal(st.end_offset, 3 * SEG2);
+    eng_partition_unref(p);
+    eng_manager_close(m);
+    uint8_t *txt;
+    size_t len;
+    assert_int_equal(ts_read_file(path, &txt, &len), 0);
+    assert_int_equal(len, strlen("0\n1\norders 0 30\n"));
+    assert_memory_equal(txt, "0\n1\norders 0 30\n", len);
+    free(txt);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cut_every_byte_of_last_two_batches),
+        cmocka_unit_test(test_garbage_and_zero_tails),
+        cmocka_unit_test(test_bit_flip_in_sealed_segment),
+        cmocka_unit_test(test_bit_flip_below_recovery_point),
+        cmocka_unit_test(test_huge_and_negative_lengths),
+        cmocka_unit_test(test_stray_files),
+        cmocka_unit_test(test_swap_completed),
+        cmocka_unit_test(test_indexes_rebuilt_with_marker),
+        cmocka_unit_test(test_recovery_checkpoint_garbage),
+        cmocka_unit_test(test_start_offset_checkpoint_garbage),
+        cmocka_unit_test(test_cleaner_checkpoint_garbage),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
