@@ -14,10 +14,19 @@
 #include "api_errors.h"
 #include "api_router.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* Fix: PUT, DELETE and configs:alter read the topic's overrides, change
+ * their copy and write the whole set back, so two concurrent changes to
+ * different configs raced and the later write silently dropped the earlier
+ * one (8 parallel PUTs kept 4 to 8 of them, all answered 200).  Config
+ * changes are rare: one lock makes each read-modify-write whole.  The three
+ * handlers below take it around their *_locked bodies. */
+static pthread_mutex_t change_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const source_names[] = {"DEFAULT_CONFIG", "STATIC_BROKER_CONFIG", "TOPIC_CONFIG"};
 static const char *const type_names[] = {"INT", "LONG", "DOUBLE", "BOOLEAN", "STRING", "LIST"};
@@ -112,8 +121,8 @@ static bool value_text(json_t *v, char *buf, size_t len)
     return false;
 }
 
-void api_h_config_put(api_ctx *ctx, const api_request *req, const api_params *params,
-                      api_response *resp)
+static void config_put_locked(api_ctx *ctx, const api_request *req, const api_params *params,
+                              api_response *resp)
 {
     eng_topic_desc d;
     if (!topic_desc(ctx, req, params, resp, &d))
@@ -138,8 +147,8 @@ void api_h_config_put(api_ctx *ctx, const api_request *req, const api_params *pa
     eng_topic_desc_clear(&d);
 }
 
-void api_h_config_delete(api_ctx *ctx, const api_request *req, const api_params *params,
-                         api_response *resp)
+static void config_delete_locked(api_ctx *ctx, const api_request *req, const api_params *params,
+                                 api_response *resp)
 {
     eng_topic_desc d;
     if (!topic_desc(ctx, req, params, resp, &d))
@@ -187,8 +196,8 @@ static int list_op(const char *current, const char *value, bool append, char *ou
     return used < len ? 0 : -1;
 }
 
-void api_h_configs_alter(api_ctx *ctx, const api_request *req, const api_params *params,
-                         api_response *resp)
+static void configs_alter_locked(api_ctx *ctx, const api_request *req, const api_params *params,
+                                 api_response *resp)
 {
     eng_topic_desc d;
     if (!topic_desc(ctx, req, params, resp, &d))
@@ -266,6 +275,30 @@ done:
     eng_topic_desc_clear(&d);
 }
 
+void api_h_config_put(api_ctx *ctx, const api_request *req, const api_params *params,
+                      api_response *resp)
+{
+    pthread_mutex_lock(&change_lock);
+    config_put_locked(ctx, req, params, resp);
+    pthread_mutex_unlock(&change_lock);
+}
+
+void api_h_config_delete(api_ctx *ctx, const api_request *req, const api_params *params,
+                         api_response *resp)
+{
+    pthread_mutex_lock(&change_lock);
+    config_delete_locked(ctx, req, params, resp);
+    pthread_mutex_unlock(&change_lock);
+}
+
+void api_h_configs_alter(api_ctx *ctx, const api_request *req, const api_params *params,
+                         api_response *resp)
+{
+    pthread_mutex_lock(&change_lock);
+    configs_alter_locked(ctx, req, params, resp);
+    pthread_mutex_unlock(&change_lock);
+}
+
 void api_h_configs_defaults(api_ctx *ctx, const api_request *req, const api_params *params,
                             api_response *resp)
 {
@@ -283,9 +316,11 @@ void api_h_configs_defaults(api_ctx *ctx, const api_request *req, const api_para
             json_object_set_new(o, "set_by", json_string(def->synonyms[defs->synonym_rank[i]].name));
         json_array_append_new(topic, o);
     }
-    api_resp_json(resp, 200, json_pack("{s:O,s:o}", "server",
-                                       ctx->server_settings ? ctx->server_settings : json_array(),
-                                       "topic_defaults", topic));
+    /* Fix (found by fuzz_request): "O" took a second reference on the
+     * json_array() made when there are no server settings (in-process
+     * callers), leaking it on every request; borrow-or-own first, then "o". */
+    json_t *server = ctx->server_settings ? json_incref(ctx->server_settings) : json_array();
+    api_resp_json(resp, 200, json_pack("{s:o,s:o}", "server", server, "topic_defaults", topic));
 }
 
 void api_h_log_dirs(api_ctx *ctx, const api_request *req, const api_params *params,

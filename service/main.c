@@ -106,8 +106,13 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    /* Fix: every error return below leaked cert and key (the sanitizer
+     * build reported it on each refused start, e.g. a certificate that is
+     * not PEM or a missing key file); free(NULL) covers the unread ones. */
     char *cert = NULL, *key = NULL;
     if (load_security(&s, &ctx, &cert, &key)) {
+        free(cert);
+        free(key);
         api_waiters_free(ctx.waiters);
         json_decref(ctx.server_settings);
         svc_settings_free(&s);
@@ -122,6 +127,8 @@ int main(int argc, char **argv)
     rc = eng_manager_new(&mo, &m, &err);
     if (rc) {
         ENG_ERROR("%s", err.message[0] ? err.message : eng_strerror(rc));
+        free(cert);
+        free(key);
         svc_settings_free(&s);
         return 1;
     }
@@ -137,6 +144,8 @@ int main(int argc, char **argv)
     if ((rc = api_server_start(&ctx, &so, &srv, msg, sizeof msg))) {
         ENG_ERROR("%s", msg);
         eng_manager_abandon(m);
+        free(cert);
+        free(key);
         svc_settings_free(&s);
         return 1;
     }
@@ -148,6 +157,8 @@ int main(int argc, char **argv)
         atomic_store(&ctx.state, API_FAILED);
         api_server_stop(srv);
         eng_manager_abandon(m);
+        free(cert);
+        free(key);
         svc_settings_free(&s);
         return 1;
     }
@@ -156,6 +167,8 @@ int main(int argc, char **argv)
         atomic_store(&ctx.state, API_FAILED);
         api_server_stop(srv);
         eng_manager_close(m);
+        free(cert);
+        free(key);
         svc_settings_free(&s);
         return 1;
     }

@@ -25,13 +25,18 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static const char *binary(void)
+const char *ls_binary(void)
 {
     const char *b = getenv("LOGSTORE_TEST_BINARY");
     return b && *b ? b : "build/san/logstore";
 }
 
-/* The port from "listening on http://127.0.0.1:PORT" in the log, looking
+static const char *binary(void)
+{
+    return ls_binary();
+}
+
+/* The port from "listening on http[s]://127.0.0.1:PORT" in the log, looking
  * only past `from` (a restart appends to the same log: the previous run's
  * port must not be taken for the new one's). */
 static int read_port(const char *log_path, long from)
@@ -47,8 +52,14 @@ static int read_port(const char *log_path, long from)
     int port = -1;
     while (fgets(line, sizeof line, f)) {
         char *p = strstr(line, "listening on http://");
+        if (!p)
+            p = strstr(line, "listening on https://");
         if (p) {
-            char *colon = strrchr(p + 20, ':');
+            /* the ':' after the host ("[v6]:port" too); the line goes on
+             * after the port ("(data in DIR)", which may hold colons) */
+            char *host = strstr(p, "://") + 3;
+            char *close = *host == '[' ? strchr(host, ']') : NULL;
+            char *colon = strchr(close ? close : host, ':');
             if (colon)
                 port = atoi(colon + 1);
         }
@@ -57,7 +68,16 @@ static int read_port(const char *log_path, long from)
     return port;
 }
 
+/* Starts on dir with the options kept in s (listener, ca_file, config_file). */
+static int start_impl(ls_server *s, const char *dir, const char *const *extra, bool wait_ready);
+
 int ls_start_dir(ls_server *s, const char *dir, const char *const *extra, bool wait_ready)
+{
+    s->listener[0] = s->ca_file[0] = s->config_file[0] = 0;
+    return start_impl(s, dir, extra, wait_ready);
+}
+
+static int start_impl(ls_server *s, const char *dir, const char *const *extra, bool wait_ready)
 {
     static int curl_ready;
     if (!curl_ready) {
@@ -73,9 +93,14 @@ int ls_start_dir(ls_server *s, const char *dir, const char *const *extra, bool w
     snprintf(sets[k], sizeof sets[k], "log.dirs=%s", dir);
     argv[n++] = "--set";
     argv[n++] = sets[k++];
-    snprintf(sets[k], sizeof sets[k], "listeners=http://127.0.0.1:0");
+    snprintf(sets[k], sizeof sets[k], "listeners=%s",
+             s->listener[0] ? s->listener : "http://127.0.0.1:0");
     argv[n++] = "--set";
     argv[n++] = sets[k++];
+    if (s->config_file[0]) {
+        argv[n++] = "--config";
+        argv[n++] = s->config_file;
+    }
     for (size_t i = 0; extra && extra[i] && n < 60; i++) {
         snprintf(sets[k], sizeof sets[k], "%s", extra[i]);
         argv[n++] = "--set";
@@ -110,7 +135,10 @@ int ls_start_dir(ls_server *s, const char *dir, const char *const *extra, bool w
     }
     if (s->port < 0)
         return -1;
-    snprintf(s->base_url, sizeof s->base_url, "http://127.0.0.1:%d", s->port);
+    if (s->ca_file[0])
+        snprintf(s->base_url, sizeof s->base_url, "https://localhost:%d", s->port);
+    else
+        snprintf(s->base_url, sizeof s->base_url, "http://127.0.0.1:%d", s->port);
     if (!wait_ready)
         return 0;
     for (int i = 0; i < 1200; i++) {
@@ -211,8 +239,14 @@ int ls_http(ls_server *s, const char *method, const char *path, const char *cont
     CURL *c = curl_easy_init();
     if (!c)
         return -1;
-    char url[4096];
-    snprintf(url, sizeof url, "%s%s", s->base_url, path);
+    /* sized to fit: a fixed buffer silently cut long paths (limit tests) */
+    size_t url_len = strlen(s->base_url) + strlen(path) + 1;
+    char *url = malloc(url_len);
+    if (!url) {
+        curl_easy_cleanup(c);
+        return -1;
+    }
+    snprintf(url, url_len, "%s%s", s->base_url, path);
     buf b = {0}, h = {0};
     struct curl_slist *hl = NULL;
     char ct[256];
@@ -232,6 +266,14 @@ int ls_http(ls_server *s, const char *method, const char *path, const char *cont
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    struct curl_slist *resolve = NULL;
+    if (s->ca_file[0]) {
+        char entry[64];
+        snprintf(entry, sizeof entry, "localhost:%d:127.0.0.1", s->port);
+        resolve = curl_slist_append(resolve, entry);
+        curl_easy_setopt(c, CURLOPT_RESOLVE, resolve);
+        curl_easy_setopt(c, CURLOPT_CAINFO, s->ca_file);
+    }
     if (body) {
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
@@ -252,6 +294,8 @@ int ls_http(ls_server *s, const char *method, const char *path, const char *cont
     }
     curl_slist_free_all(hl);
     curl_easy_cleanup(c);
+    curl_slist_free_all(resolve);
+    free(url);
     return rc == CURLE_OK ? 0 : -1;
 }
 
@@ -560,7 +604,67 @@ int ls_restart(ls_server *s, const char *const *extra)
     snprintf(prev, sizeof prev, "%s.prev", s->log_path);
     rename(s->log_path, prev);
     bool own = s->own_dir;
-    int rc = ls_start_dir(s, dir, extra, true);
+    int rc = start_impl(s, dir, extra, true);
     s->own_dir = own;
     return rc;
+}
+
+/* ---- helpers added for the configs, auth and TLS suites -------------------- */
+
+int ls_start_opts(ls_server *s, const ls_opts *o)
+{
+    memset(s, 0, sizeof *s);
+    char tmpl[] = "/tmp/logstore-itest-XXXXXX";
+    if (!mkdtemp(tmpl))
+        return -1;
+    s->own_dir = true;
+    snprintf(s->listener, sizeof s->listener, "%s", o->listener ? o->listener : "");
+    snprintf(s->ca_file, sizeof s->ca_file, "%s", o->ca_file ? o->ca_file : "");
+    snprintf(s->config_file, sizeof s->config_file, "%s", o->config_file ? o->config_file : "");
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/data", tmpl);
+    return start_impl(s, dir, o->extra, true);
+}
+
+int ls_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    size_t n = strlen(text);
+    int rc = fwrite(text, 1, n, f) == n ? 0 : -1;
+    return fclose(f) == 0 ? rc : -1;
+}
+
+bool ls_file_contains(const char *path, const char *needle)
+{
+    size_t len;
+    char *text = ls_read_file(path, &len);
+    bool found = text && strstr(text, needle) != NULL;
+    free(text);
+    return found;
+}
+
+json_t *ls_jfind(json_t *arr, const char *key, const char *value)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(arr, i, e) {
+        const char *v = json_string_value(json_object_get(e, key));
+        if (v && !strcmp(v, value))
+            return e;
+    }
+    return NULL;
+}
+
+long long ls_partition_field(ls_server *s, const char *topic, int p, const char *field)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/v1/topics/%s/partitions/%d", topic, p);
+    ls_resp r;
+    if (ls_get(s, path, &r))
+        return -1;
+    long long v = r.status == 200 ? ls_jint(&r, field) : -1;
+    ls_resp_free(&r);
+    return v;
 }

@@ -21,6 +21,10 @@ typedef struct ls_server {
     char log_path[300];
     char base_url[64];
     bool own_dir;
+    /* Set by ls_start_opts and kept by ls_restart (empty = the defaults). */
+    char listener[64];     /* default http://127.0.0.1:0 */
+    char ca_file[300];     /* https: the certificate curl trusts */
+    char config_file[300]; /* passed as --config */
 } ls_server;
 
 typedef struct ls_resp {
@@ -36,7 +40,8 @@ typedef struct ls_resp {
 int ls_start(ls_server *s, const char *const *extra);
 
 /* Starts a server on an existing dir (restart tests). wait_ready=false
- * returns once the port is known. */
+ * returns once the port is known.  Uses the plain http listener: options
+ * given to ls_start_opts are dropped (ls_restart keeps them). */
 int ls_start_dir(ls_server *s, const char *dir, const char *const *extra, bool wait_ready);
 
 /* SIGTERM and wait; returns the exit status (or -1). */
@@ -108,5 +113,36 @@ void *ls_read_file(const char *path, size_t *len);
  * still holds the previous run's port until the new server logs its own, so
  * a slow start (a loaded machine) made it wait on the old, dead port. */
 int ls_restart(ls_server *s, const char *const *extra);
+
+/* ---- helpers added for the configs, auth and TLS suites -------------------- */
+
+/* The server binary: $LOGSTORE_TEST_BINARY or build/san/logstore. */
+const char *ls_binary(void);
+
+typedef struct ls_opts {
+    const char *const *extra; /* NULL-terminated "name=value", passed with --set */
+    const char *listener;     /* NULL = "http://127.0.0.1:0"; e.g. "https://127.0.0.1:0" */
+    const char *ca_file;      /* with an https listener: the PEM curl trusts; requests
+                               * then go to https://localhost:PORT (resolved to 127.0.0.1) */
+    const char *config_file;  /* passed as --config FILE */
+} ls_opts;
+
+/* ls_start with a listener, a CA and a --config file; the options are kept
+ * in s, so ls_restart starts the same way.  Waits until ready.  0 or -1. */
+int ls_start_opts(ls_server *s, const ls_opts *o);
+
+/* Writes text to path, replacing it.  0 or -1. */
+int ls_write_file(const char *path, const char *text);
+
+/* True if the file at path holds needle (a log line, a token...). */
+bool ls_file_contains(const char *path, const char *needle);
+
+/* The first object of array arr whose string member key equals value
+ * (borrowed), or NULL: ls_jfind(configs, "name", "retention.ms"). */
+json_t *ls_jfind(json_t *arr, const char *key, const char *value);
+
+/* An integer field of GET /v1/topics/{topic}/partitions/{p} (asserting
+ * nothing), or -1 when the request fails or answers another status. */
+long long ls_partition_field(ls_server *s, const char *topic, int p, const char *field);
 
 #endif

@@ -1,0 +1,677 @@
+/*
+ * test_auth_tls.c - bearer-token auth, HTTPS and the HTTP limits (issue 7),
+ * against the real server binary.
+ *
+ * Auth: tokens are hashed with `logstore --hash-token` (checked against
+ * SHA-256 computed here) into an auth.tokens.file holding admin, read,
+ * write, read+write and a read+write token limited to topics starting with
+ * "orders".  The test walks api_routes() - the router's own table, linked in
+ * - so every route, including ones added later, is checked: no token or a
+ * bad one is 401 with WWW-Authenticate: Bearer (open routes, role NONE, stay
+ * open and are only / and /health/...), a token without the route's role is
+ * 403, the right token gets through (2xx with the bodies below); each
+ * route's role also matches a policy written here (expected_role).  The prefix
+ * token reaches "orders..." only: other topics and topic-less routes are 403.
+ * No token ever reaches the server log; without auth.tokens.file the log
+ * says authentication is off; a bad tokens file stops the start (exit 2).
+ *
+ * TLS: a self-signed certificate for localhost is made here with libcrypto;
+ * the server runs an https:// listener (harness ls_start_opts) and libcurl,
+ * trusting that certificate, reaches health, appends and reads (JSON and raw
+ * batches).  TLS 1.2 and 1.3 work; TLS 1.1 is refused (the client is allowed
+ * TLS 1.1 with @SECLEVEL=0, and `openssl s_server -tls1_1`, when installed,
+ * shows that client does speak it); plain HTTP to the TLS port fails; an
+ * https listener without a key pair, or a key pair without one, exits 2.
+ *
+ * The HTTP limits (header size, records per request, connections, idle
+ * timeout) are in test_http_limits.c.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "api_router.h"
+#include "eng_fs.h"
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHECK_ERR(r, st, code) assert_int_equal(ls_check_error(&(r), (st), (code)), 0)
+
+/* A fresh temp dir for files the test writes (tokens, certificates). */
+static char g_tmp[64];
+
+static void tmp_path(char *out, size_t len, const char *name)
+{
+    if (!g_tmp[0]) {
+        snprintf(g_tmp, sizeof g_tmp, "/tmp/logstore-auth-XXXXXX");
+        assert_non_null(mkdtemp(g_tmp));
+    }
+    snprintf(out, len, "%s/%s", g_tmp, name);
+}
+
+/* Runs a shell command line; returns its exit status, output in out. */
+static int run_cmd(const char *cmd, char *out, size_t len)
+{
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- tokens --------------------------------------------------------------------- */
+
+enum { T_ADMIN, T_READ, T_WRITE, T_RW, T_ORDERS, T_COUNT };
+static const char *const TOKENS[T_COUNT] = {"adm-9f2c41d07be3", "rd-51aa07c3e9d2", "wr-0c7d2be814fa",
+                                            "rw-66e1f09a3c5b", "ord-3b8e5d2a7c10"};
+static const char *const ROLES[T_COUNT] = {"admin", "read", "write", "read,write", "read,write orders"};
+static const char *const BOGUS = "bogus-7e31c9a04f58";
+
+static ls_server g_auth;
+static ls_server *A = &g_auth;
+
+static void hash_token(const char *token, char hex[65])
+{
+    char cmd[512], out[256];
+    snprintf(cmd, sizeof cmd, "%s --hash-token '%s'", ls_binary(), token);
+    assert_int_equal(run_cmd(cmd, out, sizeof out), 0);
+    assert_int_equal(strlen(out), 65); /* 64 hex digits and a newline */
+    memcpy(hex, out, 64);
+    hex[64] = 0;
+}
+
+static int auth_setup(void **state)
+{
+    (void)state;
+    char file[300], text[2048], hex[65];
+    size_t used = (size_t)snprintf(text, sizeof text, "# logstore test tokens\n\n");
+    for (int i = 0; i < T_COUNT; i++) {
+        hash_token(TOKENS[i], hex);
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s %s%s\n", hex, ROLES[i],
+                                 i == T_RW ? "   # trailing comment" : "");
+    }
+    tmp_path(file, sizeof file, "tokens");
+    if (ls_write_file(file, text))
+        return -1;
+    char setting[400];
+    snprintf(setting, sizeof setting, "auth.tokens.file=%s", file);
+    const char *const extra[] = {setting, "log.level=DEBUG", NULL};
+    return ls_start(A, extra);
+}
+
+static ls_server g_tls;
+static ls_server *T = &g_tls;
+
+static int auth_teardown(void **state)
+{
+    (void)state;
+    ls_stop(A);
+    ls_cleanup(A);
+    ls_stop(T);
+    ls_cleanup(T);
+    if (g_tmp[0])
+        eng_fs_remove_tree(g_tmp);
+    return 0;
+}
+
+/* One request with an optional bearer token (tok NULL: no header). */
+static void treq(ls_server *s, const char *tok, const char *method, const char *path,
+                 const char *body, ls_resp *r)
+{
+    char auth[256];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", tok ? tok : "");
+    const char *const hdr[] = {auth, NULL};
+    assert_int_equal(ls_http(s, method, path, body ? "application/json" : NULL, body,
+                             body ? strlen(body) : 0, tok ? hdr : NULL, r),
+                     0);
+}
+
+static long tstatus(ls_server *s, const char *tok, const char *method, const char *path,
+                    const char *body)
+{
+    ls_resp r;
+    treq(s, tok, method, path, body, &r);
+    long st = r.status;
+    ls_resp_free(&r);
+    return st;
+}
+
+static void test_hash_token_cli(void **state)
+{
+    (void)state;
+    char hex[65], want[65];
+    hash_token("abc", hex);
+    unsigned char md[32];
+    unsigned int n = 0;
+    assert_int_equal(EVP_Digest("abc", 3, md, &n, EVP_sha256(), NULL), 1);
+    for (int i = 0; i < 32; i++)
+        snprintf(want + 2 * i, 3, "%02x", md[i]);
+    assert_string_equal(hex, want);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+/* Minimal valid query and body for the routes that need them. */
+typedef struct walk_entry {
+    const char *method, *pattern, *query, *body;
+} walk_entry;
+
+#define TP "/v1/topics/{topic}/partitions/{partition}"
+#define REC "{\"records\":[{\"key\":\"k\",\"value\":\"v\"}]}"
+static const walk_entry WALK[] = {
+    {"POST", "/v1/topics", "", "{\"name\":\"orders-created\"}"},
+    {"PATCH", "/v1/topics/{topic}", "", "{\"partitions\":2}"},
+    {"POST", "/v1/topics/{topic}/records", "", REC},
+    {"GET", TP "/offsets", "?spec=latest", NULL},
+    {"POST", TP "/records", "", REC},
+    {"POST", TP "/segments:roll", "", "{}"},
+    {"POST", TP "/records:delete", "", "{\"before_offset\":0}"},
+    {"POST", "/v1/topics/{topic}/retention:run", "", "{\"dry_run\":true}"},
+    {"POST", "/v1/admin/retention:run", "", "{\"dry_run\":true}"},
+    {"POST", "/v1/topics/{topic}/compaction:run", "", "{\"dry_run\":true}"},
+    {"POST", "/v1/admin/compaction:run", "", "{\"dry_run\":true}"},
+    {"POST", "/v1/topics/{topic}/configs:alter", "",
+     "{\"operations\":[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"86400000\"}]}"},
+    {"PUT", "/v1/topics/{topic}/configs/{name}", "", "{\"value\":\"86400000\"}"},
+};
+
+static const walk_entry *walk_entry_of(const api_route *r)
+{
+    for (size_t i = 0; i < sizeof WALK / sizeof WALK[0]; i++)
+        if (!strcmp(WALK[i].method, r->method) && !strcmp(WALK[i].pattern, r->pattern))
+            return &WALK[i];
+    return NULL;
+}
+
+/* The route's pattern with its captures filled in: {topic} = topic,
+ * {name} = retention.ms, any other (partition, offset, base) = 0. */
+static void fill(const char *pattern, const char *topic, const char *query, char *out, size_t len)
+{
+    size_t used = 0;
+    for (const char *p = pattern; *p && used + 1 < len;) {
+        if (*p != '{') {
+            out[used++] = *p++;
+            continue;
+        }
+        const char *end = strchr(p, '}');
+        assert_non_null(end);
+        const char *v = !strncmp(p, "{topic}", 7) ? topic : !strncmp(p, "{name}", 6) ? "retention.ms" : "0";
+        used += (size_t)snprintf(out + used, len - used, "%s", v);
+        p = end + 1;
+    }
+    snprintf(out + used, len - used, "%s", query ? query : "");
+}
+
+/* The role policy, independent of the table: reading needs read (the
+ * dashboard and health are open), appending and deleting records need
+ * write, every other change needs admin. */
+static api_role expected_role(const api_route *r)
+{
+    if (!strcmp(r->method, "GET"))
+        return !strcmp(r->pattern, "/") || !strncmp(r->pattern, "/health/", 8) ? API_ROLE_NONE
+                                                                              : API_ROLE_READ;
+    if (!strcmp(r->method, "POST") &&
+        (!strcmp(r->pattern, "/v1/topics/{topic}/records") || !strcmp(r->pattern, TP "/records") ||
+         !strcmp(r->pattern, TP "/records:delete")))
+        return API_ROLE_WRITE;
+    return API_ROLE_ADMIN;
+}
+
+static bool has_topic(const api_route *r)
+{
+    return strstr(r->pattern, "{topic}") != NULL;
+}
+
+static void expect_401(ls_server *s, const char *tok, const char *method, const char *path,
+                       const char *body)
+{
+    ls_resp r;
+    treq(s, tok, method, path, body, &r);
+    if (r.status != 401)
+        fprintf(stderr, "# %s %s with %s: %ld, expected 401\n", method, path, tok ? tok : "no token", r.status);
+    CHECK_ERR(r, 401, "unauthorized");
+    const char *h = ls_header(&r, "WWW-Authenticate");
+    assert_non_null(h);
+    assert_int_equal(strncmp(h, "Bearer", 6), 0);
+    ls_resp_free(&r);
+}
+
+static void expect_403(ls_server *s, const char *tok, const char *method, const char *path,
+                       const char *body, const char *message_part)
+{
+    ls_resp r;
+    treq(s, tok, method, path, body, &r);
+    if (r.status != 403)
+        fprintf(stderr, "# %s %s with %s: %ld, expected 403\n", method, path, tok, r.status);
+    CHECK_ERR(r, 403, "forbidden");
+    if (message_part)
+        assert_non_null(strstr(ls_jstr(&r, "message"), message_part));
+    ls_resp_free(&r);
+}
+
+static void setup_topics(void)
+{
+    ls_resp r;
+    treq(A, TOKENS[T_ADMIN], "POST", "/v1/topics",
+         "{\"name\":\"orders\",\"configs\":{\"cleanup.policy\":\"compact,delete\"}}", &r);
+    assert_int_equal(r.status, 201);
+    ls_resp_free(&r);
+    assert_int_equal(tstatus(A, TOKENS[T_ADMIN], "POST", "/v1/topics", "{\"name\":\"orders-doomed\"}"), 201);
+    assert_int_equal(tstatus(A, TOKENS[T_ADMIN], "POST", "/v1/topics", "{\"name\":\"orders-eu\"}"), 201);
+    assert_int_equal(tstatus(A, TOKENS[T_ADMIN], "POST", "/v1/topics", "{\"name\":\"other\"}"), 201);
+    assert_int_equal(tstatus(A, TOKENS[T_WRITE], "POST", "/v1/topics/orders/partitions/0/records", REC), 200);
+}
+
+static void test_route_walk(void **state)
+{
+    (void)state;
+    setup_topics();
+    /* tokens lacking each role: write-only lacks read; read-only lacks write;
+     * read+write lacks admin */
+    const int lacking[4][2] = {{-1, -1}, {T_WRITE, T_WRITE}, {T_READ, T_READ}, {T_RW, T_READ}};
+    const int right[4] = {-1, T_READ, T_WRITE, T_ADMIN};
+    int walked = 0, open_routes = 0;
+    for (const api_route *rt = api_routes(); rt->method; rt++, walked++) {
+        if (rt->role != expected_role(rt))
+            fprintf(stderr, "# %s %s declares role %d, the policy says %d\n", rt->method,
+                    rt->pattern, (int)rt->role, (int)expected_role(rt));
+        assert_int_equal(rt->role, expected_role(rt));
+        const walk_entry *w = walk_entry_of(rt);
+        const char *body = w ? w->body : (rt->flags & API_ROUTE_BODY) ? "{}" : NULL;
+        char path[512];
+        /* the topic delete gets a topic of its own */
+        fill(rt->pattern, !strcmp(rt->method, "DELETE") && !strcmp(rt->pattern, "/v1/topics/{topic}")
+                              ? "orders-doomed" : "orders",
+             w ? w->query : "", path, sizeof path);
+        if (rt->role == API_ROLE_NONE) {
+            open_routes++;
+            /* open: only the dashboard and health, whatever token comes */
+            assert_true(!strcmp(rt->pattern, "/") || !strncmp(rt->pattern, "/health/", 8));
+            long st = tstatus(A, NULL, rt->method, path, body);
+            assert_true(st >= 200 && st < 300);
+            assert_true(tstatus(A, BOGUS, rt->method, path, body) < 300);
+            continue;
+        }
+        expect_401(A, NULL, rt->method, path, body);
+        expect_401(A, BOGUS, rt->method, path, body);
+        expect_401(A, "", rt->method, path, body);
+        for (int k = 0; k < 2; k++)
+            expect_403(A, TOKENS[lacking[rt->role][k]], rt->method, path, body, "role");
+        long st = tstatus(A, TOKENS[right[rt->role]], rt->method, path, body);
+        if (st < 200 || st >= 300)
+            fprintf(stderr, "# %s %s with the %s token: %ld\n", rt->method, path, ROLES[right[rt->role]], st);
+        if (w || !(rt->flags & API_ROUTE_BODY))
+            assert_true(st >= 200 && st < 300);
+        else
+            assert_true(st != 401 && st != 403);
+        /* admin implies every role */
+        if (rt->role != API_ROLE_ADMIN && !strcmp(rt->method, "GET"))
+            assert_true(tstatus(A, TOKENS[T_ADMIN], rt->method, path, body) < 300);
+    }
+    assert_true(walked >= 34);
+    assert_int_equal(open_routes, 3);
+
+    /* other ways of not presenting a valid bearer token */
+    const char *const basic[] = {"Authorization: Basic YWRtaW46YWRtaW4=", NULL};
+    ls_resp r;
+    assert_int_equal(ls_http(A, "GET", "/v1/topics", NULL, NULL, 0, basic, &r), 0);
+    CHECK_ERR(r, 401, "unauthorized");
+    ls_resp_free(&r);
+    char lower[128];
+    snprintf(lower, sizeof lower, "Authorization: bearer %s", TOKENS[T_READ]);
+    const char *const lc[] = {lower, NULL};
+    assert_int_equal(ls_http(A, "GET", "/v1/topics", NULL, NULL, 0, lc, &r), 0);
+    assert_int_equal(r.status, 200); /* the scheme is case-insensitive (RFC 7235) */
+    ls_resp_free(&r);
+}
+
+static void test_prefix_token(void **state)
+{
+    (void)state;
+    const char *o = TOKENS[T_ORDERS];
+    /* its own topics, reading and writing */
+    assert_int_equal(tstatus(A, o, "GET", "/v1/topics/orders", NULL), 200);
+    assert_int_equal(tstatus(A, o, "GET", "/v1/topics/orders-eu/configs", NULL), 200);
+    assert_int_equal(tstatus(A, o, "POST", "/v1/topics/orders/partitions/0/records", REC), 200);
+    assert_int_equal(tstatus(A, o, "POST", "/v1/topics/orders-eu/records", REC), 200);
+    assert_int_equal(tstatus(A, o, "GET", "/v1/topics/orders/partitions/0/records?offset=0", NULL), 200);
+    /* every route, on another topic or without one: 403 (the prefix, or the
+     * missing admin role) */
+    const char *const others[] = {"other", "order", "Orders", "xorders"};
+    for (const api_route *rt = api_routes(); rt->method; rt++) {
+        if (rt->role == API_ROLE_NONE) {
+            assert_true(tstatus(A, o, rt->method, rt->pattern, NULL) < 300);
+            continue;
+        }
+        const walk_entry *w = walk_entry_of(rt);
+        const char *body = w ? w->body : (rt->flags & API_ROUTE_BODY) ? "{}" : NULL;
+        const char *why = rt->role == API_ROLE_ADMIN ? "role" : "orders";
+        for (size_t k = 0; k < (has_topic(rt) ? sizeof others / sizeof others[0] : 1); k++) {
+            char path[512];
+            fill(rt->pattern, others[k], w ? w->query : "", path, sizeof path);
+            expect_403(A, o, rt->method, path, body, why);
+        }
+    }
+    /* nothing was written to "other" */
+    ls_resp r;
+    treq(A, TOKENS[T_READ], "GET", "/v1/topics/other/partitions/0", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ls_jint(&r, "log_end_offset"), 0);
+    ls_resp_free(&r);
+}
+
+/* Last in the group: stops the auth server to read its whole log. */
+static void test_tokens_never_logged(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_stop(A), 0);
+    assert_true(ls_file_contains(A->log_path, "authentication is on: 5 tokens"));
+    for (int i = 0; i < T_COUNT; i++) {
+        if (ls_file_contains(A->log_path, TOKENS[i]))
+            fprintf(stderr, "# token %s is in the server log\n", TOKENS[i]);
+        assert_false(ls_file_contains(A->log_path, TOKENS[i]));
+    }
+    assert_false(ls_file_contains(A->log_path, BOGUS));
+}
+
+static void test_auth_off_is_logged(void **state)
+{
+    (void)state;
+    ls_server s;
+    assert_int_equal(ls_start(&s, NULL), 0);
+    assert_true(ls_file_contains(s.log_path, "authentication is off"));
+    ls_stop(&s);
+    ls_cleanup(&s);
+}
+
+/* Runs the server with settings that must stop it; returns the exit status
+ * and the output in out. */
+static int start_refused(const char *settings, char *out, size_t len)
+{
+    char dir[300], cmd[2048];
+    tmp_path(dir, sizeof dir, "refused-data");
+    snprintf(cmd, sizeof cmd,
+             "timeout 20 %s --set log.dirs=%s --set listeners=http://127.0.0.1:0 %s 2>&1",
+             ls_binary(), dir, settings);
+    int st = run_cmd(cmd, out, len);
+    /* a refused start still frees what it read (the sanitizer build checks) */
+    if (strstr(out, "Sanitizer"))
+        fprintf(stderr, "# sanitizer report from a refused start:\n%.1500s\n", out);
+    assert_null(strstr(out, "Sanitizer"));
+    return st;
+}
+
+static void test_bad_tokens_file_refuses_start(void **state)
+{
+    (void)state;
+    char file[300], set[400], out[16384];
+    tmp_path(file, sizeof file, "bad-tokens");
+    assert_int_equal(ls_write_file(file, "# ok so far\nnot-a-hash read\n"), 0);
+    snprintf(set, sizeof set, "--set auth.tokens.file=%s", file);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+    assert_non_null(strstr(out, "line 2"));
+    assert_int_equal(ls_write_file(file, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad root\n"), 0);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+    snprintf(set, sizeof set, "--set auth.tokens.file=%s.missing", file);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+}
+
+/* ---- TLS ------------------------------------------------------------------------- */
+
+/* A self-signed RSA-2048 certificate for localhost, PEM, into two files. */
+static void make_cert(const char *cert_path, const char *key_path)
+{
+    EVP_PKEY *pkey = EVP_RSA_gen(2048);
+    assert_non_null(pkey);
+    X509 *x = X509_new();
+    assert_non_null(x);
+    X509_set_version(x, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_gmtime_adj(X509_getm_notBefore(x), -3600);
+    X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+    X509_set_pubkey(x, pkey);
+    X509_NAME *name = X509_get_subject_name(x);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1, 0);
+    X509_set_issuer_name(x, name);
+    X509V3_CTX ctx;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+    const char *const ext[][2] = {{"subjectAltName", "DNS:localhost"},
+                                  {"basicConstraints", "critical,CA:TRUE"}};
+    for (size_t i = 0; i < 2; i++) {
+        X509_EXTENSION *e = X509V3_EXT_nconf(NULL, &ctx, ext[i][0], ext[i][1]);
+        assert_non_null(e);
+        X509_add_ext(x, e, -1);
+        X509_EXTENSION_free(e);
+    }
+    assert_true(X509_sign(x, pkey, EVP_sha256()) > 0);
+    FILE *f = fopen(cert_path, "w");
+    assert_non_null(f);
+    assert_int_equal(PEM_write_X509(f, x), 1);
+    fclose(f);
+    f = fopen(key_path, "w");
+    assert_non_null(f);
+    assert_int_equal(PEM_write_PrivateKey(f, pkey, NULL, NULL, 0, NULL, NULL), 1);
+    fclose(f);
+    X509_free(x);
+    EVP_PKEY_free(pkey);
+}
+
+static char g_cert[300], g_key[300];
+
+static void start_tls_server(void)
+{
+    tmp_path(g_cert, sizeof g_cert, "cert.pem");
+    tmp_path(g_key, sizeof g_key, "key.pem");
+    make_cert(g_cert, g_key);
+    char c[400], k[400];
+    snprintf(c, sizeof c, "tls.cert.file=%s", g_cert);
+    snprintf(k, sizeof k, "tls.key.file=%s", g_key);
+    const char *const extra[] = {c, k, NULL};
+    ls_opts o = {.extra = extra, .listener = "https://127.0.0.1:0", .ca_file = g_cert};
+    assert_int_equal(ls_start_opts(T, &o), 0);
+}
+
+static size_t sink(char *p, size_t size, size_t n, void *ud)
+{
+    (void)p;
+    (void)ud;
+    return size * n;
+}
+
+/* GET https://localhost:port/health/live with the given TLS versions
+ * (0: libcurl's default), trusting ca (NULL: the system store), with a
+ * cipher list (NULL: default).  Returns the CURLcode; *status the HTTP one. */
+static CURLcode tls_get(int port, const char *ca, long version, const char *ciphers, long *status,
+                        char *errbuf)
+{
+    CURL *c = curl_easy_init();
+    char url[128], resolve[64];
+    snprintf(url, sizeof url, "https://localhost:%d/health/live", port);
+    snprintf(resolve, sizeof resolve, "localhost:%d:127.0.0.1", port);
+    struct curl_slist *rs = curl_slist_append(NULL, resolve);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_RESOLVE, rs);
+    if (ca)
+        curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+    if (version)
+        curl_easy_setopt(c, CURLOPT_SSLVERSION, version);
+    if (ciphers)
+        curl_easy_setopt(c, CURLOPT_SSL_CIPHER_LIST, ciphers);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    errbuf[0] = 0;
+    *status = 0;
+    CURLcode rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    curl_slist_free_all(rs);
+    curl_easy_cleanup(c);
+    return rc;
+}
+
+static void test_tls_serves_the_api(void **state)
+{
+    (void)state;
+    start_tls_server();
+    assert_true(ls_file_contains(T->log_path, "listening on https://127.0.0.1:"));
+    assert_int_equal(ls_live_status(T), 200);
+    assert_int_equal(ls_create_topic(T, "secure", 1, NULL), 201);
+    ls_resp r;
+    assert_int_equal(ls_post(T, "/v1/topics/secure/partitions/0/records", REC, &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(T, "/v1/topics/secure/partitions/0/records?offset=0", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(ls_jstr(&r, "records.0.value"), "v");
+    ls_resp_free(&r);
+    /* raw batches come from the segment file, through TLS */
+    const char *const raw[] = {"Accept: application/octet-stream", NULL};
+    assert_int_equal(ls_http(T, "GET", "/v1/topics/secure/partitions/0/records?offset=0", NULL, NULL,
+                             0, raw, &r), 0);
+    assert_int_equal(r.status, 200);
+    char seg[512];
+    snprintf(seg, sizeof seg, "%.255s/secure-0/00000000000000000000.log", T->dir);
+    size_t len;
+    char *disk = ls_read_file(seg, &len);
+    assert_non_null(disk);
+    assert_int_equal(r.len, len);
+    assert_memory_equal(r.body, disk, len);
+    free(disk);
+    ls_resp_free(&r);
+    /* a client that does not trust the certificate gets nowhere */
+    long st;
+    char err[CURL_ERROR_SIZE];
+    assert_int_equal(tls_get(T->port, NULL, 0, NULL, &st, err), CURLE_PEER_FAILED_VERIFICATION);
+}
+
+/* A free loopback port (bound, read, released). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void test_tls_versions(void **state)
+{
+    (void)state;
+    long st;
+    char err[CURL_ERROR_SIZE];
+    const long v12 = CURL_SSLVERSION_TLSv1_2 | CURL_SSLVERSION_MAX_TLSv1_2;
+    const long v13 = CURL_SSLVERSION_TLSv1_3 | CURL_SSLVERSION_MAX_TLSv1_3;
+    const long v11 = CURL_SSLVERSION_TLSv1_1 | CURL_SSLVERSION_MAX_TLSv1_1;
+    assert_int_equal(tls_get(T->port, g_cert, v12, NULL, &st, err), CURLE_OK);
+    assert_int_equal(st, 200);
+    assert_int_equal(tls_get(T->port, g_cert, v13, NULL, &st, err), CURLE_OK);
+    assert_int_equal(st, 200);
+    /* @SECLEVEL=0 lets OpenSSL 3 offer TLS 1.1, so a failure is the server's */
+    CURLcode rc = tls_get(T->port, g_cert, v11, "DEFAULT:@SECLEVEL=0", &st, err);
+    fprintf(stderr, "# TLS 1.1 against logstore: %s (%s)\n", curl_easy_strerror(rc), err);
+    assert_int_not_equal(rc, CURLE_OK);
+    assert_int_equal(st, 0);
+    /* the control: the same client does speak TLS 1.1 to a server allowing it */
+    if (access("/usr/bin/openssl", X_OK) == 0) {
+        int port = free_port();
+        char accept[32];
+        snprintf(accept, sizeof accept, "127.0.0.1:%d", port);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 1);
+            dup2(null, 2);
+            execl("/usr/bin/openssl", "openssl", "s_server", "-accept", accept, "-cert", g_cert, "-key",
+                  g_key, "-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0", "-www", (char *)NULL);
+            _exit(127);
+        }
+        rc = CURLE_COULDNT_CONNECT;
+        for (int i = 0; i < 100 && rc == CURLE_COULDNT_CONNECT; i++) {
+            usleep(50000);
+            rc = tls_get(port, g_cert, v11, "DEFAULT:@SECLEVEL=0", &st, err);
+        }
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+        fprintf(stderr, "# TLS 1.1 against openssl s_server -tls1_1: %s %s\n", curl_easy_strerror(rc), err);
+        assert_int_equal(rc, CURLE_OK);
+    } else {
+        fprintf(stderr, "# no /usr/bin/openssl: the TLS 1.1 control is skipped\n");
+    }
+    /* plain HTTP to the TLS port gets no HTTP answer */
+    ls_server plain = *T;
+    plain.ca_file[0] = 0;
+    snprintf(plain.base_url, sizeof plain.base_url, "http://127.0.0.1:%d", T->port);
+    ls_resp r;
+    if (ls_get(&plain, "/health/live", &r) == 0) {
+        assert_true(r.status != 200);
+        ls_resp_free(&r);
+    }
+    assert_int_equal(ls_live_status(T), 200); /* still serving */
+    assert_int_equal(ls_stop(T), 0);
+    ls_cleanup(T);
+}
+
+static void test_tls_settings_checked(void **state)
+{
+    (void)state;
+    char out[16384], set[1024];
+    assert_int_equal(start_refused("--set listeners=https://127.0.0.1:0", out, sizeof out), 2);
+    assert_non_null(strstr(out, "tls.cert.file"));
+    snprintf(set, sizeof set, "--set listeners=https://127.0.0.1:0 --set tls.cert.file=%s", g_cert);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+    snprintf(set, sizeof set, "--set tls.cert.file=%s --set tls.key.file=%s", g_cert, g_key);
+    assert_int_equal(start_refused(set, out, sizeof out), 2); /* a key pair but http:// */
+    snprintf(set, sizeof set, "--set listeners=https://127.0.0.1:0 --set tls.cert.file=%s.missing "
+                              "--set tls.key.file=%s", g_cert, g_key);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+    snprintf(set, sizeof set, "--set listeners=https://127.0.0.1:0 --set tls.cert.file=%s "
+                              "--set tls.key.file=%s.missing", g_cert, g_key);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+    /* files that are not PEM: no start either */
+    char junk[300];
+    tmp_path(junk, sizeof junk, "junk.pem");
+    assert_int_equal(ls_write_file(junk, "not a certificate\n"), 0);
+    snprintf(set, sizeof set, "--set listeners=https://127.0.0.1:0 --set tls.cert.file=%s "
+                              "--set tls.key.file=%s", junk, g_key);
+    int st = start_refused(set, out, sizeof out);
+    assert_true(st != 0 && st != 124);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hash_token_cli),
+        cmocka_unit_test(test_route_walk),
+        cmocka_unit_test(test_prefix_token),
+        cmocka_unit_test(test_tokens_never_logged),
+        cmocka_unit_test(test_auth_off_is_logged),
+        cmocka_unit_test(test_bad_tokens_file_refuses_start),
+        cmocka_unit_test(test_tls_serves_the_api),
+        cmocka_unit_test(test_tls_versions),
+        cmocka_unit_test(test_tls_settings_checked),
+    };
+    return cmocka_run_group_tests(tests, auth_setup, auth_teardown);
+}

@@ -1,0 +1,814 @@
+/*
+ * test_configs_api.c - topic configs, server defaults and log dirs (issue 7),
+ * against the real server binary over loopback.
+ *
+ * GET /v1/topics/{t}/configs lists every topic config of `logstore
+ * --settings-markdown` (README's table) with value, source (TOPIC_CONFIG,
+ * STATIC_BROKER_CONFIG - the group server runs with log.retention.hours=24 -
+ * or DEFAULT_CONFIG), type and is_default.  PUT takes effect on the running
+ * topic (segment.bytes rolls the next append, LogAppendTime stamps the next
+ * batch); DELETE reverts to the broker or table default; configs:alter runs
+ * SET/DELETE/APPEND/SUBTRACT in order, and one bad operation is 422
+ * invalid_config naming details.key and details.operation with nothing
+ * changed (listing and metadata file identical).  Unknown topics are 404;
+ * concurrent changes to different configs are all kept; changes survive a
+ * restart.  /v1/configs/defaults gives each server
+ * setting's source (DEFAULT, CONFIG_FILE via --config, ENVIRONMENT via
+ * LOGSTORE_*, COMMAND_LINE via --set) and which synonym set each broker
+ * default; /v1/log-dirs has Kafka's DescribeLogDirs shape with sizes equal to
+ * the partitions' and the files'.  One server serves the group; the sources
+ * test starts its own.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static ls_server g_srv;
+static ls_server *S = &g_srv;
+static const char *const GROUP_SETTINGS[] = {"log.retention.hours=24", NULL};
+
+#define CHECK_ERR(r, st, code) assert_int_equal(ls_check_error(&(r), (st), (code)), 0)
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return ls_start(S, GROUP_SETTINGS);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    ls_stop(S);
+    ls_cleanup(S);
+    return 0;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The "configs" array of GET /v1/topics/{topic}/configs (a new reference). */
+static json_t *listing(ls_server *s, const char *topic)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/v1/topics/%s/configs", topic);
+    ls_resp r;
+    assert_int_equal(ls_get(s, path, &r), 0);
+    if (r.status != 200)
+        fprintf(stderr, "# GET %s: %ld %s\n", path, r.status, r.body);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(ls_jstr(&r, "topic"), topic);
+    json_t *arr = json_incref(json_object_get(r.json, "configs"));
+    assert_true(json_is_array(arr));
+    ls_resp_free(&r);
+    return arr;
+}
+
+#define estr(e, key) json_string_value(json_object_get((e), (key)))
+
+/* The entry named name in a configs array (borrowed), or NULL. */
+#define entry(arr, name) ls_jfind((arr), "name", (name))
+
+/* Asserts one config's value, source and is_default in arr. */
+static void expect(json_t *arr, const char *name, const char *value, const char *source)
+{
+    json_t *e = entry(arr, name);
+    if (!e)
+        fprintf(stderr, "# config %s is not listed\n", name);
+    assert_non_null(e);
+    if (strcmp(estr(e, "value"), value) || strcmp(estr(e, "source"), source))
+        fprintf(stderr, "# %s: value %s source %s, expected %s %s\n", name, estr(e, "value"),
+                estr(e, "source"), value, source);
+    assert_string_equal(estr(e, "value"), value);
+    assert_string_equal(estr(e, "source"), source);
+    assert_true(json_is_boolean(json_object_get(e, "is_default")));
+    assert_int_equal(json_is_true(json_object_get(e, "is_default")), !strcmp(source, "DEFAULT_CONFIG"));
+}
+
+/* One answer from a JSON request, asserted to be status; returns the config
+ * array of a 200 listing (a new reference) or NULL. */
+static json_t *send_expect(const char *method, const char *path, const char *body, long status,
+                           const char *code, ls_resp *keep)
+{
+    ls_resp r;
+    assert_int_equal(ls_send_json(S, method, path, body, &r), 0);
+    if (r.status != status)
+        fprintf(stderr, "# %s %s %s: %ld %s\n", method, path, body ? body : "", r.status, r.body);
+    json_t *arr = NULL;
+    if (status >= 300) {
+        CHECK_ERR(r, status, code);
+    } else {
+        assert_int_equal(r.status, status);
+        arr = json_incref(json_object_get(r.json, "configs"));
+    }
+    if (keep)
+        *keep = r;
+    else
+        ls_resp_free(&r);
+    return arr;
+}
+
+static void put_config(const char *topic, const char *name, const char *value_json)
+{
+    char path[256], body[256];
+    snprintf(path, sizeof path, "/v1/topics/%s/configs/%s", topic, name);
+    snprintf(body, sizeof body, "{\"value\":%s}", value_json);
+    json_t *arr = send_expect("PUT", path, body, 200, NULL, NULL);
+    assert_non_null(entry(arr, name));
+    assert_string_equal(estr(entry(arr, name), "source"), "TOPIC_CONFIG");
+    json_decref(arr);
+}
+
+/* Appends n records whose values are vlen bytes each; returns the base offset. */
+static long long append_big(const char *topic, int n, size_t vlen)
+{
+    size_t cap = (size_t)n * (vlen + 32) + 64;
+    char *body = malloc(cap);
+    assert_non_null(body);
+    size_t used = (size_t)snprintf(body, cap, "{\"records\":[");
+    for (int i = 0; i < n; i++) {
+        used += (size_t)snprintf(body + used, cap - used, "%s{\"value\":\"", i ? "," : "");
+        memset(body + used, 'a' + i % 26, vlen);
+        used += vlen;
+        used += (size_t)snprintf(body + used, cap - used, "\"}");
+    }
+    snprintf(body + used, cap - used, "]}");
+    char path[256];
+    snprintf(path, sizeof path, "/v1/topics/%s/partitions/0/records", topic);
+    ls_resp r;
+    assert_int_equal(ls_send_json(S, "POST", path, body, &r), 0);
+    free(body);
+    if (r.status != 200)
+        fprintf(stderr, "# append: %ld %s\n", r.status, r.body);
+    assert_int_equal(r.status, 200);
+    long long base = ls_jint(&r, "base_offset");
+    ls_resp_free(&r);
+    return base;
+}
+
+/* ---- the listing --------------------------------------------------------- */
+
+typedef struct table_row {
+    char name[64], type[16], dflt[64];
+} table_row;
+
+/* The topic-config table of `logstore --settings-markdown`; returns rows. */
+static size_t settings_table(table_row *rows, size_t max)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --settings-markdown", ls_binary());
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char line[1024];
+    size_t n = 0;
+    bool topic_table = false;
+    while (fgets(line, sizeof line, p)) {
+        if (!strncmp(line, "| Topic config |", 16)) {
+            topic_table = true;
+            continue;
+        }
+        /* "| `name` | type | `default` | synonyms | doc |" */
+        if (!topic_table || strncmp(line, "| `", 3) || n == max)
+            continue;
+        if (sscanf(line, "| `%63[^`]` | %15s | `%63[^`]`", rows[n].name, rows[n].type,
+                   rows[n].dflt) == 3)
+            n++;
+    }
+    assert_int_equal(pclose(p), 0);
+    return n;
+}
+
+static void test_listing_every_config(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "cfg", 1,
+                                     "{\"segment.bytes\":\"2097152\",\"cleanup.policy\":\"compact,delete\"}"),
+                     201);
+    table_row rows[64];
+    size_t n = settings_table(rows, 64);
+    assert_true(n >= 20);
+    json_t *arr = listing(S, "cfg");
+    assert_int_equal(json_array_size(arr), n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = entry(arr, rows[i].name);
+        if (!e)
+            fprintf(stderr, "# %s missing from the listing\n", rows[i].name);
+        assert_non_null(e);
+        /* every field, with its JSON type (is_default: in expect) */
+        assert_true(estr(e, "value") && estr(e, "source") && estr(e, "type"));
+        char type[16];
+        size_t k = 0;
+        for (; rows[i].type[k] && k < sizeof type - 1; k++)
+            type[k] = (char)toupper((unsigned char)rows[i].type[k]);
+        type[k] = 0;
+        assert_string_equal(estr(e, "type"), type);
+        assert_string_equal(estr(e, "default"), rows[i].dflt);
+        if (!strcmp(rows[i].name, "segment.bytes"))
+            expect(arr, "segment.bytes", "2097152", "TOPIC_CONFIG");
+        else if (!strcmp(rows[i].name, "cleanup.policy"))
+            expect(arr, "cleanup.policy", "compact,delete", "TOPIC_CONFIG");
+        else if (!strcmp(rows[i].name, "retention.ms"))
+            expect(arr, "retention.ms", "86400000", "STATIC_BROKER_CONFIG");
+        else
+            expect(arr, rows[i].name, rows[i].dflt, "DEFAULT_CONFIG");
+    }
+    /* a few types spelled out, in case the table itself drifted */
+    assert_string_equal(estr(entry(arr, "segment.bytes"), "type"), "INT");
+    assert_string_equal(estr(entry(arr, "retention.ms"), "type"), "LONG");
+    assert_string_equal(estr(entry(arr, "min.cleanable.dirty.ratio"), "type"), "DOUBLE");
+    assert_string_equal(estr(entry(arr, "preallocate"), "type"), "BOOLEAN");
+    assert_string_equal(estr(entry(arr, "message.timestamp.type"), "type"), "STRING");
+    assert_string_equal(estr(entry(arr, "cleanup.policy"), "type"), "LIST");
+    json_decref(arr);
+}
+
+/* ---- PUT and DELETE ---------------------------------------------------------- */
+
+static void test_put_segment_bytes_rolls_without_restart(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "roll", 1, NULL), 201);
+    assert_int_equal(append_big("roll", 2, 300000), 0); /* ~600 KB */
+    assert_int_equal(ls_partition_field(S, "roll", 0, "segment_count"), 1);
+    put_config("roll", "segment.bytes", "\"1048576\"");
+    json_t *arr = listing(S, "roll");
+    expect(arr, "segment.bytes", "1048576", "TOPIC_CONFIG");
+    json_decref(arr);
+    /* 600 KB more would pass 1 MiB: the same running partition rolls */
+    assert_int_equal(append_big("roll", 2, 300000), 2);
+    assert_int_equal(ls_partition_field(S, "roll", 0, "segment_count"), 2);
+    assert_int_equal(ls_partition_field(S, "roll", 0, "active_segment_base_offset"), 2);
+    /* and the describe shows the override */
+    ls_resp r;
+    assert_int_equal(ls_get(S, "/v1/topics/roll", &r), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(r.json, "configs"),
+                                                          "segment.bytes")),
+                        "1048576");
+    ls_resp_free(&r);
+}
+
+static void append_ts(const char *topic, long long ts, ls_resp *r)
+{
+    char path[256], body[256];
+    snprintf(path, sizeof path, "/v1/topics/%s/partitions/0/records", topic);
+    snprintf(body, sizeof body, "{\"records\":[{\"key\":\"k\",\"value\":\"v\",\"timestamp\":%lld}]}", ts);
+    assert_int_equal(ls_send_json(S, "POST", path, body, r), 0);
+    assert_int_equal(r->status, 200);
+}
+
+static void read_one(const char *topic, long long offset, ls_resp *r)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/v1/topics/%s/partitions/0/records/%lld", topic, offset);
+    assert_int_equal(ls_get(S, path, r), 0);
+    assert_int_equal(r->status, 200);
+}
+
+static void test_put_timestamp_type_changes_new_appends(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "ts", 1, NULL), 201);
+    ls_resp r;
+    append_ts("ts", 1000, &r);
+    assert_string_equal(ls_jstr(&r, "timestamp_type"), "CreateTime");
+    ls_resp_free(&r);
+
+    put_config("ts", "message.timestamp.type", "\"LogAppendTime\"");
+    int64_t before = now_ms();
+    append_ts("ts", 1000, &r);
+    int64_t after = now_ms();
+    assert_string_equal(ls_jstr(&r, "timestamp_type"), "LogAppendTime");
+    assert_true(ls_jint(&r, "log_append_time") >= before - 5);
+    assert_true(ls_jint(&r, "log_append_time") <= after + 5);
+    ls_resp_free(&r);
+    read_one("ts", 1, &r);
+    assert_string_equal(ls_jstr(&r, "timestamp_type"), "LogAppendTime");
+    assert_true(ls_jint(&r, "timestamp") >= before - 5 && ls_jint(&r, "timestamp") <= after + 5);
+    ls_resp_free(&r);
+    read_one("ts", 0, &r); /* the old batch keeps its CreateTime */
+    assert_string_equal(ls_jstr(&r, "timestamp_type"), "CreateTime");
+    assert_int_equal(ls_jint(&r, "timestamp"), 1000);
+    ls_resp_free(&r);
+
+    /* DELETE reverts: CreateTime again for the next batch */
+    json_t *arr = send_expect("DELETE", "/v1/topics/ts/configs/message.timestamp.type", NULL, 200,
+                              NULL, NULL);
+    expect(arr, "message.timestamp.type", "CreateTime", "DEFAULT_CONFIG");
+    json_decref(arr);
+    append_ts("ts", 1000, &r);
+    assert_string_equal(ls_jstr(&r, "timestamp_type"), "CreateTime");
+    ls_resp_free(&r);
+    read_one("ts", 2, &r);
+    assert_int_equal(ls_jint(&r, "timestamp"), 1000);
+    ls_resp_free(&r);
+}
+
+static void test_put_and_delete_revert(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "rev", 1, "{\"segment.bytes\":\"2097152\"}"), 201);
+    put_config("rev", "retention.ms", "1000");              /* a JSON number */
+    put_config("rev", "preallocate", "true");               /* a JSON boolean */
+    put_config("rev", "min.cleanable.dirty.ratio", "0.25"); /* a JSON real */
+    json_t *arr = listing(S, "rev");
+    expect(arr, "retention.ms", "1000", "TOPIC_CONFIG");
+    expect(arr, "preallocate", "true", "TOPIC_CONFIG");
+    expect(arr, "min.cleanable.dirty.ratio", "0.25", "TOPIC_CONFIG");
+    json_decref(arr);
+
+    /* DELETE goes back to the broker default (retention.ms) or the table's */
+    arr = send_expect("DELETE", "/v1/topics/rev/configs/retention.ms", NULL, 200, NULL, NULL);
+    expect(arr, "retention.ms", "86400000", "STATIC_BROKER_CONFIG");
+    json_decref(arr);
+    arr = send_expect("DELETE", "/v1/topics/rev/configs/segment.bytes", NULL, 200, NULL, NULL);
+    expect(arr, "segment.bytes", "1073741824", "DEFAULT_CONFIG");
+    expect(arr, "preallocate", "true", "TOPIC_CONFIG");
+    json_decref(arr);
+    /* deleting what is not overridden changes nothing and is no error */
+    arr = send_expect("DELETE", "/v1/topics/rev/configs/segment.bytes", NULL, 200, NULL, NULL);
+    expect(arr, "segment.bytes", "1073741824", "DEFAULT_CONFIG");
+    json_decref(arr);
+
+    /* refusals name the key and change nothing */
+    static const char *const bad[][5] = {/* method, config, body, status, error_code */
+        {"PUT", "segment.bytes", "{\"value\":\"1048575\"}", "422", "invalid_config"},
+        {"PUT", "retention.ms", "{\"value\":\"soon\"}", "422", "invalid_config"},
+        {"PUT", "no.such.config", "{\"value\":\"1\"}", "422", "invalid_config"},
+        {"PUT", "min.insync.replicas", "{\"value\":\"2\"}", "422", "invalid_config"},
+        {"DELETE", "no.such.config", NULL, "422", "invalid_config"},
+        {"PUT", "retention.ms", "{\"val\":\"1\"}", "400", "invalid_request"},
+        {"PUT", "retention.ms", "{\"value\":[1]}", "400", "invalid_request"},
+        {"PUT", "retention.ms", "{\"value\":", "400", "malformed_json"}};
+    json_t *before = listing(S, "rev");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[128];
+        ls_resp r;
+        snprintf(path, sizeof path, "/v1/topics/rev/configs/%s", bad[i][1]);
+        send_expect(bad[i][0], path, bad[i][2], atol(bad[i][3]), bad[i][4], &r);
+        if (!strcmp(bad[i][4], "invalid_config"))
+            assert_string_equal(ls_jstr(&r, "details.key"), bad[i][1]);
+        ls_resp_free(&r);
+    }
+    json_t *after = listing(S, "rev");
+    assert_true(json_equal(before, after));
+    json_decref(before);
+    json_decref(after);
+}
+
+/* ---- configs:alter ---------------------------------------------------------- */
+
+static json_t *alter_ok(const char *topic, const char *ops)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/v1/topics/%s/configs:alter", topic);
+    char *body = malloc(strlen(ops) + 32);
+    assert_non_null(body);
+    sprintf(body, "{\"operations\":%s}", ops);
+    json_t *arr = send_expect("POST", path, body, 200, NULL, NULL);
+    free(body);
+    return arr;
+}
+
+static void test_alter_operations(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "alt", 1, NULL), 201);
+    json_t *arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"compact\"}]");
+    expect(arr, "cleanup.policy", "delete,compact", "TOPIC_CONFIG");
+    json_decref(arr);
+    /* appending what is there already adds nothing */
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"delete\"}]");
+    expect(arr, "cleanup.policy", "delete,compact", "TOPIC_CONFIG");
+    json_decref(arr);
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"SUBTRACT\",\"value\":\"delete\"}]");
+    expect(arr, "cleanup.policy", "compact", "TOPIC_CONFIG");
+    json_decref(arr);
+    /* subtracting what is absent changes nothing */
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"SUBTRACT\",\"value\":\"delete\"}]");
+    expect(arr, "cleanup.policy", "compact", "TOPIC_CONFIG");
+    json_decref(arr);
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"delete\"}]");
+    expect(arr, "cleanup.policy", "compact,delete", "TOPIC_CONFIG");
+    json_decref(arr);
+
+    /* several operations apply in order, in one step */
+    arr = alter_ok("alt", "[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"5000\"},"
+                          "{\"name\":\"segment.bytes\",\"op\":\"SET\",\"value\":2097152},"
+                          "{\"name\":\"cleanup.policy\",\"op\":\"DELETE\"},"
+                          "{\"name\":\"retention.ms\",\"op\":\"DELETE\"},"
+                          "{\"name\":\"flush.messages\",\"op\":\"SET\",\"value\":\"1\"}]");
+    expect(arr, "retention.ms", "86400000", "STATIC_BROKER_CONFIG");
+    expect(arr, "segment.bytes", "2097152", "TOPIC_CONFIG");
+    expect(arr, "cleanup.policy", "delete", "DEFAULT_CONFIG");
+    expect(arr, "flush.messages", "1", "TOPIC_CONFIG");
+    json_decref(arr);
+    /* APPEND on a default starts from the default */
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"compact\"},"
+                          "{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"-1\"}]");
+    expect(arr, "cleanup.policy", "delete,compact", "TOPIC_CONFIG");
+    expect(arr, "retention.ms", "-1", "TOPIC_CONFIG");
+    json_decref(arr);
+    /* the listing answered by alter is what GET says */
+    json_t *got = listing(S, "alt");
+    expect(got, "cleanup.policy", "delete,compact", "TOPIC_CONFIG");
+    expect(got, "flush.messages", "1", "TOPIC_CONFIG");
+    json_decref(got);
+}
+
+/* Sends a refused alter; asserts status/code, details.key and
+ * details.operation (when key is not NULL / op >= 0). */
+static void alter_refused(const char *topic, const char *ops, long status, const char *code,
+                          const char *key, int op)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/v1/topics/%s/configs:alter", topic);
+    char *body = malloc(strlen(ops) + 32);
+    assert_non_null(body);
+    sprintf(body, "{\"operations\":%s}", ops);
+    ls_resp r;
+    send_expect("POST", path, body, status, code, &r);
+    free(body);
+    if (key)
+        assert_string_equal(ls_jstr(&r, "details.key"), key);
+    if (op >= 0)
+        assert_int_equal(ls_jint(&r, "details.operation"), op);
+    ls_resp_free(&r);
+}
+
+static void test_alter_refused_changes_nothing(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "atom", 1, "{\"retention.ms\":\"7000\"}"), 201);
+    json_t *before = listing(S, "atom");
+    char meta[400];
+    snprintf(meta, sizeof meta, "%.255s/meta/atom.json", S->dir);
+    size_t mlen0;
+    char *meta0 = ls_read_file(meta, &mlen0);
+    assert_non_null(meta0);
+
+    /* good operations first, the bad one last: none of them may apply */
+    alter_refused("atom",
+                  "[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"1234\"},"
+                  "{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"compact\"},"
+                  "{\"name\":\"segment.bytes\",\"op\":\"SET\",\"value\":\"12\"}]",
+                  422, "invalid_config", "segment.bytes", 2);
+    alter_refused("atom",
+                  "[{\"name\":\"no.such.config\",\"op\":\"SET\",\"value\":\"1\"},"
+                  "{\"name\":\"retention.ms\",\"op\":\"DELETE\"}]",
+                  422, "invalid_config", "no.such.config", 0);
+    alter_refused("atom",
+                  "[{\"name\":\"retention.ms\",\"op\":\"DELETE\"},"
+                  "{\"name\":\"retention.ms\",\"op\":\"APPEND\",\"value\":\"5\"}]",
+                  422, "invalid_config", "retention.ms", 1);
+    alter_refused("atom",
+                  "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"bogus\"}]",
+                  422, "invalid_config", "cleanup.policy", 0);
+    alter_refused("atom",
+                  "[{\"name\":\"cleanup.policy\",\"op\":\"SUBTRACT\",\"value\":\"delete\"}]",
+                  422, "invalid_config", "cleanup.policy", 0);
+    alter_refused("atom",
+                  "[{\"name\":\"segment.bytes\",\"op\":\"SET\",\"value\":\"2097152\"},"
+                  "{\"name\":\"min.insync.replicas\",\"op\":\"SET\",\"value\":\"2\"}]",
+                  422, "invalid_config", "min.insync.replicas", 1);
+    /* each operation is fine alone; together they break a cross-check */
+    alter_refused("atom",
+                  "[{\"name\":\"max.compaction.lag.ms\",\"op\":\"SET\",\"value\":\"10\"},"
+                  "{\"name\":\"min.compaction.lag.ms\",\"op\":\"SET\",\"value\":\"20\"}]",
+                  422, "invalid_config", "min.compaction.lag.ms", -1);
+    /* malformed operations: 400, naming the operation */
+    alter_refused("atom",
+                  "[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"1\"},"
+                  "{\"name\":\"retention.ms\",\"op\":\"MULTIPLY\",\"value\":\"2\"}]",
+                  400, "invalid_request", NULL, 1);
+    alter_refused("atom", "[{\"name\":\"retention.ms\",\"op\":\"SET\"}]", 400, "invalid_request",
+                  NULL, 0);
+    alter_refused("atom", "[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"1\"},{\"op\":\"SET\"}]",
+                  400, "invalid_request", NULL, 1);
+    alter_refused("atom", "[]", 400, "invalid_request", NULL, -1);
+    alter_refused("atom", "{}", 400, "invalid_request", NULL, -1);
+    send_expect("POST", "/v1/topics/atom/configs:alter", "{\"ops\":[]}", 400, "invalid_request", NULL);
+
+    json_t *after = listing(S, "atom");
+    assert_true(json_equal(before, after));
+    expect(after, "retention.ms", "7000", "TOPIC_CONFIG");
+    size_t mlen1;
+    char *meta1 = ls_read_file(meta, &mlen1);
+    assert_non_null(meta1);
+    assert_int_equal(mlen0, mlen1);
+    assert_memory_equal(meta0, meta1, mlen0);
+    free(meta0);
+    free(meta1);
+    json_decref(before);
+    json_decref(after);
+}
+
+static void test_unknown_topic(void **state)
+{
+    (void)state;
+    send_expect("GET", "/v1/topics/nope/configs", NULL, 404, "unknown_topic", NULL);
+    send_expect("PUT", "/v1/topics/nope/configs/retention.ms", "{\"value\":\"1\"}", 404,
+                "unknown_topic", NULL);
+    send_expect("DELETE", "/v1/topics/nope/configs/retention.ms", NULL, 404, "unknown_topic", NULL);
+    send_expect("POST", "/v1/topics/nope/configs:alter",
+                "{\"operations\":[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"1\"}]}", 404,
+                "unknown_topic", NULL);
+    /* none of them created it */
+    ls_resp r;
+    assert_int_equal(ls_get(S, "/v1/topics/nope", &r), 0);
+    CHECK_ERR(r, 404, "unknown_topic");
+    ls_resp_free(&r);
+    char meta[400];
+    snprintf(meta, sizeof meta, "%.255s/meta/nope.json", S->dir);
+    assert_int_equal(ls_file_size(meta), -1);
+}
+
+/* Concurrent changes to different configs of one topic: none may be lost. */
+static const char *const RACE[8][2] = {
+    {"segment.ms", "100000"}, {"retention.ms", "5000"}, {"retention.bytes", "1000000"},
+    {"flush.messages", "5"}, {"delete.retention.ms", "1000"}, {"file.delete.delay.ms", "1000"},
+    {"index.interval.bytes", "100"}, {"min.compaction.lag.ms", "5"}};
+
+typedef struct race_job {
+    const char *topic;
+    size_t i; /* into RACE */
+} race_job;
+
+static void *put_thread(void *arg)
+{
+    const race_job *j = arg;
+    char path[128], body[64];
+    snprintf(path, sizeof path, "/v1/topics/%s/configs/%s", j->topic, RACE[j->i][0]);
+    snprintf(body, sizeof body, "{\"value\":\"%s\"}", RACE[j->i][1]);
+    ls_resp r;
+    if (ls_send_json(S, "PUT", path, body, &r) == 0)
+        ls_resp_free(&r);
+    return NULL;
+}
+
+static void test_concurrent_changes_all_kept(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 4; round++) {
+        char topic[32];
+        race_job jobs[8];
+        pthread_t th[8];
+        snprintf(topic, sizeof topic, "race%d", round);
+        assert_int_equal(ls_create_topic(S, topic, 1, NULL), 201);
+        for (size_t i = 0; i < 8; i++) {
+            jobs[i] = (race_job){topic, i};
+            assert_int_equal(pthread_create(&th[i], NULL, put_thread, &jobs[i]), 0);
+        }
+        for (int i = 0; i < 8; i++)
+            pthread_join(th[i], NULL);
+        json_t *arr = listing(S, topic);
+        for (int i = 0; i < 8; i++)
+            expect(arr, RACE[i][0], RACE[i][1], "TOPIC_CONFIG");
+        json_decref(arr);
+    }
+}
+
+/* ---- restart ------------------------------------------------------------------ */
+
+static void test_changes_survive_restart(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "keep", 1, NULL), 201);
+    put_config("keep", "message.timestamp.type", "\"LogAppendTime\"");
+    put_config("keep", "retention.bytes", "\"123456789\"");
+    json_decref(alter_ok("keep", "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"compact\"},"
+                                 "{\"name\":\"segment.bytes\",\"op\":\"SET\",\"value\":\"1048576\"}]"));
+    json_decref(send_expect("DELETE", "/v1/topics/keep/configs/retention.bytes", NULL, 200, NULL, NULL));
+    json_t *before = listing(S, "keep");
+    json_t *rev = listing(S, "rev"); /* from an earlier test, when it ran */
+
+    assert_int_equal(ls_stop(S), 0);
+    assert_int_equal(ls_restart(S, GROUP_SETTINGS), 0);
+
+    json_t *after = listing(S, "keep");
+    assert_true(json_equal(before, after));
+    expect(after, "cleanup.policy", "delete,compact", "TOPIC_CONFIG");
+    expect(after, "segment.bytes", "1048576", "TOPIC_CONFIG");
+    expect(after, "retention.bytes", "-1", "DEFAULT_CONFIG");
+    expect(after, "retention.ms", "86400000", "STATIC_BROKER_CONFIG");
+    json_t *rev2 = listing(S, "rev");
+    assert_true(json_equal(rev, rev2));
+    /* and still in force: LogAppendTime stamps the next append */
+    ls_resp r;
+    int64_t before_ms = now_ms();
+    append_ts("keep", 1000, &r);
+    assert_string_equal(ls_jstr(&r, "timestamp_type"), "LogAppendTime");
+    assert_true(ls_jint(&r, "log_append_time") >= before_ms - 5);
+    ls_resp_free(&r);
+    json_decref(before);
+    json_decref(after);
+    json_decref(rev);
+    json_decref(rev2);
+}
+
+/* ---- /v1/configs/defaults ------------------------------------------------------- */
+
+/* Asserts an entry of /v1/configs/defaults: value, source and the synonym
+ * that set it (set_by NULL: none, as for every server setting). */
+static void expect_setting(json_t *arr, const char *name, const char *value, const char *source,
+                           const char *set_by)
+{
+    json_t *e = entry(arr, name);
+    if (!e || strcmp(estr(e, "value"), value) || strcmp(estr(e, "source"), source))
+        fprintf(stderr, "# %s = %s from %s, expected %s from %s\n", name, e ? estr(e, "value") : "?",
+                e ? estr(e, "source") : "?", value, source);
+    assert_non_null(e);
+    assert_string_equal(estr(e, "value"), value);
+    assert_string_equal(estr(e, "source"), source);
+    if (set_by)
+        assert_string_equal(estr(e, "set_by"), set_by);
+    else
+        assert_null(json_object_get(e, "set_by"));
+}
+
+static void test_defaults_command_line_and_default(void **state)
+{
+    (void)state;
+    ls_resp r;
+    assert_int_equal(ls_get(S, "/v1/configs/defaults", &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *server = json_object_get(r.json, "server");
+    json_t *topic = json_object_get(r.json, "topic_defaults");
+    assert_true(json_is_array(server) && json_is_array(topic));
+    expect_setting(server, "listeners", "http://127.0.0.1:0", "COMMAND_LINE", NULL);
+    expect_setting(server, "log.dirs", S->dir, "COMMAND_LINE", NULL);
+    expect_setting(server, "log.retention.hours", "24", "COMMAND_LINE", NULL);
+    expect_setting(server, "http.threads", "4", "DEFAULT", NULL);
+    expect_setting(server, "http.max.request.bytes", "16777216", "DEFAULT", NULL);
+    expect_setting(server, "auth.tokens.file", "", "DEFAULT", NULL);
+    expect_setting(topic, "retention.ms", "86400000", "STATIC_BROKER_CONFIG", "log.retention.hours");
+    expect_setting(topic, "segment.bytes", "1073741824", "DEFAULT_CONFIG", NULL);
+    expect_setting(topic, "cleanup.policy", "delete", "DEFAULT_CONFIG", NULL);
+    ls_resp_free(&r);
+}
+
+static void test_defaults_file_and_environment(void **state)
+{
+    (void)state;
+    char tmpl[] = "/tmp/logstore-cfgfile-XXXXXX";
+    assert_non_null(mkdtemp(tmpl));
+    char props[300];
+    snprintf(props, sizeof props, "%s/server.properties", tmpl);
+    assert_int_equal(ls_write_file(props, "# a Kafka-style server.properties\n"
+                                          "http.threads=2\n"
+                                          "num.partitions: 3\n"
+                                          "http.max.waiters 777\n"
+                                          "log.retention.ms=3600000\n"
+                                          "log.segment.bytes = 2097152\n"
+                                          "! another comment\n"
+                                          "broker.id=7\n"),
+                     0);
+    /* the environment beats the file, --set beats both; log.retention.ms
+     * (file) beats log.retention.hours (--set): Kafka's synonym order */
+    setenv("LOGSTORE_HTTP_THREADS", "3", 1);
+    setenv("LOGSTORE_LOG_ROLL_HOURS", "2", 1);
+    const char *const extra[] = {"num.partitions=2", "log.retention.hours=5", NULL};
+    ls_opts o = {.extra = extra, .config_file = props};
+    ls_server s;
+    int rc = ls_start_opts(&s, &o);
+    unsetenv("LOGSTORE_HTTP_THREADS");
+    unsetenv("LOGSTORE_LOG_ROLL_HOURS");
+    assert_int_equal(rc, 0);
+
+    ls_resp r;
+    assert_int_equal(ls_get(&s, "/v1/configs/defaults", &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *server = json_object_get(r.json, "server");
+    json_t *topic = json_object_get(r.json, "topic_defaults");
+    expect_setting(server, "http.threads", "3", "ENVIRONMENT", NULL);
+    expect_setting(server, "num.partitions", "2", "COMMAND_LINE", NULL);
+    expect_setting(server, "http.max.waiters", "777", "CONFIG_FILE", NULL);
+    expect_setting(server, "http.max.connections", "10000", "DEFAULT", NULL);
+    expect_setting(server, "log.retention.ms", "3600000", "CONFIG_FILE", NULL);
+    expect_setting(server, "log.segment.bytes", "2097152", "CONFIG_FILE", NULL);
+    expect_setting(server, "log.roll.hours", "2", "ENVIRONMENT", NULL);
+    expect_setting(server, "log.retention.hours", "5", "COMMAND_LINE", NULL);
+    expect_setting(topic, "retention.ms", "3600000", "STATIC_BROKER_CONFIG", "log.retention.ms");
+    expect_setting(topic, "segment.bytes", "2097152", "STATIC_BROKER_CONFIG", "log.segment.bytes");
+    expect_setting(topic, "segment.ms", "7200000", "STATIC_BROKER_CONFIG", "log.roll.hours");
+    ls_resp_free(&r);
+
+    /* a topic made now sees those defaults as STATIC_BROKER_CONFIG */
+    assert_int_equal(ls_send_json(&s, "POST", "/v1/topics", "{\"name\":\"fromfile\"}", &r), 0);
+    assert_int_equal(r.status, 201);
+    assert_int_equal(ls_jint(&r, "partition_count"), 2);
+    ls_resp_free(&r);
+    json_t *arr = listing(&s, "fromfile");
+    expect(arr, "retention.ms", "3600000", "STATIC_BROKER_CONFIG");
+    expect(arr, "segment.bytes", "2097152", "STATIC_BROKER_CONFIG");
+    expect(arr, "segment.ms", "7200000", "STATIC_BROKER_CONFIG");
+    expect(arr, "retention.bytes", "-1", "DEFAULT_CONFIG");
+    json_decref(arr);
+    /* unknown names in the file are logged and skipped (Kafka files reuse) */
+    assert_true(ls_file_contains(s.log_path, "ignoring unknown setting 'broker.id' from the config file"));
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+    unlink(props);
+    rmdir(tmpl);
+}
+
+/* ---- /v1/log-dirs ----------------------------------------------------------------- */
+
+static void test_log_dirs(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "ld", 2, NULL), 201);
+    assert_int_equal(ls_create_topic(S, "ld-gone", 1, NULL), 201);
+    append_big("ld", 3, 1000);
+    ls_resp r;
+    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/ld/partitions/1/records",
+                                  "{\"records\":[{\"value\":\"x\"}]}", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_delete(S, "/v1/topics/ld-gone", &r), 0);
+    assert_int_equal(r.status, 204);
+    ls_resp_free(&r);
+
+    assert_int_equal(ls_get(S, "/v1/log-dirs", &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *dirs = json_object_get(r.json, "log_dirs");
+    assert_true(json_is_array(dirs));
+    assert_int_equal(json_array_size(dirs), 1);
+    json_t *d = json_array_get(dirs, 0);
+    assert_string_equal(estr(d, "log_dir"), S->dir);
+    json_t *total = json_object_get(d, "total_bytes"), *usable = json_object_get(d, "usable_bytes");
+    assert_true(json_is_integer(total) && json_is_integer(usable));
+    assert_true(json_integer_value(total) > 0);
+    assert_true(json_integer_value(usable) >= 0);
+    assert_true(json_integer_value(usable) <= json_integer_value(total));
+    assert_true(json_is_null(json_object_get(d, "error")));
+
+    json_t *topics = json_object_get(d, "topics");
+    assert_true(json_is_array(topics));
+    long long sum = 0;
+    bool found = false;
+    size_t i;
+    json_t *t;
+    json_array_foreach(topics, i, t) {
+        const char *name = estr(t, "name");
+        assert_non_null(name);
+        assert_string_not_equal(name, "ld-gone");
+        json_t *parts = json_object_get(t, "partitions");
+        assert_true(json_is_array(parts));
+        size_t k;
+        json_t *p;
+        json_array_foreach(parts, k, p) {
+            int id = (int)json_integer_value(json_object_get(p, "partition"));
+            long long size = json_integer_value(json_object_get(p, "size_bytes"));
+            assert_true(json_is_integer(json_object_get(p, "size_bytes")));
+            sum += size;
+            /* equal to the partition's own report and to its files */
+            assert_int_equal(size, ls_partition_field(S, name, id, "size_bytes"));
+            if (!strcmp(name, "ld")) {
+                char file[512];
+                snprintf(file, sizeof file, "%.255s/ld-%d/00000000000000000000.log", S->dir, id);
+                assert_int_equal(size, ls_file_size(file));
+                assert_true(size > 0);
+            }
+        }
+        if (!strcmp(name, "ld")) {
+            found = true;
+            assert_int_equal(json_array_size(parts), 2);
+        }
+    }
+    assert_true(found);
+    assert_int_equal(json_integer_value(json_object_get(d, "size_bytes")), sum);
+    ls_resp_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_listing_every_config),
+        cmocka_unit_test(test_put_segment_bytes_rolls_without_restart),
+        cmocka_unit_test(test_put_timestamp_type_changes_new_appends),
+        cmocka_unit_test(test_put_and_delete_revert),
+        cmocka_unit_test(test_alter_operations),
+        cmocka_unit_test(test_alter_refused_changes_nothing),
+        cmocka_unit_test(test_unknown_topic),
+        cmocka_unit_test(test_concurrent_changes_all_kept),
+        cmocka_unit_test(test_defaults_command_line_and_default),
+        cmocka_unit_test(test_log_dirs),
+        cmocka_unit_test(test_changes_survive_restart),
+        cmocka_unit_test(test_defaults_file_and_environment),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

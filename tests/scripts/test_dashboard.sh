@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The dashboard at GET / rendered by a real browser: headless chromium loads
+# it from a running logstore, lets its JavaScript call the API, and dumps the
+# DOM, which must show the topic, its partitions' high watermarks, its config
+# overrides, the background jobs and the "ready" state, with no error line.
+# With authentication on and no token typed in, the page must show the API's
+# 401 message and none of the data.  A screenshot of the first page is saved
+# as build/san/test-logs/dashboard.png (1280x1000) for people to look at.
+# Prints TAP.
+#
+# Installs Debian's chromium when missing.  Each chromium run gets a fresh
+# profile dir and a time limit; every process started here is stopped by PID
+# and the temp dir is removed.
+set -u
+cd "$(dirname "$0")/../.."
+bin=${LOGSTORE_TEST_BINARY:-build/san/logstore}
+logdir=$(dirname "$bin")/test-logs
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
+check() { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; return 1; fi; }
+finish() { echo "1..$n"; [ "$failed" -eq 0 ]; exit $?; }
+
+tmp=$(mktemp -d /tmp/logstore-dash-XXXXXX)
+pids=()
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+    # chromium helpers that outlived their browser: ours hold our profile dir
+    for f in /proc/[0-9]*/cmdline; do
+        tr '\0' ' ' <"$f" 2>/dev/null | grep -q -- "--user-data-dir=$tmp/" || continue
+        p=${f#/proc/}; kill "${p%/cmdline}" 2>/dev/null
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# ---- chromium --------------------------------------------------------------------------
+chrome=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$chrome" ] || ! command -v curl >/dev/null; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "1..0 # SKIP chromium is not installed and we are not root"
+        exit 0
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core curl; } \
+        >"$tmp/apt.log" 2>&1; then
+        not_ok "apt-get install chromium"
+        tail -20 "$tmp/apt.log" | sed 's/^/# /'
+        finish
+    fi
+    chrome=$(command -v chromium)
+fi
+ok "$("$chrome" --version 2>/dev/null | head -1) is installed"
+
+# Runs headless chromium on a URL with a fresh profile; extra flags after it.
+chromium_run() {
+    local url=$1 profile
+    shift
+    profile=$(mktemp -d "$tmp/profile-XXXXXX")
+    timeout -k 5 60 "$chrome" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync \
+        --user-data-dir="$profile" --virtual-time-budget=5000 "$@" "$url" 2>>"$tmp/chromium.err"
+}
+
+# ---- logstore ----------------------------------------------------------------------------
+# start_logstore NAME [--set ...]: sets port_NAME and pid_NAME.
+start_logstore() {
+    local name=$1 port= pid
+    shift
+    "$bin" --set log.dirs="$tmp/data-$name" --set listeners=http://127.0.0.1:0 "$@" >"$tmp/$name.log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    for _ in $(seq 1 200); do
+        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/$name.log" | tail -1)
+        [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null && break
+        port=
+        sleep 0.05
+    done
+    printf -v "port_$name" '%s' "$port"
+    printf -v "pid_$name" '%s' "$pid"
+    [ -n "$port" ] || { tail -20 "$tmp/$name.log" | sed 's/^/# /'; return 1; }
+}
+
+# stop_logstore NAME: SIGTERM, a clean exit and no sanitizer report.
+stop_logstore() {
+    local name=$1 pidvar="pid_$1" rc
+    kill "${!pidvar}"
+    wait "${!pidvar}"
+    rc=$?
+    local keep=() p
+    for p in "${pids[@]}"; do [ "$p" = "${!pidvar}" ] || keep+=("$p"); done
+    pids=("${keep[@]}")
+    check "logstore ($name) stops cleanly (status $rc)" test "$rc" -eq 0
+    if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$tmp/$name.log"; then
+        not_ok "no sanitizer report from logstore ($name)"
+        grep -A5 -E 'ERROR: (Address|Leak)Sanitizer|runtime error' "$tmp/$name.log" | head -20 | sed 's/^/# /'
+    else
+        ok "no sanitizer report from logstore ($name)"
+    fi
+}
+
+topic=dash-zebra-$$
+t_start=$SECONDS
+check "logstore starts" start_logstore open || finish
+B=http://127.0.0.1:$port_open
+post() { curl -sf -X POST "$B$1" -H 'Content-Type: application/json' -H "${3:-X-No: 1}" -d "$2" >/dev/null; }
+traffic() {
+    post /v1/topics "{\"name\":\"$topic\",\"partitions\":2,\"configs\":{\"retention.ms\":\"3600000\"}}" &&
+    post "/v1/topics/$topic/partitions/0/records" '{"records":[{"value":"a"},{"value":"b"},{"value":"c"}]}' &&
+    post "/v1/topics/$topic/partitions/1/records" \
+        '{"records":[{"value":"1"},{"value":"2"},{"value":"3"},{"value":"4"},{"value":"5"},{"value":"6"},{"value":"7"}]}'
+}
+check "a topic $topic with records in both partitions" traffic
+
+# ---- the rendered page ----------------------------------------------------------------------
+chromium_run "$B/" --dump-dom >"$tmp/dom.html"
+check "chromium dumps the rendered DOM" test -s "$tmp/dom.html"
+dom_has() { grep -qF -- "$1" "$tmp/dom.html" || { echo "# the DOM lacks: $1"; return 1; }; }
+check "the state badge says ready" dom_has 'id="state" class="status ready">ready<'
+check "the topic is listed" dom_has "<h3>$topic <span class=\"muted\">2 partition(s)"
+check "partition 0: log start 0, high watermark 3" dom_has '<tr><td>0</td><td class="num">0</td><td class="num">3</td>'
+check "partition 1: log start 0, high watermark 7" dom_has '<tr><td>1</td><td class="num">0</td><td class="num">7</td>'
+check "the config override is shown" dom_has 'retention.ms=3600000'
+check "the background jobs are listed" dom_has '<td>log-retention</td>'
+check "the cleaner section rendered" dom_has 'no compacted topics'
+check "no error line" dom_has '<p id="error" class="err"></p>'
+
+# ---- a screenshot for humans ------------------------------------------------------------------
+mkdir -p "$logdir"
+shot=$logdir/dashboard.png
+rm -f "$shot"
+chromium_run "$B/" --screenshot="$shot" --window-size=1280,1000 >/dev/null
+png_ok() {
+    [ -s "$shot" ] || { echo "# no $shot"; return 1; }
+    local sig size w h
+    sig=$(head -c 8 "$shot" | od -An -tx1 | tr -d ' \n')
+    size=$(stat -c %s "$shot")
+    w=$((16#$(od -An -tx1 -j16 -N4 "$shot" | tr -d ' \n')))
+    h=$((16#$(od -An -tx1 -j20 -N4 "$shot" | tr -d ' \n')))
+    echo "# $shot: $size bytes, ${w}x$h"
+    [ "$sig" = 89504e470d0a1a0a ] && [ "$size" -gt 10000 ] && [ "$size" -lt 20000000 ] &&
+        [ "$w" -eq 1280 ] && [ "$h" -eq 1000 ]
+}
+check "the screenshot is a 1280x1000 PNG of reasonable size" png_ok
+stop_logstore open
+
+# ---- with authentication on and no token ------------------------------------------------------
+token=dash-admin-$$-$RANDOM
+printf '%s admin\n' "$("$bin" --hash-token "$token")" >"$tmp/tokens"
+check "logstore starts with auth.tokens.file" start_logstore auth --set auth.tokens.file="$tmp/tokens" || finish
+B=http://127.0.0.1:$port_auth
+check "a topic made with the admin token" post /v1/topics "{\"name\":\"$topic\"}" "Authorization: Bearer $token"
+chromium_run "$B/" --dump-dom >"$tmp/dom.html"
+check "chromium dumps the page served without a token" test -s "$tmp/dom.html"
+check "the page shows the API's 401 message" dom_has ': 401 a bearer token is required'
+no_data() {
+    ! grep -qF -- "$topic" "$tmp/dom.html" && ! grep -qF '<td>log-retention</td>' "$tmp/dom.html" ||
+        { echo "# the page shows data without a token"; return 1; }
+}
+check "and none of the data" no_data
+check "the topics section still says Loading" dom_has 'id="topics" class="muted">Loading…<'
+stop_logstore auth
+echo "# took $((SECONDS - t_start)) s after the install"
+finish
