@@ -21,6 +21,7 @@
 #include "svc_log.h"
 #include "svc_meta.h"
 #include "svc_settings.h"
+#include "svc_tls.h"
 #include "svc_version.h"
 
 #include <signal.h>
@@ -61,11 +62,18 @@ static int load_security(const svc_settings *s, api_ctx *ctx, char **cert, char 
         ENG_INFO("authentication is on: %zu tokens from %s", api_auth_count(ctx->auth), tokens);
     }
     if (s->tls) {
+        size_t klen = 0;
         int rc = eng_fs_read_file(s->text[SVC_TLS_CERT_FILE], 1u << 20, cert, &len);
         if (!rc)
-            rc = eng_fs_read_file(s->text[SVC_TLS_KEY_FILE], 1u << 20, key, &len);
+            rc = eng_fs_read_file(s->text[SVC_TLS_KEY_FILE], 1u << 20, key, &klen);
         if (rc) {
             ENG_ERROR("cannot read the TLS certificate or key: %s", eng_strerror(rc));
+            return -1;
+        }
+        char msg[512];
+        if (svc_tls_check_pair(*cert, len, *key, klen, msg, sizeof msg)) {
+            ENG_ERROR("%s (tls.cert.file %s, tls.key.file %s)", msg, s->text[SVC_TLS_CERT_FILE],
+                      s->text[SVC_TLS_KEY_FILE]);
             return -1;
         }
     }

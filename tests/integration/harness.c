@@ -364,7 +364,8 @@ json_t *ls_jget(const ls_resp *r, const char *path)
     json_t *cur = r->json;
     char tmp[256];
     snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *tok = strtok(tmp, "."); tok && cur; tok = strtok(NULL, ".")) {
+    char *save = NULL; /* strtok_r: test threads read JSON concurrently */
+    for (char *tok = strtok_r(tmp, ".", &save); tok && cur; tok = strtok_r(NULL, ".", &save)) {
         if (json_is_array(cur))
             cur = json_array_get(cur, (size_t)atoi(tok));
         else
@@ -462,7 +463,8 @@ char *ls_dir_listing(const char *dir)
         n += *p == '\n';
     char **lines = calloc(n + 1, sizeof *lines);
     size_t k = 0;
-    for (char *tok = strtok(raw, "\n"); tok; tok = strtok(NULL, "\n"))
+    char *save = NULL;
+    for (char *tok = strtok_r(raw, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save))
         lines[k++] = tok;
     qsort(lines, k, sizeof *lines, cmp_lines);
     char *out = calloc(1, len + 2);

@@ -650,14 +650,23 @@ static void test_tls_settings_checked(void **state)
     snprintf(set, sizeof set, "--set listeners=https://127.0.0.1:0 --set tls.cert.file=%s "
                               "--set tls.key.file=%s.missing", g_cert, g_key);
     assert_int_equal(start_refused(set, out, sizeof out), 2);
-    /* files that are not PEM: no start either */
+    /* Files that are not PEM are refused as settings errors (exit 2) that
+     * name the file, before the data dir is touched; they used to surface as
+     * "cannot listen" (exit 1) after it was locked and opened. */
     char junk[300];
     tmp_path(junk, sizeof junk, "junk.pem");
     assert_int_equal(ls_write_file(junk, "not a certificate\n"), 0);
     snprintf(set, sizeof set, "--set listeners=https://127.0.0.1:0 --set tls.cert.file=%s "
                               "--set tls.key.file=%s", junk, g_key);
-    int st = start_refused(set, out, sizeof out);
-    assert_true(st != 0 && st != 124);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+    assert_non_null(strstr(out, "tls.cert.file holds no PEM certificate"));
+    assert_non_null(strstr(out, junk));
+    assert_null(strstr(out, "cannot listen"));
+    /* The certificate given as the key: not a private key. */
+    snprintf(set, sizeof set, "--set listeners=https://127.0.0.1:0 --set tls.cert.file=%s "
+                              "--set tls.key.file=%s", g_cert, g_cert);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+    assert_non_null(strstr(out, "tls.key.file holds no unencrypted PEM private key"));
 }
 
 int main(void)
