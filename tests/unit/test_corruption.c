@@ -517,6 +517,29 @@ static void test_swap_completed(void **state)
     assert_false(exists_in_dir("00000000000000000000.log.cleaned"));
     expect(p, 0, 3 * NB, 3);
     eng_partition_unref(p);
+
+    /* Killed after the swap renamed the .log into place but before its
+     * indexes followed: the old segment is already .deleted, the new
+     * indexes are still .swap.  They are dropped and rebuilt from the .log
+     * (found by tests/crash/test_crash_loop.c: they were left behind). */
+    restore();
+    cut(0, ".log", 0);
+    patch(0, ".log", 0, seg0->data + g_bpos[4], g_bsize[4]);
+    char from[1024], to[1024];
+    seg_path(0, ".index", from, sizeof from);
+    seg_path(0, ".index.swap", to, sizeof to);
+    assert_int_equal(rename(from, to), 0);
+    seg_path(0, ".timeindex", from, sizeof from);
+    seg_path(0, ".timeindex.swap", to, sizeof to);
+    assert_int_equal(rename(from, to), 0);
+    p = open_at(g_dir, true, 3 * NB, &st);
+    assert_false(exists_in_dir("00000000000000000000.index.swap"));
+    assert_false(exists_in_dir("00000000000000000000.timeindex.swap"));
+    assert_true(exists_in_dir("00000000000000000000.index"));
+    assert_true(exists_in_dir("00000000000000000000.timeindex"));
+    assert_true(st.segments_recovered >= 1);
+    expect(p, 12, 3 * NB, 3);
+    eng_partition_unref(p);
 }
 
 /* ---- manager level ---------------------------------------------------------------------- */
