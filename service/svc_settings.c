@@ -471,8 +471,8 @@ svc_load_result svc_settings_load(svc_settings *s, int argc, char **argv, char *
     if (config_path && read_properties(config_path, &file))
         goto done;
     for (char **e = envp; e && *e; e++) {
-        if (strncmp(*e, "LOGSTORE_", 9) != 0)
-            continue;
+        if (strncmp(*e, "LOGSTORE_", 9) != 0 || strncmp(*e, "LOGSTORE_FAULT=", 15) == 0)
+            continue; /* LOGSTORE_FAULT arms test builds' fault points (eng_fault.c) */
         const char *eq = strchr(*e, '=');
         if (!eq)
             continue;

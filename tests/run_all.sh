@@ -14,7 +14,7 @@ failed_names=()
 export CMOCKA_MESSAGE_OUTPUT=TAP
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export LOGSTORE_TEST_BINARY=${LOGSTORE_TEST_BINARY:-$root/logstore}
+export TEST_LOGSTORE_BINARY=${TEST_LOGSTORE_BINARY:-$root/logstore}
 logdir=$root/test-logs
 mkdir -p "$logdir"
 

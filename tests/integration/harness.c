@@ -27,7 +27,7 @@ static void sleep_ms(int ms)
 
 const char *ls_binary(void)
 {
-    const char *b = getenv("LOGSTORE_TEST_BINARY");
+    const char *b = getenv("TEST_LOGSTORE_BINARY");
     return b && *b ? b : "build/san/logstore";
 }
 

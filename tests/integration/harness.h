@@ -1,7 +1,7 @@
 /*
  * harness.h - drives the real logstore binary for integration tests.
  *
- * ls_start forks build/san/logstore (or $LOGSTORE_TEST_BINARY) on a free
+ * ls_start forks build/san/logstore (or $TEST_LOGSTORE_BINARY) on a free
  * loopback port with a fresh data dir, reads the port it chose from its log,
  * and waits for /health/ready.  Requests go through libcurl; JSON answers are
  * parsed with jansson.  Server logs land in <dir>.log for post-mortems.
@@ -116,7 +116,7 @@ int ls_restart(ls_server *s, const char *const *extra);
 
 /* ---- helpers added for the configs, auth and TLS suites -------------------- */
 
-/* The server binary: $LOGSTORE_TEST_BINARY or build/san/logstore. */
+/* The server binary: $TEST_LOGSTORE_BINARY or build/san/logstore. */
 const char *ls_binary(void);
 
 typedef struct ls_opts {

@@ -13,7 +13,7 @@
 # and the temp dir is removed.
 set -u
 cd "$(dirname "$0")/../.."
-bin=${LOGSTORE_TEST_BINARY:-build/san/logstore}
+bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
 logdir=$(dirname "$bin")/test-logs
 n=0
 failed=0

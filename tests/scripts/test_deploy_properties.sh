@@ -3,7 +3,7 @@
 # the binary must start with it (every line parses).  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.."
-bin=${LOGSTORE_TEST_BINARY:-build/san/logstore}
+bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
 echo "1..2"
 if diff -q <("$bin" --settings-properties) deploy/server.properties >/dev/null; then
     echo "ok 1 - deploy/server.properties lists every setting at its default"

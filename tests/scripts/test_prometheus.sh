@@ -6,7 +6,7 @@
 # Installs Debian's prometheus package (prometheus + promtool) when missing,
 # never starting its service; if the package's postinst started a daemon
 # anyway, that process is stopped by its PID.  Then: logstore (the sanitizer
-# build, or $LOGSTORE_TEST_BINARY) on a free loopback port with traffic - a
+# build, or $TEST_LOGSTORE_BINARY) on a free loopback port with traffic - a
 # topic with flush.messages=1 (fsyncs), appends and reads, a compacted topic
 # cleaned on demand, a retention run deleting a segment - its /metrics
 # through promtool, and a prometheus with a temporary config and TSDB whose
@@ -14,7 +14,7 @@
 # Every process started here is stopped by PID; the temp dir is removed.
 set -u
 cd "$(dirname "$0")/../.."
-bin=${LOGSTORE_TEST_BINARY:-build/san/logstore}
+bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
 n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }

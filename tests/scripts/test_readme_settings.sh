@@ -3,7 +3,7 @@
 # With --write, regenerates them in place.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.."
-bin=${LOGSTORE_TEST_BINARY:-build/san/logstore}
+bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
 want=$("$bin" --settings-markdown) || { echo "1..1"; echo "not ok 1 - settings-markdown runs"; exit 1; }
 have=$(sed -n '/<!-- settings:begin -->/,/<!-- settings:end -->/p' README.md | sed '1d;$d')
 if [ "${1:-}" = "--write" ]; then
