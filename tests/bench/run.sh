@@ -257,16 +257,32 @@ bench_durable() {
     echo "== durable append (flush.messages=1, 1 record a request; group commit)"
     mkdir -p "$work/fsync"
     "$B/bench_fsync" "$work/fsync" 3 | tee "$work/fsync.out" | sed 's/^/  /'
-    local one=0 fs
+    local one=0 fs f0 f1
     fs=$(awk '/raw fsync/ {print $3}' "$work/fsync.out")
     for c in 1 8 64; do
+        f0=$(fsyncs "$port")
         wrk_rate -t1 -c$c -d${SECS}s -s "$work/one.lua" "http://127.0.0.1:$port/v1/topics/durable/partitions/0/records" >/dev/null
+        f1=$(fsyncs "$port")
         [ "$c" = 1 ] && one=$RATE
-        awk -v c="$c" -v r="$RATE" -v o="$one" 'BEGIN {printf "  %2d clients: %8.0f appends/s (%.1fx one client)\n", c, r, (o > 0 ? r / o : 0)}'
+        awk -v c="$c" -v r="$RATE" -v o="$one" -v s="$SECS" -v f=$((f1 - f0)) \
+            'BEGIN {printf "  %2d clients: %8.0f appends/s (%.1fx one client), %.1f appends per fsync\n", c, r, (o > 0 ? r / o : 0), (f > 0 ? r * s / f : 0)}'
     done
-    row "durable group commit, 64 clients" "$(fmt "$RATE") appends/s (1 client: $(fmt "$one"))" \
-        "raw write+fdatasync $(fmt "$fs")/s" "$(ratio "$RATE" "$fs")" "- (group commit > 1x)" "-"
+    row "durable group commit, 64 clients (HTTP)" "$(fmt "$RATE") appends/s (1 client: $(fmt "$one"))" \
+        "raw write+fdatasync $(fmt "$fs")/s" "$(ratio "$RATE" "$one")" ">= 20x one client" "$(atleast "$(ratio "$RATE" "$one")" 20)"
     stop_servers
+    echo "== the same through the engine alone (threads as clients, no HTTP)"
+    "$B/bench_group_commit" "$work/gc" 3 | tee "$work/gc.out" | sed 's/^/  /'
+    local e1 e64
+    e1=$(awk '/ 1 clients:/ {print $6}' "$work/gc.out")
+    e64=$(awk '/64 clients:/ {print $6}' "$work/gc.out")
+    row "durable group commit, 64 clients (engine)" "$(fmt "$e64") appends/s (1 client: $(fmt "$e1"))" \
+        "$(awk '/raw fsync/ {print "raw write+fdatasync " $3 "/s"}' "$work/gc.out")" \
+        "$(ratio "$e64" "$e1")" ">= 20x one client" "$(atleast "$(ratio "$e64" "$e1")" 20)"
+}
+
+# Count of partition fsyncs so far, from /metrics.
+fsyncs() {
+    curl -s "http://127.0.0.1:$1/metrics" | awk '/^logstore_fsync_duration_seconds_count/ {print $2; f=1} END {if (!f) print 0}'
 }
 
 bench_json() {
