@@ -288,6 +288,66 @@ static void long_poll_wake(api_waiter *w, api_wake_reason why)
     long_poll_free(lp);
 }
 
+/* Whether two reads give the same page at the same moment. */
+static bool same_page(const read_req *a, const read_req *b)
+{
+    return a->start == b->start && a->max_records == b->max_records &&
+           a->max_bytes == b->max_bytes && a->until_ts == b->until_ts && a->base64 == b->base64 &&
+           a->clamp == b->clamp && a->min_bytes == b->min_bytes;
+}
+
+/* A hash of what same_page compares: the registry groups waiters by it. */
+static uint64_t page_group(const read_req *rr)
+{
+    int64_t f[] = {rr->start, rr->max_records, rr->max_bytes, rr->until_ts,
+                   rr->base64 | rr->clamp << 1, rr->min_bytes};
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        h ^= (uint64_t)f[i];
+        h *= 1099511628211ull;
+        h ^= h >> 29;
+    }
+    return h | 1; /* never 0 */
+}
+
+/* Long-polls woken together by one append, most often every reader tailing
+ * the partition: the page is read, built and serialized once, and each
+ * waiter asking the same question gets a copy of the bytes.  Anything else
+ * (a different question behind a hash collision, an error, too few bytes
+ * for min_bytes) goes through long_poll_wake one by one. */
+static void long_poll_wake_many(api_waiter **ws, size_t n)
+{
+    long_poll *first = (long_poll *)((char *)ws[0] - offsetof(long_poll, w));
+    const read_req rr = first->rr; /* first is freed in the loop below */
+    api_request req = {.method = "GET", .path = ""};
+    memcpy(req.request_id, first->request_id, sizeof req.request_id);
+    api_response resp = {0};
+    read_out out = {.records = json_array()};
+    answer_page(first->p, &rr, &req, &resp, &out);
+    char *body = NULL;
+    if (resp.status == 200 && out.bytes >= rr.min_bytes && resp.json)
+        body = json_dumps(resp.json, JSON_COMPACT);
+    json_decref(out.records);
+    api_response_clear(&resp);
+    size_t len = body ? strlen(body) : 0;
+    for (size_t i = 0; i < n; i++) {
+        long_poll *lp = (long_poll *)((char *)ws[i] - offsetof(long_poll, w));
+        char *copy = NULL;
+        if (body && same_page(&lp->rr, &rr) && (copy = malloc(len + 1)))
+            memcpy(copy, body, len + 1);
+        if (!copy) {
+            long_poll_wake(ws[i], API_WAKE_DATA);
+            continue;
+        }
+        if (i > 0)
+            eng_partition_count_read(lp->p, (uint64_t)out.count, (uint64_t)out.bytes);
+        api_response r = {.status = 200, .raw = copy, .raw_len = len};
+        api_async_complete(lp->async, &r);
+        long_poll_free(lp);
+    }
+    free(body);
+}
+
 /* Parks a read whose first answer had fewer than min_bytes.  Returns false
  * when it cannot (no deferral, no registry): answer now instead. */
 static bool park_read(api_ctx *ctx, eng_partition *p, const read_req *rr, int64_t wake_after,
@@ -309,7 +369,8 @@ static bool park_read(api_ctx *ctx, eng_partition *p, const read_req *rr, int64_
                       .deadline_ms = eng_mono_ms() + wait};
     memcpy(lp->request_id, req->request_id, sizeof lp->request_id);
     lp->w = (api_waiter){.p = p, .offset = wake_after, .deadline_ms = lp->deadline_ms,
-                         .fd = req->transport->client_fd, .wake = long_poll_wake};
+                         .fd = req->transport->client_fd, .wake = long_poll_wake,
+                         .wake_many = long_poll_wake_many, .group = page_group(rr)};
     int rc = api_waiter_park(ctx->waiters, &lp->w);
     if (rc) {
         api_response now = {0};

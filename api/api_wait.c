@@ -4,8 +4,11 @@
  * Parked waiters live in a hash of per-partition lists (bucket by partition
  * pointer) so a notify touches only its partition's waiters; a notify for a
  * partition nobody waits on costs one atomic load.  Ready waiters move to a
- * FIFO served by the worker threads.  One worker also sweeps every 20 ms for
- * deadlines and every second for clients that went away.
+ * FIFO served by the worker threads.  A worker taking a waiter woken for data
+ * takes with it the ready waiters of the same group (same partition, offset
+ * and question), so their owner can compute one answer for all.  One worker
+ * also sweeps every 20 ms for deadlines and every second for clients that
+ * went away.
  */
 #include "api_wait.h"
 
@@ -155,17 +158,45 @@ static void sweep(api_waiters *ws)
     }
 }
 
+#define MAX_GROUP 256
+
+/* Takes from the ready list the waiters that may share w's answer (lock
+ * held); w is already off the list.  Returns how many are in group[]. */
+static size_t take_group(api_waiters *ws, api_waiter *w, api_waiter **group)
+{
+    size_t n = 0;
+    group[n++] = w;
+    if (!w->wake_many || w->why != API_WAKE_DATA)
+        return n;
+    for (api_waiter *o = ws->ready.head, *next; o && n < MAX_GROUP; o = next) {
+        next = o->next;
+        if (o->why == API_WAKE_DATA && o->p == w->p && o->offset == w->offset &&
+            o->group == w->group && o->wake_many == w->wake_many) {
+            unlink_w(&ws->ready, o);
+            o->state = W_IDLE;
+            group[n++] = o;
+        }
+    }
+    return n;
+}
+
 static void *worker(void *arg)
 {
     api_waiters *ws = arg;
+    api_waiter *group[MAX_GROUP];
     pthread_mutex_lock(&ws->lock);
     for (;;) {
         api_waiter *w = ws->ready.head;
         if (w) {
             unlink_w(&ws->ready, w);
             w->state = W_IDLE;
+            size_t n = take_group(ws, w, group);
             pthread_mutex_unlock(&ws->lock);
-            w->wake(w, w->why); /* w may be freed or parked again from here on */
+            /* The waiters may be freed or parked again from here on. */
+            if (n > 1)
+                w->wake_many(group, n);
+            else
+                w->wake(w, w->why);
             pthread_mutex_lock(&ws->lock);
             continue;
         }

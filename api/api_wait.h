@@ -31,13 +31,21 @@ typedef struct api_waiters api_waiters;
 
 typedef void (*api_wake_fn)(api_waiter *w, api_wake_reason why);
 
-/* Embedded in its owner; the owner fills the first five fields. */
+/* Wakes n >= 1 waiters at once, all woken for DATA, with the same partition,
+ * offset, group and wake_many: readers asking the same question get one
+ * answer computed for all (100 long-polls at the tail of a partition wake
+ * together on every append). */
+typedef void (*api_wake_many_fn)(api_waiter **ws, size_t n);
+
+/* Embedded in its owner; the owner fills the fields up to wake_many. */
 struct api_waiter {
     eng_partition *p;    /* borrowed: the owner keeps a reference */
     int64_t offset;      /* woken once the high watermark is above this */
     int64_t deadline_ms; /* monotonic ms; INT64_MAX for none */
     int fd;              /* the client's socket, -1 if unknown */
     api_wake_fn wake;
+    api_wake_many_fn wake_many; /* optional; used for DATA wakes */
+    uint64_t group;      /* waiters of one group may share an answer */
     /* registry links */
     api_waiter *next, *prev;
     int state;

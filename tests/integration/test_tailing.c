@@ -236,6 +236,48 @@ static void test_hundreds_of_parked_long_polls(void **state)
     assert_true(wait_parked(S, base, 100) && parked(S) == base);
 }
 
+/* Long-polls woken by one append share one rendered page only when they ask
+ * the same question: plain and base64 readers, and readers wanting two
+ * records, parked at the same offset, each get their own answer. */
+static void test_woken_together_answered_apart(void **state)
+{
+    (void)state;
+    enum { N = 4 };
+    assert_int_equal(ls_create_topic(S, "mixed", 1, NULL), 201);
+    long long base = parked(S);
+    static const char *const paths[] = {
+        "/v1/topics/mixed/partitions/0/records?offset=0&wait_ms=20000",
+        "/v1/topics/mixed/partitions/0/records?offset=0&wait_ms=20000&encoding=base64",
+        "/v1/topics/mixed/partitions/0/records?offset=0&wait_ms=20000&max_records=1",
+    };
+    mset ms[3];
+    for (int k = 0; k < 3; k++)
+        mset_start(&ms[k], S, paths[k], N, NULL);
+    long long end = ru_mono_ms() + 10000;
+    while (parked(S) < base + 3 * N && ru_mono_ms() < end)
+        for (int k = 0; k < 3; k++)
+            mset_pump(&ms[k], 20);
+    assert_int_equal(parked(S), base + 3 * N);
+    append_n(S, "mixed", 2, ru_now_ms());
+    static const char *const first_value[] = {"v0", "djA=", "v0"};
+    static const size_t nrecords[] = {2, 2, 1};
+    for (int k = 0; k < 3; k++) {
+        assert_true(mset_finish(&ms[k], 10000));
+        for (size_t i = 0; i < N; i++) {
+            assert_int_equal(ms[k].r[i].status, 200);
+            json_t *j = json_loads(ms[k].r[i].body, 0, NULL);
+            json_t *recs = json_object_get(j, "records");
+            assert_int_equal(json_array_size(recs), nrecords[k]);
+            assert_string_equal(json_string_value(json_object_get(json_array_get(recs, 0), "value")),
+                                first_value[k]);
+            assert_int_equal(json_integer_value(json_object_get(j, "next_offset")),
+                             (json_int_t)nrecords[k]);
+            json_decref(j);
+        }
+        mset_free(&ms[k]);
+    }
+}
+
 static void test_waiter_cap_and_disconnects(void **state)
 {
     (void)state;
@@ -650,6 +692,7 @@ int main(void)
         cmocka_unit_test(test_long_poll_times_out_empty),
         cmocka_unit_test(test_long_poll_min_bytes),
         cmocka_unit_test(test_hundreds_of_parked_long_polls),
+        cmocka_unit_test(test_woken_together_answered_apart),
         cmocka_unit_test(test_waiter_cap_and_disconnects),
         cmocka_unit_test(test_sse_events_resume_and_end),
         cmocka_unit_test(test_ndjson_lines_and_cursor),
