@@ -4,6 +4,7 @@
 #include "api_common.h"
 
 #include "api_errors.h"
+#include "api_json_arena.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -163,4 +164,16 @@ bool api_query_only(const api_request *req, api_response *resp, const char *cons
         }
     }
     return true;
+}
+
+void api_arena_close(const api_request *req, api_response *resp, size_t size_hint)
+{
+    int frozen = api_resp_freeze(resp, size_hint);
+    if (frozen) {
+        json_decref(resp->json);
+        resp->json = NULL;
+    }
+    api_json_arena_end();
+    if (frozen)
+        api_error(resp, req, "internal_error", NULL, "out of memory serializing the answer");
 }

@@ -48,4 +48,9 @@ json_t *api_body_object(const api_request *req, api_response *resp, bool allow_e
 /* The engine manager (never NULL once dispatch let the request through). */
 eng_manager *api_mgr(api_ctx *ctx);
 
+/* Ends a handler's JSON arena scope (api_json_arena.h): serializes resp's
+ * JSON into bytes first (size_hint: a guess at their length), so nothing
+ * made in the scope outlives it; answers 500 if that runs out of memory. */
+void api_arena_close(const api_request *req, api_response *resp, size_t size_hint);
+
 #endif

@@ -19,6 +19,7 @@
 #include "api_codec.h"
 #include "api_common.h"
 #include "api_errors.h"
+#include "api_json_arena.h"
 #include "api_router.h"
 #include "api_stream.h"
 #include "api_wait.h"
@@ -26,6 +27,7 @@
 #include "eng_compress.h"
 #include "eng_fs.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,13 +230,17 @@ static json_t *page_json(eng_partition *p, const read_out *out)
                      (json_int_t)eng_partition_log_start_offset(p));
 }
 
-/* Runs a read and turns it into a response (page or error). */
+/* Runs a read and turns it into a response (page or error), already
+ * serialized into resp->raw: the page's JSON lives in an arena scope (see
+ * api_json_arena.h).  out says what was read; out->records is NULL after. */
 static void answer_page(eng_partition *p, const read_req *rr, const api_request *req,
                         api_response *resp, read_out *out)
 {
+    api_json_arena_begin();
+    *out = (read_out){.records = json_array()};
     eng_errdetail d = {0};
     api_codec_err cerr = {0};
-    int rc = run_read(p, rr, out, &d, &cerr);
+    int rc = out->records ? run_read(p, rr, out, &d, &cerr) : -ENOMEM;
     if (rc && cerr.code)
         api_error(resp, req, cerr.code, NULL, "%s", cerr.message);
     else if (rc)
@@ -243,6 +249,12 @@ static void answer_page(eng_partition *p, const read_req *rr, const api_request 
         eng_partition_count_read(p, (uint64_t)out->count, (uint64_t)out->bytes);
         api_resp_json(resp, 200, page_json(p, out));
     }
+    json_decref(out->records);
+    out->records = NULL;
+    /* About 1.5 bytes of JSON per byte of record data, plus each record's
+     * fields and the envelope. */
+    api_arena_close(req, resp, (size_t)out->bytes + (size_t)out->bytes / 2 +
+                                   (size_t)out->count * 120 + 256);
 }
 
 /* ---- long-poll ------------------------------------------------------------ */
@@ -269,21 +281,18 @@ static void long_poll_wake(api_waiter *w, api_wake_reason why)
     api_request req = {.method = "GET", .path = ""};
     memcpy(req.request_id, lp->request_id, sizeof req.request_id);
     api_response resp = {0};
-    read_out out = {.records = json_array()};
+    read_out out;
     answer_page(lp->p, &lp->rr, &req, &resp, &out);
     bool enough = out.bytes >= lp->rr.min_bytes;
     if (resp.status == 200 && !enough && why == API_WAKE_DATA && eng_mono_ms() < lp->deadline_ms) {
         /* Some data came, not yet min_bytes of it: wait for more. */
         lp->w.offset = out.next_offset;
-        json_decref(out.records);
         api_response_clear(&resp);
         if (api_waiter_park(lp->ws, &lp->w) == 0)
             return;
         /* Cannot wait any longer (stopping): answer with what there is. */
-        out.records = json_array();
         answer_page(lp->p, &lp->rr, &req, &resp, &out);
     }
-    json_decref(out.records);
     api_async_complete(lp->async, &resp);
     long_poll_free(lp);
 }
@@ -322,19 +331,21 @@ static void long_poll_wake_many(api_waiter **ws, size_t n)
     api_request req = {.method = "GET", .path = ""};
     memcpy(req.request_id, first->request_id, sizeof req.request_id);
     api_response resp = {0};
-    read_out out = {.records = json_array()};
+    read_out out;
     answer_page(first->p, &rr, &req, &resp, &out);
     char *body = NULL;
-    if (resp.status == 200 && out.bytes >= rr.min_bytes && resp.json)
-        body = json_dumps(resp.json, JSON_COMPACT);
-    json_decref(out.records);
+    size_t len = 0;
+    if (resp.status == 200 && out.bytes >= rr.min_bytes && resp.raw) {
+        body = resp.raw; /* taken */
+        len = resp.raw_len;
+        resp.raw = NULL;
+    }
     api_response_clear(&resp);
-    size_t len = body ? strlen(body) : 0;
     for (size_t i = 0; i < n; i++) {
         long_poll *lp = (long_poll *)((char *)ws[i] - offsetof(long_poll, w));
         char *copy = NULL;
-        if (body && same_page(&lp->rr, &rr) && (copy = malloc(len + 1)))
-            memcpy(copy, body, len + 1);
+        if (body && same_page(&lp->rr, &rr) && (copy = malloc(len ? len : 1)))
+            memcpy(copy, body, len);
         if (!copy) {
             long_poll_wake(ws[i], API_WAKE_DATA);
             continue;
@@ -379,9 +390,8 @@ static bool park_read(api_ctx *ctx, eng_partition *p, const read_req *rr, int64_
                       "too many parked readers (%zu); retry shortly", api_waiters_parked(ctx->waiters));
             api_resp_header(&now, "Retry-After", "1");
         } else {
-            read_out out = {.records = json_array()};
+            read_out out;
             answer_page(p, rr, req, &now, &out);
-            json_decref(out.records);
         }
         api_async_complete(a, &now);
         long_poll_free(lp);
@@ -498,18 +508,14 @@ void api_h_read(api_ctx *ctx, const api_request *req, const api_params *params, 
         } else if (mode == MODE_RAW) {
             answer_raw(p, &rr, req, resp);
         } else {
-            read_out out = {.records = json_array()};
+            read_out out;
             answer_page(p, &rr, req, resp, &out);
             /* Long-poll: too little, and the client is willing to wait. */
             if (resp->status == 200 && rr.wait_ms > 0 && out.bytes < rr.min_bytes) {
                 api_response_clear(resp);
-                if (!park_read(ctx, p, &rr, out.next_offset, req, resp)) {
-                    json_decref(out.records);
-                    out = (read_out){.records = json_array()};
+                if (!park_read(ctx, p, &rr, out.next_offset, req, resp))
                     answer_page(p, &rr, req, resp, &out);
-                }
             }
-            json_decref(out.records);
         }
     }
     eng_partition_unref(p);

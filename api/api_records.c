@@ -16,6 +16,7 @@
 #include "api_codec.h"
 #include "api_common.h"
 #include "api_errors.h"
+#include "api_json_arena.h"
 #include "api_router.h"
 #include "eng_buf.h"
 #include "eng_compress.h"
@@ -101,7 +102,9 @@ static void on_durable(void *vctx, int rc)
     api_request req = {.method = "POST", .path = ""};
     memcpy(req.request_id, w->request_id, sizeof req.request_id);
     api_response resp = {0};
+    api_json_arena_begin(); /* this may run inline, inside an append's scope */
     durable_answer(w->p, &w->res, rc, &req, &resp);
+    api_arena_close(&req, &resp, 256);
     api_async_complete(w->async, &resp);
     eng_partition_unref(w->p);
     free(w);
@@ -183,6 +186,9 @@ void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params
         eng_partition_unref(p);
         return;
     }
+    /* The parsed body is thousands of small JSON values dropped at once: an
+     * arena scope (api_json_arena.h). */
+    api_json_arena_begin();
     api_append_body body;
     if (parse_body(ctx, req, resp, &body)) {
         eng_append_result res;
@@ -194,6 +200,7 @@ void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params
             append_answer(p, &res, req, resp);
         api_append_body_free(&body);
     }
+    api_arena_close(req, resp, 512);
     eng_partition_unref(p);
 }
 

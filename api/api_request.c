@@ -5,6 +5,7 @@
 
 #include "api_stream.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,55 @@ void api_resp_json(api_response *resp, int status, json_t *body)
     json_decref(resp->json);
     resp->status = status;
     resp->json = body;
+}
+
+typedef struct grow_buf {
+    char *data;
+    size_t len, cap;
+    bool failed;
+} grow_buf;
+
+static int grow_append(const char *buf, size_t size, void *data)
+{
+    grow_buf *g = data;
+    if (g->cap - g->len < size + 1) {
+        size_t cap = g->cap ? g->cap : 4096;
+        while (cap - g->len < size + 1)
+            cap *= 2;
+        char *n = realloc(g->data, cap);
+        if (!n) {
+            g->failed = true;
+            return -1;
+        }
+        g->data = n;
+        g->cap = cap;
+    }
+    memcpy(g->data + g->len, buf, size);
+    g->len += size;
+    return 0;
+}
+
+int api_resp_freeze(api_response *resp, size_t size_hint)
+{
+    if (!resp->json)
+        return 0;
+    /* Written into our own buffer (malloc), never through jansson's
+     * allocator: the bytes outlive an arena scope. */
+    grow_buf g = {0};
+    if (size_hint > 0 && !(g.data = malloc(size_hint)))
+        return -ENOMEM;
+    g.cap = size_hint;
+    if (json_dump_callback(resp->json, grow_append, &g, JSON_COMPACT) != 0 || g.failed ||
+        grow_append("", 0, &g) != 0) {
+        free(g.data);
+        return -ENOMEM;
+    }
+    json_decref(resp->json);
+    resp->json = NULL;
+    free(resp->raw);
+    resp->raw = g.data;
+    resp->raw_len = g.len;
+    return 0;
 }
 
 void api_response_clear(api_response *resp)

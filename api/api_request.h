@@ -108,4 +108,10 @@ void api_resp_json(api_response *resp, int status, json_t *body);
 /* Releases what the response owns. */
 void api_response_clear(api_response *resp);
 
+/* Serializes resp->json into resp->raw (compact; size_hint is a first guess
+ * at its length, 0 for none) and drops the JSON value: what a JSON arena
+ * scope does before it ends.  No-op without json.  0 or -ENOMEM (then resp
+ * is unchanged). */
+int api_resp_freeze(api_response *resp, size_t size_hint);
+
 #endif

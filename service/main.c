@@ -13,6 +13,7 @@
  */
 #include "api_ctx.h"
 #include "api_auth.h"
+#include "api_json_arena.h"
 #include "api_server.h"
 #include "api_wait.h"
 #include "eng_fs.h"
@@ -82,6 +83,7 @@ static int load_security(const svc_settings *s, api_ctx *ctx, char **cert, char 
 
 int main(int argc, char **argv)
 {
+    api_json_arena_install(); /* before any JSON value exists */
     svc_settings s;
     svc_load_result lr = svc_settings_load(&s, argc, argv, environ);
     if (lr != SVC_LOAD_RUN)

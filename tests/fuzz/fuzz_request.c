@@ -58,6 +58,7 @@
  * exercise their validation: only values the server would accept are
  * skipped).  FUZZ_REQUEST_VERBOSE=1 prints each request and its answer.
  */
+#include "api_json_arena.h"
 #include "api_auth.h"
 #include "api_ctx.h"
 #include "api_errors.h"
@@ -237,6 +238,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
+    api_json_arena_install(); /* as the server runs: pages built in arena scopes */
     setup_once();
     return 0;
 }
@@ -283,10 +285,13 @@ static void check_response(const api_request *req, const api_response *resp)
                   (resp->content_type && strcmp(resp->content_type, "application/json")));
         return;
     }
-    CHECK(json_is_object(resp->json));
-    json_t *code = json_object_get(resp->json, "error_code");
-    json_t *msg = json_object_get(resp->json, "message");
-    json_t *id = json_object_get(resp->json, "request_id");
+    /* Reads answer with their JSON already serialized (api_resp_freeze). */
+    json_t *body = resp->json ? json_incref(resp->json)
+                   : resp->raw ? json_loadb(resp->raw, resp->raw_len, 0, NULL) : NULL;
+    CHECK(json_is_object(body));
+    json_t *code = json_object_get(body, "error_code");
+    json_t *msg = json_object_get(body, "message");
+    json_t *id = json_object_get(body, "request_id");
     CHECK(json_is_string(code) && json_is_string(msg) && json_is_string(id));
     CHECK(strcmp(json_string_value(id), req->request_id) == 0);
     CHECK(api_error_status(json_string_value(code)) == resp->status);
@@ -295,6 +300,7 @@ static void check_response(const api_request *req, const api_response *resp)
                 json_string_value(msg));
         abort();
     }
+    json_decref(body);
 }
 
 static int run_request(const char *method, const char *path, const api_kv *query, size_t nquery,
@@ -319,8 +325,10 @@ static int run_request(const char *method, const char *path, const api_kv *query
     if (verbose) {
         json_t *code = json_is_object(resp.json) ? json_object_get(resp.json, "error_code") : NULL;
         json_t *msg = json_is_object(resp.json) ? json_object_get(resp.json, "message") : NULL;
-        fprintf(stderr, "%s %s -> %d %s %s\n", method, path, resp.status,
-                code ? json_string_value(code) : "", msg ? json_string_value(msg) : "");
+        fprintf(stderr, "%s %s -> %d %s %s %.*s\n", method, path, resp.status,
+                code ? json_string_value(code) : "", msg ? json_string_value(msg) : "",
+                resp.raw ? (int)(resp.raw_len < 300 ? resp.raw_len : 300) : 0,
+                resp.raw ? resp.raw : "");
     }
     check_response(&req, &resp);
     CHECK(!eng_manager_offline(mgr));
