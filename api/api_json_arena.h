@@ -10,7 +10,9 @@
  *
  * Rules for a scope: every JSON value made inside it is released or turned
  * into bytes (api_resp_freeze) before api_json_arena_end, and none is handed
- * to another thread.  Values made outside a scope, and frees of them inside
+ * to another thread.  Strings jansson returns for the caller to free
+ * (json_dumps) are arena memory inside a scope: use json_dumpb or
+ * json_dump_callback there, never free() on them.  Values made outside a scope, and frees of them inside
  * one, go to malloc and free as before.  Under AddressSanitizer the chunk is
  * poisoned when a scope ends, so a value that outlived its scope is reported.
  */
