@@ -74,77 +74,94 @@ static int read_batches(eng_segment *seg, const eng_batch_pos *b, uint64_t limit
     return 0;
 }
 
-/* Fix (found by tests/unit/test_retention.c, readers racing deletion):
+/* Two races with maintenance shape the readers below.
+ *
+ * Fix (found by tests/unit/test_retention.c, readers racing deletion):
  * retention may delete the segment holding `offset` between the range check
  * and taking the view; the scan then starts at the next segment and answers
  * records from a later offset, a silent gap.  Retention raises the log start
  * offset before it installs the new view, so a fresh load after taking the
  * view sees it, and the read answers out of range, as Kafka does.
  *
- * The opposite race needs no such check: a clean that removed every record
- * in [offset, hw) leaves the scan finding its first batch at or past hw.
- * Nothing can reappear below hw, so the readers answer an empty page whose
- * next offset is hw rather than one that never advances (found by
- * tests/unit/test_compact_model.c). */
-static bool deleted_under_us(eng_partition *p, int64_t offset, int64_t *lso)
+ * A clean that removed every record in [offset, hw) leaves the scan finding
+ * its first batch at or past hw.  Nothing can reappear below hw, so the
+ * readers answer an empty page whose next offset is hw rather than one that
+ * never advances (found by tests/unit/test_compact_model.c). */
+/* Range checks for a read at offset and, when there is something below the
+ * high watermark to read, the view (*v, to release).  Returns 0 with *v NULL
+ * for an empty answer at the high watermark, or ENG_EOFFSET. */
+static int open_read(eng_partition *p, int64_t offset, int64_t *hw, int64_t *lso, eng_segview **v,
+                     eng_errdetail *err)
 {
+    *v = NULL;
+    *hw = atomic_load(&p->high_watermark);
     *lso = atomic_load(&p->log_start_offset);
-    return offset < *lso;
+    if (offset < *lso || offset > *hw)
+        return out_of_range(p, offset, *lso, *hw, err);
+    if (offset == *hw)
+        return 0;
+    eng_segview *view = eng__segview_acquire(p);
+    *lso = atomic_load(&p->log_start_offset);
+    if (offset < *lso) {
+        eng__segview_release(view);
+        return out_of_range(p, offset, *lso, *hw, err);
+    }
+    *v = view;
+    return 0;
+}
+
+/* The first batch of view v holding offset or later, below hw: *seg NULL
+ * when there is none, because a clean emptied [offset, hw). */
+static int first_batch(eng_segview *v, int64_t offset, int64_t hw, eng_segment **seg,
+                       eng_batch_pos *b)
+{
+    *seg = NULL;
+    ssize_t i = eng__segview_floor(v, offset);
+    int64_t target = offset;
+    for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n; k++) {
+        eng_segment *s = v->segs[k];
+        if (eng_segment_base(s) > target)
+            target = eng_segment_base(s);
+        if (target >= hw)
+            return 0;
+        int rc = eng_segment_find_batch(s, target, eng_segment_size(s), b);
+        if (rc == ENG_ENOTFOUND)
+            continue;
+        if (rc)
+            return rc;
+        if (b->header.base_offset >= hw)
+            return 0;
+        *seg = s;
+        return 0;
+    }
+    return 0;
+}
+
+static int read_failed(eng_partition *p, int64_t offset, int rc, eng_errdetail *err)
+{
+    ENG_ERROR("%s-%d: read at offset %lld failed: %s", p->topic, p->id, (long long)offset,
+              eng_strerror(rc));
+    return eng_fail(err, rc, "reading %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
 }
 
 int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_fetch *out,
                        eng_errdetail *err)
 {
-    int64_t hw = atomic_load(&p->high_watermark);
-    int64_t lso = atomic_load(&p->log_start_offset);
     memset(out, 0, sizeof *out);
-    out->log_start_offset = lso;
-    out->high_watermark = hw;
     out->next_offset = offset;
-    if (offset < lso || offset > hw)
-        return out_of_range(p, offset, lso, hw, err);
-    if (offset == hw)
-        return 0;
-    eng_segview *v = eng__segview_acquire(p);
-    if (deleted_under_us(p, offset, &lso)) {
-        eng__segview_release(v);
-        out->log_start_offset = lso;
-        return out_of_range(p, offset, lso, hw, err);
-    }
-    ssize_t i = eng__segview_floor(v, offset);
-    int rc = 0;
-    int64_t target = offset;
-    for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n; k++) {
-        eng_segment *seg = v->segs[k];
-        if (eng_segment_base(seg) > target)
-            target = eng_segment_base(seg);
-        if (target >= hw) {
-            out->next_offset = hw;
-            break;
-        }
-        uint64_t limit = eng_segment_size(seg);
-        eng_batch_pos b;
-        rc = eng_segment_find_batch(seg, target, limit, &b);
-        if (rc == ENG_ENOTFOUND) {
-            rc = 0;
-            continue;
-        }
-        if (rc)
-            break;
-        if (b.header.base_offset >= hw) {
-            out->next_offset = hw;
-            break;
-        }
-        rc = read_batches(seg, &b, limit, hw, max_bytes, out);
-        break;
-    }
+    eng_segview *v;
+    int rc = open_read(p, offset, &out->high_watermark, &out->log_start_offset, &v, err);
+    if (rc || !v)
+        return rc;
+    eng_segment *seg;
+    eng_batch_pos b;
+    rc = first_batch(v, offset, out->high_watermark, &seg, &b);
+    if (!rc && !seg)
+        out->next_offset = out->high_watermark;
+    else if (!rc)
+        rc = read_batches(seg, &b, eng_segment_size(seg), out->high_watermark, max_bytes, out);
     eng__segview_release(v);
-    if (rc) {
-        ENG_ERROR("%s-%d: read at offset %lld failed: %s", p->topic, p->id, (long long)offset,
-                  eng_strerror(rc));
-        return eng_fail(err, rc, "reading %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
-    }
-    return 0;
+    return rc ? read_failed(p, offset, rc, err) : 0;
 }
 
 /* Walks batch headers up to `want_end`, remembering the last whole batch. */
@@ -217,64 +234,34 @@ static int slice_range(eng_segment *seg, const eng_batch_pos *b, int64_t hw, siz
 int eng_partition_read_slice(eng_partition *p, int64_t offset, size_t max_bytes, eng_slice *out,
                              eng_errdetail *err)
 {
-    int64_t hw = atomic_load(&p->high_watermark);
-    int64_t lso = atomic_load(&p->log_start_offset);
     memset(out, 0, sizeof *out);
     out->fd = -1;
-    out->log_start_offset = lso;
-    out->high_watermark = hw;
     out->next_offset = offset;
-    if (offset < lso || offset > hw)
-        return out_of_range(p, offset, lso, hw, err);
-    if (offset == hw)
-        return 0;
-    eng_segview *v = eng__segview_acquire(p);
-    if (deleted_under_us(p, offset, &lso)) {
-        eng__segview_release(v);
-        out->log_start_offset = lso;
-        return out_of_range(p, offset, lso, hw, err);
-    }
-    ssize_t i = eng__segview_floor(v, offset);
-    int rc = 0;
-    int64_t target = offset;
-    for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n; k++) {
-        eng_segment *seg = v->segs[k];
-        if (eng_segment_base(seg) > target)
-            target = eng_segment_base(seg);
-        if (target >= hw) {
-            out->next_offset = hw;
-            break;
-        }
-        eng_batch_pos b;
-        rc = eng_segment_find_batch(seg, target, eng_segment_size(seg), &b);
-        if (rc == ENG_ENOTFOUND) {
-            rc = 0;
-            continue;
-        }
-        if (!rc && b.header.base_offset >= hw) {
-            out->next_offset = hw;
-            break;
-        }
-        uint64_t end;
-        int64_t next;
-        if (rc || (rc = slice_range(seg, &b, hw, max_bytes, &end, &next)))
-            break;
+    eng_segview *v;
+    int rc = open_read(p, offset, &out->high_watermark, &out->log_start_offset, &v, err);
+    if (rc || !v)
+        return rc;
+    eng_segment *seg;
+    eng_batch_pos b;
+    uint64_t end;
+    int64_t next;
+    rc = first_batch(v, offset, out->high_watermark, &seg, &b);
+    if (!rc && !seg) {
+        out->next_offset = out->high_watermark;
+    } else if (!rc && !(rc = slice_range(seg, &b, out->high_watermark, max_bytes, &end, &next))) {
         out->fd = dup(eng_segment_log_fd(seg));
         if (out->fd < 0) {
             rc = -errno;
-            break;
+        } else {
+            out->position = b.position;
+            out->length = (size_t)(end - b.position);
+            out->next_offset = next;
         }
-        out->position = b.position;
-        out->length = (size_t)(end - b.position);
-        out->next_offset = next;
-        break;
     }
     eng__segview_release(v);
     if (rc == ENG_ENOTFOUND)
         rc = 0;
-    if (rc)
-        return eng_fail(err, rc, "reading %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
-    return 0;
+    return rc ? read_failed(p, offset, rc, err) : 0;
 }
 
 int eng_partition_offset_for_timestamp(eng_partition *p, int64_t ts, int64_t *offset,
