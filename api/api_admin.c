@@ -31,21 +31,6 @@ static json_t *retention_json(eng_partition *p, const eng_retention_report *r)
                      "future_timestamp_segments_kept", (int)r->future_kept);
 }
 
-/* {"dry_run":bool} or an empty body. */
-static bool parse_dry_run(const api_request *req, api_response *resp, bool *dry_run)
-{
-    json_t *body = api_body_object(req, resp, true);
-    if (!body)
-        return false;
-    json_t *d = json_object_get(body, "dry_run");
-    bool ok = json_object_size(body) == (d ? 1u : 0u) && (!d || json_is_boolean(d));
-    if (!ok)
-        api_error(resp, req, "invalid_request", NULL, "expected {\"dry_run\": true|false} or no body");
-    *dry_run = d && json_is_true(d);
-    json_decref(body);
-    return ok;
-}
-
 /* Runs retention over parts (already filtered); answers the report. */
 static void run_retention(const api_request *req, api_response *resp, eng_partition **parts,
                           size_t n, bool dry_run)
@@ -71,58 +56,17 @@ static void run_retention(const api_request *req, api_response *resp, eng_partit
 }
 
 /* The optional ?partition= filter; -1 when absent. */
-static bool partition_filter(const api_request *req, api_response *resp, int64_t *part)
-{
-    static const char *const allowed[] = {"partition", NULL};
-    return api_query_only(req, resp, allowed) &&
-           api_query_i64(req, resp, "partition", -1, 0, INT32_MAX, part);
-}
-
 void api_h_topic_retention(api_ctx *ctx, const api_request *req, const api_params *params,
                            api_response *resp)
 {
-    const char *topic = api_param(params, "topic");
     int64_t only;
     bool dry_run;
-    if (!eng_topic_name_valid(topic)) {
-        api_error(resp, req, "invalid_topic_name", NULL, "'%.100s' is not a valid topic name", topic);
+    eng_partition **parts;
+    size_t n;
+    if (!api_maintenance_args(req, resp, &only, &dry_run) ||
+        !api_maintenance_targets(ctx, req, resp, api_param(params, "topic"), only, &parts, &n))
         return;
-    }
-    if (!partition_filter(req, resp, &only) || !parse_dry_run(req, resp, &dry_run))
-        return;
-    eng_topic_desc d;
-    int rc = eng_manager_describe_topic(api_mgr(ctx), topic, &d);
-    if (rc) {
-        eng_errdetail ed = {0};
-        eng_fail(&ed, rc, "topic '%.200s' does not exist", topic);
-        api_error_from_engine(resp, req, rc, &ed);
-        return;
-    }
-    int32_t nparts = d.meta.partitions;
-    eng_topic_desc_clear(&d);
-    eng_partition **parts = calloc((size_t)nparts, sizeof *parts);
-    size_t n = 0;
-    if (!parts) {
-        api_error(resp, req, "internal_error", NULL, "out of memory");
-        return;
-    }
-    for (int32_t i = 0; i < nparts; i++) {
-        if (only >= 0 && i != only)
-            continue;
-        eng_errdetail ed = {0};
-        if ((rc = eng_manager_partition(api_mgr(ctx), topic, i, &parts[n], &ed))) {
-            api_error_from_engine(resp, req, rc, &ed);
-            goto done;
-        }
-        n++;
-    }
-    if (only >= nparts) {
-        api_error(resp, req, "unknown_partition", NULL, "topic '%s' has no partition %lld", topic,
-                  (long long)only);
-        goto done;
-    }
     run_retention(req, resp, parts, n, dry_run);
-done:
     eng_partitions_release(parts, n);
 }
 
@@ -132,24 +76,13 @@ void api_h_admin_retention(api_ctx *ctx, const api_request *req, const api_param
     (void)params;
     int64_t only;
     bool dry_run;
-    if (!partition_filter(req, resp, &only) || !parse_dry_run(req, resp, &dry_run))
-        return;
-    eng_partition **all;
+    eng_partition **parts;
     size_t n;
-    int rc = eng_manager_all_partitions(api_mgr(ctx), &all, &n);
-    if (rc) {
-        api_error_from_engine(resp, req, rc, NULL);
+    if (!api_maintenance_args(req, resp, &only, &dry_run) ||
+        !api_maintenance_targets(ctx, req, resp, NULL, only, &parts, &n))
         return;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (only < 0 || eng_partition_id(all[i]) == only)
-            all[k++] = all[i];
-        else
-            eng_partition_unref(all[i]);
-    }
-    run_retention(req, resp, all, k, dry_run);
-    eng_partitions_release(all, k);
+    run_retention(req, resp, parts, n, dry_run);
+    eng_partitions_release(parts, n);
 }
 
 void api_h_delete_records(api_ctx *ctx, const api_request *req, const api_params *params,

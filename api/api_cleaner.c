@@ -31,20 +31,6 @@ static json_t *stats_json(const eng_clean_stats *s)
     return o;
 }
 
-static bool parse_dry_run(const api_request *req, api_response *resp, bool *dry_run)
-{
-    json_t *body = api_body_object(req, resp, true);
-    if (!body)
-        return false;
-    json_t *d = json_object_get(body, "dry_run");
-    bool ok = json_object_size(body) == (d ? 1u : 0u) && (!d || json_is_boolean(d));
-    if (!ok)
-        api_error(resp, req, "invalid_request", NULL, "expected {\"dry_run\": true|false} or no body");
-    *dry_run = d && json_is_true(d);
-    json_decref(body);
-    return ok;
-}
-
 /* Runs compaction over parts; a topic's run answers 422/409 for its own
  * partition problems, an admin run reports them per partition. */
 static void run(api_ctx *ctx, const api_request *req, api_response *resp, eng_partition **parts,
@@ -94,42 +80,13 @@ static void run(api_ctx *ctx, const api_request *req, api_response *resp, eng_pa
 void api_h_topic_compaction(api_ctx *ctx, const api_request *req, const api_params *params,
                             api_response *resp)
 {
-    static const char *const allowed[] = {"partition", NULL};
-    const char *topic = api_param(params, "topic");
     int64_t only;
     bool dry_run;
-    if (!eng_topic_name_valid(topic)) {
-        api_error(resp, req, "invalid_topic_name", NULL, "'%.100s' is not a valid topic name", topic);
+    eng_partition **parts;
+    size_t n;
+    if (!api_maintenance_args(req, resp, &only, &dry_run) ||
+        !api_maintenance_targets(ctx, req, resp, api_param(params, "topic"), only, &parts, &n))
         return;
-    }
-    if (!api_query_only(req, resp, allowed) ||
-        !api_query_i64(req, resp, "partition", -1, 0, INT32_MAX, &only) ||
-        !parse_dry_run(req, resp, &dry_run))
-        return;
-    eng_topic_desc d;
-    int rc = eng_manager_describe_topic(api_mgr(ctx), topic, &d);
-    if (rc) {
-        eng_errdetail ed = {0};
-        eng_fail(&ed, rc, "topic '%.200s' does not exist", topic);
-        api_error_from_engine(resp, req, rc, &ed);
-        return;
-    }
-    int32_t nparts = d.meta.partitions;
-    eng_topic_desc_clear(&d);
-    if (only >= nparts) {
-        api_error(resp, req, "unknown_partition", NULL, "topic '%s' has no partition %lld", topic,
-                  (long long)only);
-        return;
-    }
-    eng_partition **parts = calloc((size_t)nparts, sizeof *parts);
-    size_t n = 0;
-    if (!parts) {
-        api_error(resp, req, "internal_error", NULL, "out of memory");
-        return;
-    }
-    for (int32_t i = 0; i < nparts; i++)
-        if ((only < 0 || i == only) && eng_manager_partition(api_mgr(ctx), topic, i, &parts[n], NULL) == 0)
-            n++;
     run(ctx, req, resp, parts, n, dry_run, true);
     eng_partitions_release(parts, n);
 }
@@ -138,29 +95,15 @@ void api_h_admin_compaction(api_ctx *ctx, const api_request *req, const api_para
                             api_response *resp)
 {
     (void)params;
-    static const char *const allowed[] = {"partition", NULL};
     int64_t only;
     bool dry_run;
-    if (!api_query_only(req, resp, allowed) ||
-        !api_query_i64(req, resp, "partition", -1, 0, INT32_MAX, &only) ||
-        !parse_dry_run(req, resp, &dry_run))
-        return;
-    eng_partition **all;
+    eng_partition **parts;
     size_t n;
-    int rc = eng_manager_all_partitions(api_mgr(ctx), &all, &n);
-    if (rc) {
-        api_error_from_engine(resp, req, rc, NULL);
+    if (!api_maintenance_args(req, resp, &only, &dry_run) ||
+        !api_maintenance_targets(ctx, req, resp, NULL, only, &parts, &n))
         return;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (only < 0 || eng_partition_id(all[i]) == only)
-            all[k++] = all[i];
-        else
-            eng_partition_unref(all[i]);
-    }
-    run(ctx, req, resp, all, k, dry_run, false);
-    eng_partitions_release(all, k);
+    run(ctx, req, resp, parts, n, dry_run, false);
+    eng_partitions_release(parts, n);
 }
 
 void api_h_cleaner(api_ctx *ctx, const api_request *req, const api_params *params,

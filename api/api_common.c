@@ -177,3 +177,101 @@ void api_arena_close(const api_request *req, api_response *resp, size_t size_hin
     if (frozen)
         api_error(resp, req, "internal_error", NULL, "out of memory serializing the answer");
 }
+
+bool api_maintenance_args(const api_request *req, api_response *resp, int64_t *only,
+                          bool *dry_run)
+{
+    static const char *const allowed[] = {"partition", NULL};
+    if (!api_query_only(req, resp, allowed) ||
+        !api_query_i64(req, resp, "partition", -1, 0, INT32_MAX, only))
+        return false;
+    json_t *body = api_body_object(req, resp, true);
+    if (!body)
+        return false;
+    json_t *d = json_object_get(body, "dry_run");
+    bool ok = json_object_size(body) == (d ? 1u : 0u) && (!d || json_is_boolean(d));
+    if (!ok)
+        api_error(resp, req, "invalid_request", NULL, "expected {\"dry_run\": true|false} or no body");
+    *dry_run = d && json_is_true(d);
+    json_decref(body);
+    return ok;
+}
+
+bool api_describe_topic(api_ctx *ctx, const api_request *req, api_response *resp,
+                        const char *topic, eng_topic_desc *d)
+{
+    if (!eng_topic_name_valid(topic)) {
+        api_error(resp, req, "invalid_topic_name", NULL, "'%.100s' is not a valid topic name", topic);
+        return false;
+    }
+    int rc = eng_manager_describe_topic(api_mgr(ctx), topic, d);
+    if (rc) {
+        eng_errdetail ed = {0};
+        eng_fail(&ed, rc, "topic '%.200s' does not exist", topic);
+        api_error_from_engine(resp, req, rc, &ed);
+        return false;
+    }
+    return true;
+}
+
+static bool all_targets(api_ctx *ctx, const api_request *req, api_response *resp, int64_t only,
+                        eng_partition ***out, size_t *n)
+{
+    eng_partition **all;
+    size_t total;
+    int rc = eng_manager_all_partitions(api_mgr(ctx), &all, &total);
+    if (rc) {
+        api_error_from_engine(resp, req, rc, NULL);
+        return false;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < total; i++) {
+        if (only < 0 || eng_partition_id(all[i]) == only)
+            all[k++] = all[i];
+        else
+            eng_partition_unref(all[i]);
+    }
+    *out = all;
+    *n = k;
+    return true;
+}
+
+bool api_maintenance_targets(api_ctx *ctx, const api_request *req, api_response *resp,
+                             const char *topic, int64_t only, eng_partition ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!topic)
+        return all_targets(ctx, req, resp, only, out, n);
+    eng_topic_desc d;
+    if (!api_describe_topic(ctx, req, resp, topic, &d))
+        return false;
+    int32_t nparts = d.meta.partitions;
+    eng_topic_desc_clear(&d);
+    if (only >= nparts) {
+        api_error(resp, req, "unknown_partition", NULL, "topic '%s' has no partition %lld", topic,
+                  (long long)only);
+        return false;
+    }
+    eng_partition **parts = calloc((size_t)nparts, sizeof *parts);
+    if (!parts) {
+        api_error(resp, req, "internal_error", NULL, "out of memory");
+        return false;
+    }
+    size_t k = 0;
+    for (int32_t i = 0; i < nparts; i++) {
+        if (only >= 0 && i != only)
+            continue;
+        eng_errdetail ed = {0};
+        int rc = eng_manager_partition(api_mgr(ctx), topic, i, &parts[k], &ed);
+        if (rc) {
+            api_error_from_engine(resp, req, rc, &ed);
+            eng_partitions_release(parts, k);
+            return false;
+        }
+        k++;
+    }
+    *out = parts;
+    *n = k;
+    return true;
+}

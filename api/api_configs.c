@@ -50,25 +50,6 @@ static json_t *entry_json(const eng_config_defaults *d, const eng_config_overrid
     return o;
 }
 
-/* The topic's description, or NULL with resp filled. */
-static bool topic_desc(api_ctx *ctx, const api_request *req, const api_params *params,
-                       api_response *resp, eng_topic_desc *d)
-{
-    const char *topic = api_param(params, "topic");
-    if (!eng_topic_name_valid(topic)) {
-        api_error(resp, req, "invalid_topic_name", NULL, "'%.100s' is not a valid topic name", topic);
-        return false;
-    }
-    int rc = eng_manager_describe_topic(api_mgr(ctx), topic, d);
-    if (rc) {
-        eng_errdetail ed = {0};
-        eng_fail(&ed, rc, "topic '%.200s' does not exist", topic);
-        api_error_from_engine(resp, req, rc, &ed);
-        return false;
-    }
-    return true;
-}
-
 static void answer_configs(api_ctx *ctx, const api_request *req, const char *topic,
                            api_response *resp)
 {
@@ -89,7 +70,7 @@ void api_h_configs_get(api_ctx *ctx, const api_request *req, const api_params *p
                        api_response *resp)
 {
     eng_topic_desc d;
-    if (!topic_desc(ctx, req, params, resp, &d))
+    if (!api_describe_topic(ctx, req, resp, api_param(params, "topic"), &d))
         return;
     eng_topic_desc_clear(&d);
     answer_configs(ctx, req, api_param(params, "topic"), resp);
@@ -125,7 +106,7 @@ static void config_put_locked(api_ctx *ctx, const api_request *req, const api_pa
                               api_response *resp)
 {
     eng_topic_desc d;
-    if (!topic_desc(ctx, req, params, resp, &d))
+    if (!api_describe_topic(ctx, req, resp, api_param(params, "topic"), &d))
         return;
     const char *name = api_param(params, "name");
     json_t *body = api_body_object(req, resp, false);
@@ -151,7 +132,7 @@ static void config_delete_locked(api_ctx *ctx, const api_request *req, const api
                                  api_response *resp)
 {
     eng_topic_desc d;
-    if (!topic_desc(ctx, req, params, resp, &d))
+    if (!api_describe_topic(ctx, req, resp, api_param(params, "topic"), &d))
         return;
     eng_errdetail ed = {0};
     int rc = eng_config_overrides_set(&d.meta.overrides, api_param(params, "name"), NULL, &ed);
@@ -200,7 +181,7 @@ static void configs_alter_locked(api_ctx *ctx, const api_request *req, const api
                                  api_response *resp)
 {
     eng_topic_desc d;
-    if (!topic_desc(ctx, req, params, resp, &d))
+    if (!api_describe_topic(ctx, req, resp, api_param(params, "topic"), &d))
         return;
     json_t *body = api_body_object(req, resp, false);
     json_t *ops = body ? json_object_get(body, "operations") : NULL;

@@ -209,17 +209,8 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
 {
     const char *topic = api_param(params, "topic");
     eng_topic_desc desc;
-    if (!eng_topic_name_valid(topic)) {
-        api_error(resp, req, "invalid_topic_name", NULL, "'%.100s' is not a valid topic name", topic);
+    if (!api_describe_topic(ctx, req, resp, topic, &desc))
         return;
-    }
-    int rc = eng_manager_describe_topic(api_mgr(ctx), topic, &desc);
-    if (rc) {
-        eng_errdetail d = {0};
-        eng_fail(&d, rc, "topic '%.200s' does not exist", topic);
-        api_error_from_engine(resp, req, rc, &d);
-        return;
-    }
     int32_t nparts = desc.meta.partitions;
     eng_topic_desc_clear(&desc);
     api_append_body body;
@@ -274,7 +265,7 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
         eng_partition *p;
         eng_errdetail d = {0};
         eng_append_result res;
-        rc = eng_manager_partition(api_mgr(ctx), topic, part, &p, &d);
+        int rc = eng_manager_partition(api_mgr(ctx), topic, part, &p, &d);
         if (!rc) {
             rc = append_specs(p, group, n, -1, false, &res, &d);
             eng_partition_unref(p);
