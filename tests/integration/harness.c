@@ -670,3 +670,43 @@ long long ls_partition_field(ls_server *s, const char *topic, int p, const char 
     ls_resp_free(&r);
     return v;
 }
+
+int ls_expect_error(ls_server *s, const char *method, const char *path, const char *json,
+                    long status, const char *code)
+{
+    ls_resp r;
+    if (ls_http(s, method, path, json ? "application/json" : NULL, json, json ? strlen(json) : 0,
+                NULL, &r))
+        return -1;
+    int rc = ls_check_error(&r, status, code);
+    if (rc)
+        fprintf(stderr, "# %s %s %s\n", method, path, json ? json : "");
+    ls_resp_free(&r);
+    return rc;
+}
+
+long ls_append_json(ls_server *s, const char *topic, int part, const char *body)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/v1/topics/%s/partitions/%d/records", topic, part);
+    ls_resp r;
+    if (ls_send_json(s, "POST", path, body, &r))
+        return -1;
+    long status = r.status;
+    if (status != 200)
+        fprintf(stderr, "# append to %s-%d answered %ld: %s\n", topic, part, status, r.body);
+    ls_resp_free(&r);
+    return status;
+}
+
+int ls_dir_same(const char *dir, char *before)
+{
+    char *after = ls_dir_listing(dir);
+    int rc = !before || !after || strcmp(before, after) != 0;
+    if (rc)
+        fprintf(stderr, "# the data dir changed\n# before:\n%s\n# after:\n%s\n",
+                before ? before : "(none)", after ? after : "(none)");
+    free(before);
+    free(after);
+    return rc;
+}

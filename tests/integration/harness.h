@@ -95,6 +95,20 @@ json_t *ls_jget(const ls_resp *r, const char *path);
  * or -1 after printing what differs (and the body) on stderr. */
 int ls_check_error(const ls_resp *r, long status, const char *code);
 
+/* Sends method path (a JSON body when json is not NULL) and checks the answer
+ * with ls_check_error, printing the request when it fails.  0 when it
+ * failed as expected. */
+int ls_expect_error(ls_server *s, const char *method, const char *path, const char *json,
+                    long status, const char *code);
+
+/* Appends one JSON body to topic-partition; returns the HTTP status (-1 when
+ * no answer came), printing the body of anything but 200. */
+long ls_append_json(ls_server *s, const char *topic, int part, const char *body);
+
+/* 0 when dir's listing (ls_dir_listing) still equals before, else 1 with
+ * both printed; frees before. */
+int ls_dir_same(const char *dir, char *before);
+
 /* Status of GET /health/live, 0 when the server does not answer. */
 long ls_live_status(ls_server *s);
 

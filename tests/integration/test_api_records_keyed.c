@@ -54,24 +54,14 @@ static int group_teardown(void **state)
 /* Asserts the data dir listing still equals before (ls_dir_listing); frees it. */
 static void assert_same_dir(char *before)
 {
-    char *after = ls_dir_listing(S->dir);
-    assert_string_equal(before, after);
-    free(before);
-    free(after);
+    assert_int_equal(ls_dir_same(S->dir, before), 0);
 }
 
 /* One request that must fail with status and code (and the DESIGN body). */
 static void expect_err(const char *method, const char *path, const char *json, long status,
                        const char *code)
 {
-    ls_resp r;
-    assert_int_equal(ls_http(S, method, path, json ? "application/json" : NULL, json,
-                             json ? strlen(json) : 0, NULL, &r),
-                     0);
-    if (ls_check_error(&r, status, code))
-        fprintf(stderr, "# %s %s %s\n", method, path, json ? json : "");
-    CHECK_ERR(r, status, code);
-    ls_resp_free(&r);
+    assert_int_equal(ls_expect_error(S, method, path, json, status, code), 0);
 }
 
 /* GET .../partitions/{p}/records?query; the response is left in *r. */

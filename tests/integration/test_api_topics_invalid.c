@@ -57,35 +57,20 @@ static void create_raw(const char *body, ls_resp *r)
 /* Appends one batch given as JSON to topic-partition; asserts 200. */
 static void append_ok(const char *topic, int part, const char *body)
 {
-    char path[256];
-    snprintf(path, sizeof path, "/v1/topics/%s/partitions/%d/records", topic, part);
-    ls_resp r;
-    assert_int_equal(ls_send_json(S, "POST", path, body, &r), 0);
-    assert_int_equal(r.status, 200);
-    ls_resp_free(&r);
+    assert_int_equal(ls_append_json(S, topic, part, body), 200);
 }
 
 /* Asserts the data dir listing still equals before (ls_dir_listing); frees it. */
 static void assert_same_dir(char *before)
 {
-    char *after = ls_dir_listing(S->dir);
-    assert_string_equal(before, after);
-    free(before);
-    free(after);
+    assert_int_equal(ls_dir_same(S->dir, before), 0);
 }
 
 /* One request that must fail with status and code (and the DESIGN body). */
 static void expect_err(const char *method, const char *path, const char *json, long status,
                        const char *code)
 {
-    ls_resp r;
-    assert_int_equal(ls_http(S, method, path, json ? "application/json" : NULL, json,
-                             json ? strlen(json) : 0, NULL, &r),
-                     0);
-    if (ls_check_error(&r, status, code))
-        fprintf(stderr, "# %s %s %s\n", method, path, json ? json : "");
-    CHECK_ERR(r, status, code);
-    ls_resp_free(&r);
+    assert_int_equal(ls_expect_error(S, method, path, json, status, code), 0);
 }
 
 /* expect_err, and the data dir is the same afterwards, and the server up. */

@@ -16,7 +16,9 @@
 #include "eng_config.h"
 #include "eng_error.h"
 #include "eng_partition.h"
+#include "eng_offset_map.h"
 #include "eng_segment.h"
+#include "support.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -351,6 +353,42 @@ static inline int cu_count_suffix(const char *dir, const char *suffix)
     }
     closedir(d);
     return n;
+}
+
+/* One partition directory with a compacted config and a 1 MiB offset map,
+ * for cmocka setup/teardown. */
+typedef struct cu_fixture {
+    char *tmp;
+    char dir[512];
+    eng_config cfg;
+    cu_trash trash;
+    eng_offset_map *map;
+} cu_fixture;
+
+static inline int cu_setup(void **state)
+{
+    cu_fixture *f = calloc(1, sizeof *f);
+    if (!f || !(f->tmp = ts_tmpdir()))
+        return -1;
+    snprintf(f->dir, sizeof f->dir, "%s/kv-0", f->tmp);
+    f->cfg = cu_compact_config();
+    pthread_mutex_init(&f->trash.mu, NULL);
+    if (eng_offset_map_new(1 << 20, 0.9, &f->map))
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static inline int cu_teardown(void **state)
+{
+    cu_fixture *f = *state;
+    cu_trash_free(&f->trash);
+    pthread_mutex_destroy(&f->trash.mu);
+    eng_offset_map_free(f->map);
+    ts_rmtree(f->tmp);
+    free(f->tmp);
+    free(f);
+    return 0;
 }
 
 #endif

@@ -3,6 +3,8 @@
  */
 #include "support.h"
 
+#include "eng_config.h"
+#include "eng_error.h"
 #include "eng_fs.h"
 
 #include <errno.h>
@@ -101,4 +103,63 @@ int ts_vector(const char *name, uint8_t **out, size_t *len)
     }
     free(file);
     return rc;
+}
+
+/* ---- the stand-in metadata codec ---------------------------------------- */
+
+static int line_encode(const eng_topic_meta *m, char **out, size_t *len, void *ctx)
+{
+    (void)ctx;
+    size_t cap = 512;
+    for (int i = 0; i < ENG_CFG_COUNT; i++)
+        if (m->overrides.text[i])
+            cap += strlen(m->overrides.text[i]) + 64;
+    char *buf = malloc(cap);
+    if (!buf)
+        return -ENOMEM;
+    size_t n = (size_t)snprintf(buf, cap, "%s\n%d\n%s\n%lld\n", m->name, (int)m->partitions,
+                                m->topic_id, (long long)m->created_ms);
+    for (int i = 0; i < ENG_CFG_COUNT; i++)
+        if (m->overrides.text[i])
+            n += (size_t)snprintf(buf + n, cap - n, "%s=%s\n",
+                                  eng_config_def_at((eng_config_id)i)->name, m->overrides.text[i]);
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+static int line_decode(const char *buf, size_t len, eng_topic_meta *m, void *ctx)
+{
+    (void)ctx;
+    char *copy = strndup(buf, len), *save = NULL;
+    if (!copy)
+        return -ENOMEM;
+    int rc = ENG_ECORRUPT;
+    char *name = strtok_r(copy, "\n", &save), *parts = strtok_r(NULL, "\n", &save);
+    char *id = strtok_r(NULL, "\n", &save), *created = strtok_r(NULL, "\n", &save);
+    if (!name || !parts || !id || !created || strlen(name) > ENG_TOPIC_NAME_MAX || strlen(id) > 22)
+        goto done;
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->partitions = atoi(parts);
+    snprintf(m->topic_id, sizeof m->topic_id, "%s", id);
+    m->created_ms = atoll(created);
+    for (char *line; (line = strtok_r(NULL, "\n", &save));) {
+        char *eq = strchr(line, '=');
+        if (!eq)
+            goto done;
+        *eq = 0;
+        if (eng_config_overrides_set(&m->overrides, line, eq + 1, NULL))
+            goto done;
+    }
+    rc = 0;
+done:
+    if (rc)
+        eng_config_overrides_clear(&m->overrides);
+    free(copy);
+    return rc;
+}
+
+eng_meta_codec ts_line_codec(void)
+{
+    return (eng_meta_codec){.encode = line_encode, .decode = line_decode};
 }

@@ -8,6 +8,8 @@
 #ifndef TEST_SUPPORT_H
 #define TEST_SUPPORT_H
 
+#include "eng_manager.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,5 +30,10 @@ int ts_read_file(const char *path, uint8_t **out, size_t *len);
 
 /* Size of a file, or -1. */
 long long ts_file_size(const char *path);
+
+/* A line-based topic-metadata codec ("name\npartitions\ntopic_id\ncreated\n"
+ * then "key=value" lines) for suites that run an eng_manager without the
+ * service's JSON codec: the engine itself speaks no JSON. */
+eng_meta_codec ts_line_codec(void);
 
 #endif

@@ -41,60 +41,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- a stand-in metadata codec ("name\npartitions\nid\ncreated\nk=v...") -- */
-
-static int codec_encode(const eng_topic_meta *m, char **out, size_t *len, void *ctx)
-{
-    (void)ctx;
-    size_t cap = 512;
-    for (int i = 0; i < ENG_CFG_COUNT; i++)
-        if (m->overrides.text[i])
-            cap += strlen(m->overrides.text[i]) + 64;
-    char *buf = malloc(cap);
-    if (!buf)
-        return -ENOMEM;
-    size_t n = (size_t)snprintf(buf, cap, "%s\n%d\n%s\n%lld\n", m->name, (int)m->partitions,
-                                m->topic_id, (long long)m->created_ms);
-    for (int i = 0; i < ENG_CFG_COUNT; i++)
-        if (m->overrides.text[i])
-            n += (size_t)snprintf(buf + n, cap - n, "%s=%s\n",
-                                  eng_config_def_at((eng_config_id)i)->name, m->overrides.text[i]);
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
-static int codec_decode(const char *buf, size_t len, eng_topic_meta *m, void *ctx)
-{
-    (void)ctx;
-    char *copy = strndup(buf, len), *save = NULL;
-    if (!copy)
-        return -ENOMEM;
-    int rc = ENG_ECORRUPT;
-    char *name = strtok_r(copy, "\n", &save), *parts = strtok_r(NULL, "\n", &save);
-    char *id = strtok_r(NULL, "\n", &save), *created = strtok_r(NULL, "\n", &save);
-    if (!name || !parts || !id || !created || strlen(name) > ENG_TOPIC_NAME_MAX || strlen(id) > 22)
-        goto done;
-    snprintf(m->name, sizeof m->name, "%s", name);
-    m->partitions = atoi(parts);
-    snprintf(m->topic_id, sizeof m->topic_id, "%s", id);
-    m->created_ms = atoll(created);
-    for (char *line; (line = strtok_r(NULL, "\n", &save));) {
-        char *eq = strchr(line, '=');
-        if (!eq)
-            goto done;
-        *eq = 0;
-        if (eng_config_overrides_set(&m->overrides, line, eq + 1, NULL))
-            goto done;
-    }
-    rc = 0;
-done:
-    if (rc)
-        eng_config_overrides_clear(&m->overrides);
-    free(copy);
-    return rc;
-}
-
 /* ---- fixture -------------------------------------------------------------- */
 
 typedef struct fixture {
@@ -133,7 +79,7 @@ static int setup(void **state)
     snprintf(f->data, sizeof f->data, "%s/data", f->tmp);
     f->opts.log_dir = f->data;
     eng_config_defaults_init(&f->opts.defaults);
-    f->opts.codec = (eng_meta_codec){.encode = codec_encode, .decode = codec_decode};
+    f->opts.codec = ts_line_codec();
     eng_jobs_opts_default(&f->opts.jobs);
     eng_cleaner_opts_default(&f->copts);
     f->copts.backoff_ms = 20;

@@ -43,39 +43,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #define HEAP_BYTES() ((size_t)0)
 #endif
 
-typedef struct fixture {
-    char *tmp;
-    char dir[512];
-    eng_config cfg;
-    cu_trash trash;
-    eng_offset_map *map;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || !(f->tmp = ts_tmpdir()))
-        return -1;
-    snprintf(f->dir, sizeof f->dir, "%s/kv-0", f->tmp);
-    f->cfg = cu_compact_config();
-    pthread_mutex_init(&f->trash.mu, NULL);
-    if (eng_offset_map_new(1 << 20, 0.9, &f->map))
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    cu_trash_free(&f->trash);
-    pthread_mutex_destroy(&f->trash.mu);
-    eng_offset_map_free(f->map);
-    ts_rmtree(f->tmp);
-    free(f->tmp);
-    free(f);
-    return 0;
-}
+typedef cu_fixture fixture;
 
 static const uint8_t *K(const char *s)
 {
@@ -606,11 +574,11 @@ int main(void)
         cmocka_unit_test(test_offset_map),
         cmocka_unit_test(test_offset_map_tiny),
         cmocka_unit_test(test_offset_map_fixed_memory),
-        cmocka_unit_test_setup_teardown(test_vector_first_clean, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_vector_empty_header, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_filter_rules, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_filter_compressed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_textbook, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_vector_first_clean, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_vector_empty_header, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_filter_rules, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_filter_compressed, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_textbook, cu_setup, cu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,39 +34,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-typedef struct fixture {
-    char *tmp;
-    char dir[512];
-    eng_config cfg;
-    cu_trash trash;
-    eng_offset_map *map;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || !(f->tmp = ts_tmpdir()))
-        return -1;
-    snprintf(f->dir, sizeof f->dir, "%s/kv-0", f->tmp);
-    f->cfg = cu_compact_config();
-    pthread_mutex_init(&f->trash.mu, NULL);
-    if (eng_offset_map_new(1 << 20, 0.9, &f->map))
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    cu_trash_free(&f->trash);
-    pthread_mutex_destroy(&f->trash.mu);
-    eng_offset_map_free(f->map);
-    ts_rmtree(f->tmp);
-    free(f->tmp);
-    free(f);
-    return 0;
-}
+typedef cu_fixture fixture;
 
 /* ---- (f) the swap, files and indexes ------------------------------------ */
 
@@ -533,10 +501,10 @@ static void test_clean_range(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_swap_files_indexes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_corrupt_sealed_segment, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_refusals_busy_dry_run, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_clean_range, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_swap_files_indexes, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_sealed_segment, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_refusals_busy_dry_run, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_clean_range, cu_setup, cu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,7 @@
  * the next open.
  *
  * The engine does not speak JSON: service/ installs the real codec.  Here a
- * tiny line-based codec stands in ("name\npartitions\ntopic_id\ncreated\n"
+ * tiny line-based codec (ts_line_codec, support.c) stands in ("name\npartitions\ntopic_id\ncreated\n"
  * then "key=value" lines).
  */
 #include <stdarg.h>
@@ -32,60 +32,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* ---- a stand-in metadata codec ------------------------------------------ */
-
-static int codec_encode(const eng_topic_meta *m, char **out, size_t *len, void *ctx)
-{
-    (void)ctx;
-    size_t cap = 512;
-    for (int i = 0; i < ENG_CFG_COUNT; i++)
-        if (m->overrides.text[i])
-            cap += strlen(m->overrides.text[i]) + 64;
-    char *buf = malloc(cap);
-    if (!buf)
-        return -ENOMEM;
-    size_t n = (size_t)snprintf(buf, cap, "%s\n%d\n%s\n%lld\n", m->name, (int)m->partitions,
-                                m->topic_id, (long long)m->created_ms);
-    for (int i = 0; i < ENG_CFG_COUNT; i++)
-        if (m->overrides.text[i])
-            n += (size_t)snprintf(buf + n, cap - n, "%s=%s\n",
-                                  eng_config_def_at((eng_config_id)i)->name, m->overrides.text[i]);
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
-static int codec_decode(const char *buf, size_t len, eng_topic_meta *m, void *ctx)
-{
-    (void)ctx;
-    char *copy = strndup(buf, len), *save = NULL;
-    if (!copy)
-        return -ENOMEM;
-    int rc = ENG_ECORRUPT;
-    char *name = strtok_r(copy, "\n", &save), *parts = strtok_r(NULL, "\n", &save);
-    char *id = strtok_r(NULL, "\n", &save), *created = strtok_r(NULL, "\n", &save);
-    if (!name || !parts || !id || !created || strlen(name) > ENG_TOPIC_NAME_MAX || strlen(id) > 22)
-        goto done;
-    snprintf(m->name, sizeof m->name, "%s", name);
-    m->partitions = atoi(parts);
-    snprintf(m->topic_id, sizeof m->topic_id, "%s", id);
-    m->created_ms = atoll(created);
-    for (char *line; (line = strtok_r(NULL, "\n", &save));) {
-        char *eq = strchr(line, '=');
-        if (!eq)
-            goto done;
-        *eq = 0;
-        if (eng_config_overrides_set(&m->overrides, line, eq + 1, NULL))
-            goto done;
-    }
-    rc = 0;
-done:
-    if (rc)
-        eng_config_overrides_clear(&m->overrides);
-    free(copy);
-    return rc;
-}
 
 /* ---- fixture: a data dir and a log sink --------------------------------- */
 
@@ -115,7 +61,7 @@ static int setup(void **state)
     snprintf(f->data, sizeof f->data, "%s/data", f->tmp);
     f->opts.log_dir = f->data;
     eng_config_defaults_init(&f->opts.defaults);
-    f->opts.codec = (eng_meta_codec){.encode = codec_encode, .decode = codec_decode};
+    f->opts.codec = ts_line_codec();
     pthread_mutex_init(&f->mu, NULL);
     eng_logger_set_sink(sink, f, ENG_LOG_INFO);
     *state = f;
@@ -290,7 +236,7 @@ static void test_create_list_describe_grow(void **state)
     size_t len;
     assert_int_equal(ts_read_file(path, &raw, &len), 0);
     eng_topic_meta meta = {0};
-    assert_int_equal(codec_decode((char *)raw, len, &meta, NULL), 0);
+    assert_int_equal(ts_line_codec().decode((char *)raw, len, &meta, NULL), 0);
     free(raw);
     assert_string_equal(meta.name, "orders");
     assert_int_equal(meta.partitions, 3);
@@ -320,7 +266,7 @@ static void test_create_list_describe_grow(void **state)
     eng_topic_desc_clear(&d);
     snprintf(path, sizeof path, "%s/meta/orders.json", f->data);
     assert_int_equal(ts_read_file(path, &raw, &len), 0);
-    assert_int_equal(codec_decode((char *)raw, len, &meta, NULL), 0);
+    assert_int_equal(ts_line_codec().decode((char *)raw, len, &meta, NULL), 0);
     free(raw);
     assert_int_equal(meta.partitions, 5);
     eng_config_overrides_clear(&meta.overrides);
