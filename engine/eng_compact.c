@@ -24,6 +24,8 @@
 #include <time.h>
 
 #define DEFAULT_IO_BUFFER (256u << 10)
+/* Keys hashed and prefetched ahead of their map probes. */
+#define MAP_CHUNK 16
 
 /* ---- the cleanable range ----------------------------------------------- */
 
@@ -210,28 +212,42 @@ int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
     size_t nkept = 0;
     bool kept_tombstone = false;
     eng_record_iter it;
-    eng_record r;
     eng_record_iter_init(&it, h, recs, len);
-    while ((rc = eng_record_iter_next(&it, &r)) == 1) {
-        bool keep;
-        if (r.offset > latest) {
-            keep = true;
-        } else if (!r.key) {
-            keep = false;
-            c->keyless_removed++;
-        } else {
-            int64_t found = eng_offset_map_get(map, r.key, (size_t)r.key_len);
-            keep = r.offset >= found && (r.value || tombstones_live);
-            if (!keep && !r.value && r.offset >= found)
-                c->tombstones_removed++;
+    do {
+        /* Hash a chunk of keys and prefetch their slots before the first
+         * lookup, so the map's cache misses overlap. */
+        eng_record chunk[MAP_CHUNK];
+        eng_key_hash hash[MAP_CHUNK];
+        size_t n = 0;
+        while (n < MAP_CHUNK && (rc = eng_record_iter_next(&it, &chunk[n])) == 1) {
+            if (chunk[n].key && chunk[n].offset <= latest) {
+                eng_offset_map_hash(map, chunk[n].key, (size_t)chunk[n].key_len, &hash[n]);
+                eng_offset_map_prefetch(map, &hash[n]);
+            }
+            n++;
         }
-        if (keep) {
-            kept[nkept++] = r;
-            kept_tombstone |= !r.value;
-        } else {
-            c->removed++;
+        for (size_t k = 0; k < n; k++) {
+            const eng_record *r = &chunk[k];
+            bool keep;
+            if (r->offset > latest) {
+                keep = true;
+            } else if (!r->key) {
+                keep = false;
+                c->keyless_removed++;
+            } else {
+                int64_t found = eng_offset_map_get_hashed(map, &hash[k]);
+                keep = r->offset >= found && (r->value || tombstones_live);
+                if (!keep && !r->value && r->offset >= found)
+                    c->tombstones_removed++;
+            }
+            if (keep) {
+                kept[nkept++] = *r;
+                kept_tombstone |= !r->value;
+            } else {
+                c->removed++;
+            }
         }
-    }
+    } while (rc == 1);
     if (rc < 0)
         goto done;
     rc = 0;
@@ -295,6 +311,37 @@ static bool aborted(const round *rd)
     return rd->o->abort && atomic_load(rd->o->abort);
 }
 
+/* Maps the keyed records at or past `start`, in order, a chunk of hashes and
+ * prefetches ahead of the puts; sets *full and stops at the first that
+ * does not fit.  Returns 0 or the iterator's error. */
+static int map_records(eng_offset_map *map, const eng_batch_header *h, const uint8_t *recs,
+                       size_t len, int64_t start, bool *full)
+{
+    eng_record_iter it;
+    eng_record_iter_init(&it, h, recs, len);
+    int rc = 0;
+    do {
+        eng_record r;
+        eng_key_hash hash[MAP_CHUNK];
+        int64_t offset[MAP_CHUNK];
+        size_t n = 0;
+        while (n < MAP_CHUNK && (rc = eng_record_iter_next(&it, &r)) == 1) {
+            if (!r.key || r.offset < start)
+                continue;
+            eng_offset_map_hash(map, r.key, (size_t)r.key_len, &hash[n]);
+            eng_offset_map_prefetch(map, &hash[n]);
+            offset[n++] = r.offset;
+        }
+        for (size_t k = 0; k < n; k++) {
+            if (!eng_offset_map_put_hashed(map, &hash[k], offset[k])) {
+                *full = true;
+                return 0;
+            }
+        }
+    } while (rc == 1);
+    return rc;
+}
+
 /* Fills the offset map from [first_dirty, first_uncleanable). */
 static int build_map(round *rd, const eng_segview *v)
 {
@@ -334,17 +381,7 @@ static int build_map(round *rd, const eng_segview *v)
                 size_t len;
                 if ((rc = eng_batch_plain_records(bytes, &b.header, &rd->scratch, &recs, &len)))
                     break;
-                eng_record_iter it;
-                eng_record r;
-                eng_record_iter_init(&it, &b.header, recs, len);
-                while ((rc = eng_record_iter_next(&it, &r)) == 1) {
-                    if (!r.key || r.offset < start)
-                        continue;
-                    if (!eng_offset_map_put(map, r.key, (size_t)r.key_len, r.offset)) {
-                        full = true;
-                        break;
-                    }
-                }
+                rc = map_records(map, &b.header, recs, len, start, &full);
                 if (rc < 0)
                     break;
                 rc = 0;

@@ -4,7 +4,8 @@
  * swap, refusals and the cleanable range; test_compact_model.c the
  * model-based, multi-round and concurrent-reader cases.
  *
- *   - eng_offset_map: put/get/overwrite, latest offset, capacity = slots x
+ *   - eng_offset_map: put/get/overwrite, latest offset, probing on full
+ *     tables, huge-page tables, capacity = slots x
  *     load factor (put refuses a new key when full, still updates an old
  *     one), clear, byte keys, memory fixed whatever the key sizes (10 KB
  *     keys, measured with ASan's allocator statistics), maps smaller than
@@ -122,6 +123,70 @@ static void test_offset_map_tiny(void **state)
         assert_int_equal(eng_offset_map_get(m, K("a"), 1), 7);
         eng_offset_map_free(m);
     }
+}
+
+/* Full maps of several sizes: every key is found, absent keys end their probe
+ * (past the 13 hash windows into the linear steps on small tables), and the
+ * hashed entry points agree with the plain ones. */
+static void test_offset_map_probing(void **state)
+{
+    (void)state;
+    size_t slots[] = {3, 10, 257, 4099};
+    for (size_t s = 0; s < sizeof slots / sizeof *slots; s++) {
+        eng_offset_map *m;
+        assert_int_equal(eng_offset_map_new(slots[s] * 24, 0.9, &m), 0);
+        size_t max = eng_offset_map_max_entries(m);
+        char key[32];
+        for (size_t i = 0; i < max; i++) {
+            int n = snprintf(key, sizeof key, "k%zu", i);
+            if (i % 2) {
+                assert_true(eng_offset_map_put(m, K(key), (size_t)n, (int64_t)i));
+            } else {
+                eng_key_hash h;
+                eng_offset_map_hash(m, K(key), (size_t)n, &h);
+                eng_offset_map_prefetch(m, &h);
+                assert_true(eng_offset_map_put_hashed(m, &h, (int64_t)i));
+            }
+        }
+        assert_true(eng_offset_map_full(m));
+        for (size_t i = 0; i < max; i++) {
+            int n = snprintf(key, sizeof key, "k%zu", i);
+            eng_key_hash h;
+            eng_offset_map_hash(m, K(key), (size_t)n, &h);
+            assert_int_equal(eng_offset_map_get_hashed(m, &h), (int64_t)i);
+            assert_int_equal(eng_offset_map_get(m, K(key), (size_t)n), (int64_t)i);
+        }
+        for (size_t i = 0; i < 100; i++) {
+            int n = snprintf(key, sizeof key, "absent%zu", i);
+            assert_int_equal(eng_offset_map_get(m, K(key), (size_t)n), -1);
+        }
+        eng_offset_map_free(m);
+    }
+}
+
+/* A table of several huge pages lives in its own mapping: it starts empty,
+ * and clear empties it between rounds. */
+static void test_offset_map_large(void **state)
+{
+    (void)state;
+    eng_offset_map *m;
+    assert_int_equal(eng_offset_map_new((size_t)5 << 20, 0.9, &m), 0);
+    assert_int_equal(eng_offset_map_slots(m), ((size_t)5 << 20) / 24);
+    char key[32];
+    for (int round = 0; round < 2; round++) {
+        eng_offset_map_clear(m);
+        for (int i = 0; i < 1000; i++) {
+            int n = snprintf(key, sizeof key, "k%d", i);
+            assert_int_equal(eng_offset_map_get(m, K(key), (size_t)n), -1);
+            assert_true(eng_offset_map_put(m, K(key), (size_t)n, round * 1000 + i));
+        }
+        assert_int_equal(eng_offset_map_size(m), 1000);
+        for (int i = 0; i < 1000; i++) {
+            int n = snprintf(key, sizeof key, "k%d", i);
+            assert_int_equal(eng_offset_map_get(m, K(key), (size_t)n), round * 1000 + i);
+        }
+    }
+    eng_offset_map_free(m);
 }
 
 static void test_offset_map_fixed_memory(void **state)
@@ -573,6 +638,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_offset_map),
         cmocka_unit_test(test_offset_map_tiny),
+        cmocka_unit_test(test_offset_map_probing),
+        cmocka_unit_test(test_offset_map_large),
         cmocka_unit_test(test_offset_map_fixed_memory),
         cmocka_unit_test_setup_teardown(test_vector_first_clean, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_vector_empty_header, cu_setup, cu_teardown),
