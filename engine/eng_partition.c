@@ -245,14 +245,19 @@ static void set_hw(eng_partition *p, int64_t hw)
 
 /* ---- flushing ----------------------------------------------------------- */
 
-/* fsyncs every segment that may hold data at or after `from`. */
-static int sync_from(eng_partition *p, int64_t from)
+/* fsyncs every segment that may hold data at or after `from`.  With
+ * data_only the active (last) segment's indexes are left out: an append is
+ * durable once its bytes are, startup recovery rebuilds the indexes of the
+ * segment holding the recovery point, and a roll syncs a segment's indexes
+ * before it stops being the last one (see eng__partition_roll_locked). */
+static int sync_from(eng_partition *p, int64_t from, bool data_only)
 {
     eng_segview *v = eng__segview_acquire(p);
     ssize_t i = eng__segview_floor(v, from);
     int rc = 0;
     for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n && !rc; k++)
-        rc = eng_segment_sync(v->segs[k]);
+        rc = data_only && k == v->n - 1 ? eng_segment_sync_data(v->segs[k])
+                                        : eng_segment_sync(v->segs[k]);
     eng__segview_release(v);
     return rc;
 }
@@ -276,8 +281,10 @@ static int offline_code(const eng_partition *p, int rc)
 }
 
 /* Waits until everything below `upto` is on disk, running the flush itself
- * when no other appender is.  Returns the fsync error, if any. */
-static int flush_upto(eng_partition *p, int64_t upto)
+ * when no other appender is; data_only (acknowledging appends) leaves the
+ * active segment's indexes to later flushes.  Returns the fsync error, if
+ * any. */
+static int flush_upto(eng_partition *p, int64_t upto, bool data_only)
 {
     int rc = 0;
     pthread_mutex_lock(&p->flush_lock);
@@ -293,7 +300,7 @@ static int flush_upto(eng_partition *p, int64_t upto)
         rc = ENG_FAULT("partition.fsync");
         if (!rc) {
             int64_t t0 = eng_mono_us();
-            rc = sync_from(p, from);
+            rc = sync_from(p, from, data_only);
             eng_stats_fsync(eng_mono_us() - t0);
         }
         pthread_mutex_lock(&p->flush_lock);
@@ -317,7 +324,7 @@ static int flush_upto(eng_partition *p, int64_t upto)
 
 int eng_partition_flush_upto(eng_partition *p, int64_t offset)
 {
-    return flush_upto(p, offset);
+    return flush_upto(p, offset, false);
 }
 
 int64_t eng_partition_ms_since_flush(const eng_partition *p)
@@ -353,7 +360,7 @@ void eng_partition_when_durable(eng_partition *p, int64_t upto, eng_durable_cb c
         if (!nw) {
             pthread_mutex_unlock(&p->flush_lock);
             /* No room to wait: flush here and answer. */
-            int rc = flush_upto(p, upto);
+            int rc = flush_upto(p, upto, true);
             if (!rc)
                 set_hw(p, upto);
             cb(ctx, rc);
@@ -390,7 +397,7 @@ void eng_partition_commit(eng_partition *p)
         p->commit_queued = true; /* this thread is on it: new waiters need no kick */
         pthread_mutex_unlock(&p->flush_lock);
 
-        int rc = flush_upto(p, target);
+        int rc = flush_upto(p, target, true);
         int64_t done = rc ? INT64_MAX : target;
         if (!rc)
             set_hw(p, target);
@@ -419,7 +426,7 @@ int eng_partition_flush(eng_partition *p)
     pthread_mutex_lock(&p->append_lock);
     p->unflushed_records = 0;
     pthread_mutex_unlock(&p->append_lock);
-    int rc = flush_upto(p, leo);
+    int rc = flush_upto(p, leo, false);
     if (!rc)
         set_hw(p, leo);
     return rc;
@@ -448,6 +455,19 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
     if (rc)
         ENG_WARN("%s-%d: sealing segment %020lld: %s", p->topic, p->id,
                  (long long)eng_segment_base(active), eng_strerror(rc));
+    /* Appends' fsyncs skip the active segment's indexes (sync_from); once it
+     * is no longer last, the recovery point may pass it and startup would
+     * trust its indexes, so they go to disk now.  A failure here is the
+     * append path's fsync failing: the dir goes offline. */
+    rc = ENG_FAULT("roll.index_sync");
+    if (!rc)
+        rc = eng_segment_sync_indexes(active);
+    if (rc) {
+        take_offline(p, rc, "index fsync at roll");
+        /* The new segment stays on disk, empty: startup loads it as such. */
+        eng_segment_unref(seg);
+        return offline_code(p, rc);
+    }
     eng_segment **segs = malloc((v->n + 1) * sizeof *segs);
     eng_segview *nv = NULL;
     if (segs) {
@@ -554,7 +574,7 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         res->durable_pending = true;
         res->durable_upto = last + 1;
     } else if (must_flush) {
-        rc = flush_upto(p, last + 1);
+        rc = flush_upto(p, last + 1, true);
         if (rc) {
             eng__append_plan_free(&plan);
             return eng_fail(err, offline_code(p, rc), "fsync of %s-%d failed: %s", p->topic,

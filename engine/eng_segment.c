@@ -586,10 +586,13 @@ int eng_segment_seal(eng_segment *s)
     return 0;
 }
 
-int eng_segment_sync(eng_segment *s)
+int eng_segment_sync_data(eng_segment *s)
 {
-    if (fdatasync(s->log_fd) < 0)
-        return -errno;
+    return fdatasync(s->log_fd) < 0 ? -errno : 0;
+}
+
+int eng_segment_sync_indexes(eng_segment *s)
+{
     eng_index *oi = atomic_load(&s->oidx), *ti = atomic_load(&s->tidx);
     int rc = 0;
     if (oi && (rc = eng_index_sync(oi)))
@@ -597,6 +600,12 @@ int eng_segment_sync(eng_segment *s)
     if (ti && (rc = eng_index_sync(ti)))
         return rc;
     return 0;
+}
+
+int eng_segment_sync(eng_segment *s)
+{
+    int rc = eng_segment_sync_data(s);
+    return rc ? rc : eng_segment_sync_indexes(s);
 }
 
 typedef struct find_ctx {

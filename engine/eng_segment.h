@@ -110,6 +110,10 @@ int eng_segment_seal(eng_segment *s);
 
 /* fdatasync of the .log and both indexes. */
 int eng_segment_sync(eng_segment *s);
+/* fdatasyncs the .log alone (appends are durable once their bytes are). */
+int eng_segment_sync_data(eng_segment *s);
+/* fdatasyncs the indexes that changed since their last sync. */
+int eng_segment_sync_indexes(eng_segment *s);
 
 /* Finds the first batch whose last offset >= target, scanning headers from
  * the index entry at or below target; stops at limit bytes.  Returns

@@ -26,7 +26,8 @@
 #                      100,000 keys: Kafka's default 1 GiB segments with the 128 MiB (default)
 #                      and 4 MiB dedupe buffers, and 1 MiB segments; vs read() of the same files
 #
-# BENCH_SECONDS (default 5) sets the length of each measurement.
+# BENCH_SECONDS (default 5) sets the length of each measurement; HTTP_THREADS,
+# when set, overrides logstore's http.threads.
 set -u
 cd "$(dirname "$0")/../.."
 B=build/rel/tests/bench
@@ -65,7 +66,8 @@ wait_port() { # wait_port <port>: true once something accepts connections on it
 start_logstore() { # start_logstore <port> <extra --set args...>
     local port=$1; shift
     ./build/logstore --set log.dirs="$work/data-$port" --set listeners=http://127.0.0.1:$port \
-        --set log.level=WARN "$@" >"$work/logstore-$port.log" 2>&1 &
+        --set log.level=WARN ${HTTP_THREADS:+--set http.threads=$HTTP_THREADS} "$@" \
+        >"$work/logstore-$port.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 200); do
         curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null && return 0

@@ -26,6 +26,8 @@
  *   retention.after_start_offset  the start offset is only as durable as its
  *                           checkpoint (see the test)
  *   roll.after_create       both segments load, the unsealed one recovered
+ *   roll.index_sync         eio: the append that rolls fails 503, the dir
+ *                           offline, the empty new segment loads at restart
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -391,6 +393,17 @@ static void test_fsync_eio(void **state)
 {
     (void)state;
     offline_after("partition.fsync=eio@5", DURABLE);
+}
+
+/* Appends' fsyncs leave the active segment's indexes to the roll, which
+ * syncs them before the segment stops being last; when that fails the dir
+ * goes offline like a failed append fsync.  Here every append after the
+ * first rolls, so the fifth meets the fourth roll. */
+static void test_roll_index_sync_eio(void **state)
+{
+    (void)state;
+    offline_after("roll.index_sync=eio@4",
+                  "{\"segment.index.bytes\":\"12\",\"index.interval.bytes\":\"1\",\"flush.messages\":\"1\"}");
 }
 
 /* exit after the whole batch was written (before its index entry or its
@@ -796,6 +809,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_append_index_exit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_index_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_eio, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_roll_index_sync_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_exit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_before_swap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_after_swap, setup, teardown),
