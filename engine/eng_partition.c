@@ -115,11 +115,15 @@ int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_
     p->dir_offline = pp->dir_offline;
     p->ev = pp->events;
     atomic_init(&p->refs, 1);
-    pthread_mutex_init(&p->append_lock, NULL);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&p->append_lock, &ma);
     pthread_mutex_init(&p->view_lock, NULL);
     pthread_mutex_init(&p->cfg_lock, NULL);
     pthread_mutex_init(&p->maint_lock, NULL);
-    pthread_mutex_init(&p->flush_lock, NULL);
+    pthread_mutex_init(&p->flush_lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     pthread_cond_init(&p->flush_cond, NULL);
     atomic_init(&p->last_flush_ms, eng_mono_ms());
     if ((rc = eng__partition_load(p, pp, st)))
