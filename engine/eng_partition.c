@@ -461,17 +461,10 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
                  (long long)eng_segment_base(active), eng_strerror(rc));
     /* Appends' fsyncs skip the active segment's indexes (sync_from); once it
      * is no longer last, the recovery point may pass it and startup would
-     * trust its indexes, so they go to disk now.  A failure here is the
-     * append path's fsync failing: the dir goes offline. */
-    rc = ENG_FAULT("roll.index_sync");
-    if (!rc)
-        rc = eng_segment_sync_indexes(active);
-    if (rc) {
-        take_offline(p, rc, "index fsync at roll");
-        /* The new segment stays on disk, empty: startup loads it as such. */
-        eng_segment_unref(seg);
-        return offline_code(p, rc);
-    }
+     * trust its indexes, so they go to disk now. */
+    int sync_rc = ENG_FAULT("roll.index_sync");
+    if (!sync_rc)
+        sync_rc = eng_segment_sync_indexes(active);
     eng_segment **segs = malloc((v->n + 1) * sizeof *segs);
     eng_segview *nv = NULL;
     if (segs) {
@@ -488,6 +481,15 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
               (int)why);
     if (p->ev.on_roll)
         p->ev.on_roll(p, active, new_base, p->ev.ctx);
+    if (sync_rc) {
+        /* The roll stands (the sealed segment must take no more appends),
+         * but no append may be acknowledged past indexes that are not on
+         * disk: the dir goes offline, even on a full disk. */
+        if (p->dir_offline && !atomic_exchange(p->dir_offline, 1))
+            ENG_ERROR("%s-%d: index fsync at roll failed (%s); taking the log dir offline",
+                      p->topic, p->id, eng_strerror(sync_rc));
+        return p->dir_offline ? ENG_EOFFLINE : sync_rc;
+    }
     return 0;
 }
 

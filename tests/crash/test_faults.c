@@ -26,8 +26,8 @@
  *   retention.after_start_offset  the start offset is only as durable as its
  *                           checkpoint (see the test)
  *   roll.after_create       both segments load, the unsealed one recovered
- *   roll.index_sync         eio: the append that rolls fails 503, the dir
- *                           offline, the empty new segment loads at restart
+ *   roll.index_sync         eio and enospc: the append that rolls fails 503,
+ *                           the dir offline, the new segment loads at restart
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -397,13 +397,23 @@ static void test_fsync_eio(void **state)
 
 /* Appends' fsyncs leave the active segment's indexes to the roll, which
  * syncs them before the segment stops being last; when that fails the dir
- * goes offline like a failed append fsync.  Here every append after the
- * first rolls, so the fifth meets the fourth roll. */
+ * goes offline like a failed append fsync, even on a full disk (the
+ * recovery point must not pass indexes that are not on disk).  Here the
+ * index holds one entry, so every append after the first rolls and the
+ * fifth meets the fourth roll. */
+#define ROLLS_EVERY_APPEND \
+    "{\"segment.index.bytes\":\"12\",\"index.interval.bytes\":\"1\",\"flush.messages\":\"1\"}"
+
 static void test_roll_index_sync_eio(void **state)
 {
     (void)state;
-    offline_after("roll.index_sync=eio@4",
-                  "{\"segment.index.bytes\":\"12\",\"index.interval.bytes\":\"1\",\"flush.messages\":\"1\"}");
+    offline_after("roll.index_sync=eio@4", ROLLS_EVERY_APPEND);
+}
+
+static void test_roll_index_sync_enospc(void **state)
+{
+    (void)state;
+    offline_after("roll.index_sync=enospc@4", ROLLS_EVERY_APPEND);
 }
 
 /* exit after the whole batch was written (before its index entry or its
@@ -810,6 +820,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_append_index_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_index_sync_eio, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_roll_index_sync_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_exit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_before_swap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_after_swap, setup, teardown),
