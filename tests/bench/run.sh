@@ -38,6 +38,9 @@ pids=()
 stop_servers() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     pids=()
+    # A group's logs go with it: their dirty pages would otherwise be written
+    # back during the next group and count against it.
+    rm -rf "$work"/data-*
 }
 cleanup() {
     stop_servers
