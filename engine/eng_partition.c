@@ -126,6 +126,7 @@ int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_
     pthread_mutexattr_destroy(&ma);
     pthread_cond_init(&p->flush_cond, NULL);
     atomic_init(&p->last_flush_ms, eng_mono_ms());
+    atomic_init(&p->index_sync_owed, false);
     if ((rc = eng__partition_load(p, pp, st)))
         goto fail_locks;
     p->flushed_offset = atomic_load(&p->recovery_point);
@@ -256,6 +257,10 @@ static void set_hw(eng_partition *p, int64_t hw)
  * before it stops being the last one (see eng__partition_roll_locked). */
 static int sync_from(eng_partition *p, int64_t from, bool data_only)
 {
+    /* Before the view is taken: a roll after this point syncs the segment
+     * skipped below, and one before it left that segment non-last here. */
+    if (data_only)
+        atomic_store(&p->index_sync_owed, true);
     eng_segview *v = eng__segview_acquire(p);
     ssize_t i = eng__segview_floor(v, from);
     int rc = 0;
@@ -459,12 +464,17 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
     if (rc)
         ENG_WARN("%s-%d: sealing segment %020lld: %s", p->topic, p->id,
                  (long long)eng_segment_base(active), eng_strerror(rc));
-    /* Appends' fsyncs skip the active segment's indexes (sync_from); once it
-     * is no longer last, the recovery point may pass it and startup would
-     * trust its indexes, so they go to disk now. */
-    int sync_rc = ENG_FAULT("roll.index_sync");
-    if (!sync_rc)
-        sync_rc = eng_segment_sync_indexes(active);
+    /* Appends' fsyncs may have skipped the active segment's indexes
+     * (sync_from); once it is no longer last, the recovery point may pass it
+     * and startup would trust its indexes, so they go to disk now.  Under
+     * the default flush policy no flush skips them and a roll costs no
+     * fsync, as in Kafka. */
+    int sync_rc = 0;
+    if (atomic_exchange(&p->index_sync_owed, false)) {
+        sync_rc = ENG_FAULT("roll.index_sync");
+        if (!sync_rc)
+            sync_rc = eng_segment_sync_indexes(active);
+    }
     eng_segment **segs = malloc((v->n + 1) * sizeof *segs);
     eng_segview *nv = NULL;
     if (segs) {

@@ -63,6 +63,9 @@ struct eng_partition {
     struct durable_waiter *waiters; /* asynchronous appenders (flush_lock) */
     size_t nwaiters, cap_waiters;
     int64_t flushed_offset;     /* everything below is fsync'd */
+    /* A data-only flush may have left the active segment's indexes unsynced:
+     * the next roll syncs them.  Set before such a flush takes its view. */
+    _Atomic bool index_sync_owed;
     int64_t unflushed_records;  /* appended since the last flush (append_lock) */
     _Atomic int64_t last_flush_ms; /* monotonic */
     _Atomic uint64_t appended_records, appended_bytes, read_records, read_bytes;

@@ -24,10 +24,12 @@
 #include "eng_config.h"
 #include "eng_endian.h"
 #include "eng_error.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_partition.h"
 #include "support.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -914,6 +916,42 @@ static void test_flush_messages_one(void **state)
     eng_partition_unref(p);
 }
 
+/* Appends' fsyncs (flush.messages) leave the active segment's indexes to the
+ * next roll; a roll under the default policy owes no fsync.  The fault point
+ * inside the roll's index sync tells whether the roll ran it. */
+static void test_roll_syncs_indexes_only_when_owed(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    int64_t base;
+    eng_fault_set("roll.index_sync=eio");
+    /* Default policy: nothing skipped, the roll runs no index sync. */
+    append_ok(p, 0, 10, T0, 50);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 10);
+    /* flush.messages=1: the append's fsync skips the indexes, the roll owes
+     * them and reaches the fault. */
+    eng_config c;
+    eng_partition_get_config(p, &c);
+    c.v[ENG_CFG_FLUSH_MESSAGES].i = 1;
+    eng_partition_set_config(p, &c);
+    append_ok(p, 10, 10, T0 + 1, 50);
+    assert_int_equal(eng_partition_roll(p, &base), -EIO);
+    /* The roll stands all the same: the sealed segment is not last. */
+    eng_partition_info info;
+    eng_partition_info_get(p, &info);
+    assert_int_equal(info.segment_count, 3);
+    assert_int_equal(info.active_base_offset, 20);
+    /* Paid once: the next roll owes nothing until a flush skips again. */
+    eng_fault_set("roll.index_sync=eio");
+    c.v[ENG_CFG_FLUSH_MESSAGES].i = INT64_MAX;
+    eng_partition_set_config(p, &c);
+    append_ok(p, 20, 10, T0 + 2, 50);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    eng_fault_set(NULL);
+    eng_partition_unref(p);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -933,6 +971,7 @@ int main(void)
         T(test_reopen_unclean_preallocated),
         T(test_reopen_unclean_damaged_middle_segment),
         T(test_flush_messages_one),
+        T(test_roll_syncs_indexes_only_when_owed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
