@@ -152,11 +152,9 @@ static const token *find(const api_auth *a, const char *presented)
     return found;
 }
 
-bool api_auth_check(const api_auth *a, const api_request *req, const api_route *r,
-                    const api_params *params, api_response *resp)
+/* The request's valid token, or NULL with a 401 in resp. */
+static const token *authenticate(const api_auth *a, const api_request *req, api_response *resp)
 {
-    if (!a || r->role == API_ROLE_NONE)
-        return true;
     const char *h = api_header(req, "Authorization");
     const char *presented = NULL;
     if (h && strncasecmp(h, "Bearer ", 7) == 0) {
@@ -169,8 +167,23 @@ bool api_auth_check(const api_auth *a, const api_request *req, const api_route *
         api_error(resp, req, "unauthorized", NULL,
                   presented ? "the bearer token is not valid" : "a bearer token is required");
         api_resp_header(resp, "WWW-Authenticate", "Bearer realm=\"logstore\"");
-        return false;
     }
+    return t;
+}
+
+bool api_auth_known(const api_auth *a, const api_request *req, api_response *resp)
+{
+    return !a || authenticate(a, req, resp) != NULL;
+}
+
+bool api_auth_check(const api_auth *a, const api_request *req, const api_route *r,
+                    const api_params *params, api_response *resp)
+{
+    if (!a || r->role == API_ROLE_NONE)
+        return true;
+    const token *t = authenticate(a, req, resp);
+    if (!t)
+        return false;
     unsigned need = r->role == API_ROLE_ADMIN ? ROLE_ADMIN : r->role == API_ROLE_WRITE ? ROLE_WRITE
                                                                                       : ROLE_READ;
     static const char *const names[] = {"", "read", "write", "admin"};

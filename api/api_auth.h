@@ -35,6 +35,12 @@ size_t api_auth_count(const api_auth *a);
 /* SHA-256 of token as 64 lowercase hex digits (what the file stores). */
 void api_auth_hash(const char *token, char out[65]);
 
+/* True if auth is off or req presents a valid token (any role); otherwise
+ * fills resp with the 401.  Answers that come before a route's own check
+ * (no such route, a body over the limit) ask this first, so that a client
+ * without a token learns nothing of which routes exist. */
+bool api_auth_known(const api_auth *a, const api_request *req, api_response *resp);
+
 /* True if req may use route r; otherwise fills resp (401/403). */
 bool api_auth_check(const api_auth *a, const api_request *req, const api_route *r,
                     const api_params *params, api_response *resp);

@@ -126,7 +126,9 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
     const api_route *r = api_route_match(req->method, req->path, &params, &known, allow, sizeof allow);
     resp->route = r ? (int)(r - routes) : -1;
     if (!r) {
-        if (known) {
+        if (!api_auth_known(ctx->auth, req, resp)) {
+            /* 401 already in resp */
+        } else if (known) {
             api_error(resp, req, "method_not_allowed", NULL, "%s is not allowed on %s (allowed: %s)",
                       req->method, req->path, allow);
             api_resp_header(resp, "Allow", allow);

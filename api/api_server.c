@@ -10,6 +10,7 @@
 #include "api_stream.h"
 #include "api_wait.h"
 
+#include "api_auth.h"
 #include "api_errors.h"
 #include "api_router.h"
 #include "eng_fs.h"
@@ -252,29 +253,54 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
 }
 
 /* Answers before reading the body (unknown route, oversized Content-Length). */
+/* The 413 for a body over the limit, or the 401 in its place when the route
+ * needs a token the request does not present. */
+static void too_large(api_server *s, const api_route *r, const api_request *req,
+                      api_response *resp, unsigned long long declared)
+{
+    if (r && r->role != API_ROLE_NONE && !api_auth_known(s->ctx->auth, req, resp))
+        return;
+    size_t max = s->ctx->limits.max_request_bytes;
+    json_t *details = json_pack("{s:I}", "max_bytes", (json_int_t)max);
+    if (declared)
+        api_error(resp, req, "request_too_large", details,
+                  "request body of %llu bytes is larger than http.max.request.bytes (%zu)",
+                  declared, max);
+    else
+        api_error(resp, req, "request_too_large", details,
+                  "request body is larger than http.max.request.bytes (%zu)", max);
+}
+
 static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *method,
                           const char *url, api_response *resp, api_request *req)
 {
     api_params params;
     bool known;
     char allow[64];
+    const api_route *r = api_route_match(method, url, &params, &known, allow, sizeof allow);
+    unsigned long long declared = 0;
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
         char *end;
         unsigned long long n = strtoull(cl, &end, 10);
-        if (*end == 0 && n > s->ctx->limits.max_request_bytes) {
-            api_error(resp, req, "request_too_large",
-                      json_pack("{s:I}", "max_bytes", (json_int_t)s->ctx->limits.max_request_bytes),
-                      "request body of %llu bytes is larger than http.max.request.bytes (%zu)", n,
-                      s->ctx->limits.max_request_bytes);
-            return true;
-        }
+        if (*end == 0 && n > s->ctx->limits.max_request_bytes)
+            declared = n;
     }
-    if (!api_route_match(method, url, &params, &known, allow, sizeof allow)) {
-        api_dispatch(s->ctx, req, resp); /* 404 / 405 with the usual body */
-        return true;
-    }
-    return false;
+    if (r && !declared)
+        return false;
+    /* Refused before the body: the headers still tell whether a token came. */
+    kv_list headers = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, collect_kv, &headers);
+    req->headers = headers.v;
+    req->nheaders = headers.n;
+    if (!r)
+        api_dispatch(s->ctx, req, resp); /* 401, or 404 / 405 with the usual body */
+    else
+        too_large(s, r, req, resp, declared);
+    free(headers.v);
+    req->headers = NULL;
+    req->nheaders = 0;
+    return true;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -355,10 +381,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     req.transport = &transport;
     api_response resp = {0};
     if (st->too_large) {
-        api_error(&resp, &req, "request_too_large",
-                  json_pack("{s:I}", "max_bytes", (json_int_t)s->ctx->limits.max_request_bytes),
-                  "request body is larger than http.max.request.bytes (%zu)",
-                  s->ctx->limits.max_request_bytes);
+        api_params params;
+        bool known;
+        char allow[64];
+        too_large(s, api_route_match(method, url, &params, &known, allow, sizeof allow), &req, &resp, 0);
         api_resp_header(&resp, "X-Request-Id", req.request_id);
     } else {
         api_dispatch(s->ctx, &req, &resp);

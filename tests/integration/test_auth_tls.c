@@ -114,7 +114,8 @@ static int auth_setup(void **state)
         return -1;
     char setting[400];
     snprintf(setting, sizeof setting, "auth.tokens.file=%s", file);
-    const char *const extra[] = {setting, "log.level=DEBUG", NULL};
+    /* A small body limit lets test_refusals_need_a_token cross it cheaply. */
+    const char *const extra[] = {setting, "log.level=DEBUG", "http.max.request.bytes=65536", NULL};
     return ls_start(A, extra);
 }
 
@@ -376,6 +377,42 @@ static void test_prefix_token(void **state)
     assert_int_equal(r.status, 200);
     assert_int_equal(ls_jint(&r, "log_end_offset"), 0);
     ls_resp_free(&r);
+}
+
+/* Answers that come before a route's own check (no such route, a method the
+ * path does not take, a body over the limit) still want a token: a client
+ * without one learns nothing of which routes exist. */
+static void test_refusals_need_a_token(void **state)
+{
+    (void)state;
+    const char *const paths[][2] = {{"GET", "/v1/nope"},
+                                    {"GET", "/v1/topics/orders/partitions/0/nope"},
+                                    {"DELETE", "/v1/topics"}};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        expect_401(A, NULL, paths[i][0], paths[i][1], NULL);
+        expect_401(A, BOGUS, paths[i][0], paths[i][1], NULL);
+    }
+    ls_resp r;
+    treq(A, TOKENS[T_READ], "GET", "/v1/nope", NULL, &r);
+    CHECK_ERR(r, 404, "route_not_found");
+    ls_resp_free(&r);
+    treq(A, TOKENS[T_WRITE], "DELETE", "/v1/topics", NULL, &r);
+    CHECK_ERR(r, 405, "method_not_allowed");
+    ls_resp_free(&r);
+    /* A body over http.max.request.bytes, refused on its Content-Length. */
+    size_t n = 70000;
+    char *big = malloc(n + 1);
+    assert_non_null(big);
+    memset(big, 'x', n);
+    big[n] = 0;
+    expect_401(A, NULL, "POST", "/v1/topics/orders/partitions/0/records", big);
+    expect_401(A, BOGUS, "POST", "/v1/topics/orders/partitions/0/records", big);
+    treq(A, TOKENS[T_WRITE], "POST", "/v1/topics/orders/partitions/0/records", big, &r);
+    CHECK_ERR(r, 413, "request_too_large");
+    ls_resp_free(&r);
+    free(big);
+    /* Open routes stay open whatever the body. */
+    assert_int_equal(tstatus(A, NULL, "GET", "/health/live", NULL), 200);
 }
 
 /* Last in the group: stops the auth server to read its whole log. */
@@ -675,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_hash_token_cli),
         cmocka_unit_test(test_route_walk),
         cmocka_unit_test(test_prefix_token),
+        cmocka_unit_test(test_refusals_need_a_token),
         cmocka_unit_test(test_tokens_never_logged),
         cmocka_unit_test(test_auth_off_is_logged),
         cmocka_unit_test(test_bad_tokens_file_refuses_start),
