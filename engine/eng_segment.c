@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -610,13 +611,24 @@ int eng_segment_sync(eng_segment *s)
 
 typedef struct find_ctx {
     int64_t target;
+    int64_t entry_offset; /* the index entry the scan starts from, -1 if none */
     eng_batch_pos found;
     bool ok;
+    bool entry_bad; /* the batch at the entry's position cannot hold its offset */
 } find_ctx;
 
 static int visit_find(const eng_batch_pos *b, void *ctx)
 {
     find_ctx *c = ctx;
+    if (c->entry_offset >= 0) {
+        /* An entry names the last offset of what was appended at its
+         * position, so the batch there starts at or below it. */
+        if (b->header.base_offset > c->entry_offset) {
+            c->entry_bad = true;
+            return 1;
+        }
+        c->entry_offset = -1;
+    }
     if (eng_batch_last_offset(&b->header) >= c->target) {
         c->found = *b;
         c->ok = true;
@@ -630,13 +642,26 @@ int eng_segment_find_batch(eng_segment *s, int64_t target, uint64_t limit, eng_b
     eng_index *oi = eng_segment_offset_index(s);
     if (!oi)
         return -EIO;
-    int64_t off;
-    uint32_t pos;
-    eng_offset_index_lookup(oi, target, &off, &pos);
+    int64_t off = -1;
+    uint32_t pos = 0;
+    if (!atomic_load(&s->index_distrusted))
+        eng_offset_index_lookup(oi, target, &off, &pos);
     if (pos >= limit)
         pos = 0;
-    find_ctx c = {.target = target};
+    find_ctx c = {.target = target, .entry_offset = pos ? off : -1};
     int rc = scan_from(s, pos, limit, visit_find, &c);
+    if (pos && (rc == ENG_ECORRUPT || c.entry_bad)) {
+        /* Fix: an entry shifted off its batch (it passes the load-time check
+         * while it still increases) made every read through it answer
+         * corrupt_record.  The segment is scanned from its start instead,
+         * and its index no longer used by this process. */
+        if (!atomic_exchange(&s->index_distrusted, true))
+            ENG_WARN("segment %020" PRId64 "%s: offset index entry %" PRId64 " at byte %u does not"
+                     " point at its batch; reading the segment by scanning it (delete its .index"
+                     " before a restart to have it rebuilt)", s->base, s->suffix, off, pos);
+        c = (find_ctx){.target = target, .entry_offset = -1};
+        rc = scan_from(s, 0, limit, visit_find, &c);
+    }
     if (rc < 0)
         return rc;
     if (!c.ok)

@@ -26,6 +26,7 @@ struct eng_segment {
     _Atomic(eng_index *) oidx;
     _Atomic(eng_index *) tidx;
     _Atomic bool active;
+    _Atomic bool index_distrusted; /* an entry pointed off a batch: scan instead */
     pthread_mutex_t lock;
     /* appender-only state */
     uint64_t bytes_since_index;

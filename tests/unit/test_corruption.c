@@ -20,6 +20,9 @@
  *     magic, batchLength, baseOffset): truncated at that batch, the later
  *     segment deleted, the damaged segment active; below the recovery
  *     point the segment is trusted (Kafka's rule) and not rescanned;
+ *   - offset-index entries moved into a batch, or one batch late, but still
+ *     increasing (they pass the load-time check): reads through them find
+ *     the right batch by scanning the segment;
  *   - batchLength fields 0x7fffffff, 0x80000000, -1, 10 at the tail and in a
  *     sealed segment: truncated there, and no huge allocation (the length is
  *     checked against the file first; ASan aborts any malloc > 64 MiB here);
@@ -409,6 +412,71 @@ static void test_bit_flip_below_recovery_point(void **state)
     eng_partition_unref(q);
 }
 
+/* Offset-index entries moved but still increasing pass the load-time check
+ * (Kafka's too).  A read through such an entry finds the batch that holds
+ * its offset anyway: the segment is scanned instead of the index used. */
+static void read_first_base(eng_partition *p, int64_t off, int64_t want_base)
+{
+    eng_fetch f;
+    eng_errdetail err = {0};
+    int rc = eng_partition_read(p, off, 1 << 20, &f, &err);
+    if (rc)
+        fail_msg("read at %lld: %s", (long long)off, eng_strerror(rc));
+    assert_true(f.len >= 8);
+    int64_t base = 0;
+    for (int i = 0; i < 8; i++)
+        base = base << 8 | f.data[i];
+    assert_int_equal(base, want_base);
+    assert_int_equal(f.next_offset, 3 * SEG1); /* the rest of segment 0 */
+    eng_fetch_free(&f);
+}
+
+static void set_entry_pos(int entry, uint64_t pos)
+{
+    uint8_t v[4] = {(uint8_t)(pos >> 24), (uint8_t)(pos >> 16), (uint8_t)(pos >> 8), (uint8_t)pos};
+    patch(0, ".index", (uint64_t)entry * 8 + 4, v, 4);
+}
+
+static void test_shifted_index_entries(void **state)
+{
+    (void)state;
+    /* Segment 0's index has an entry for each batch after the first: entry
+     * j names batch j+1 (last offset 3j+5, at g_bpos[j+1]). */
+    for (int row = 0; row < 2; row++) {
+        restore();
+        char path[1024];
+        seg_path(0, ".index", path, sizeof path);
+        int fd = open(path, O_RDONLY);
+        assert_true(fd >= 0);
+        uint8_t e[8];
+        assert_int_equal(pread(fd, e, 8, 8), 8);
+        close(fd);
+        assert_int_equal(e[3], 8); /* entry 1: offset 8 ... */
+        assert_int_equal((uint64_t)(e[4] << 24 | e[5] << 16 | e[6] << 8 | e[7]), g_bpos[2]); /* at batch 2 */
+        if (row == 0)
+            set_entry_pos(1, g_bpos[2] + 5); /* into the middle of batch 2 */
+        else {
+            /* entries 1 and 2 each one batch late (offset 8 at batch 3, which
+             * starts at 9), entry 3 into batch 4: still increasing */
+            set_entry_pos(1, g_bpos[3]);
+            set_entry_pos(2, g_bpos[4]);
+            set_entry_pos(3, g_bpos[4] + 1);
+        }
+        eng_load_stats st;
+        eng_partition *p = open_at(g_dir, true, 3 * NB, &st);
+        assert_int_equal(st.segments_recovered, 0); /* the index was trusted */
+        if (row == 0) {
+            read_first_base(p, 8, 6);
+            read_first_base(p, 10, 9);
+        } else {
+            read_first_base(p, 8, 6);
+            read_first_base(p, 7, 6);
+        }
+        read_first_base(p, 13, 12);
+        eng_partition_unref(p);
+    }
+}
+
 static void put_len(uint8_t *h, uint32_t len)
 {
     h[8] = (uint8_t)(len >> 24), h[9] = (uint8_t)(len >> 16), h[10] = (uint8_t)(len >> 8),
@@ -758,6 +826,7 @@ int main(void)
         cmocka_unit_test(test_garbage_and_zero_tails),
         cmocka_unit_test(test_bit_flip_in_sealed_segment),
         cmocka_unit_test(test_bit_flip_below_recovery_point),
+        cmocka_unit_test(test_shifted_index_entries),
         cmocka_unit_test(test_huge_and_negative_lengths),
         cmocka_unit_test(test_stray_files),
         cmocka_unit_test(test_swap_completed),
