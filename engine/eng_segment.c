@@ -735,10 +735,19 @@ int eng_segment_find_by_timestamp(eng_segment *s, int64_t ts, int64_t min_offset
     eng_time_index_lookup(ti, ts, &ets, &eoff);
     eng_offset_index_lookup(oi, eoff > min_offset ? eoff : min_offset, &ioff, &pos);
     uint64_t limit = eng_segment_size(s);
-    if (pos >= limit)
+    if (pos >= limit || atomic_load(&s->index_distrusted))
         pos = 0;
     ts_ctx c = {.s = s, .ts = ts, .min_offset = min_offset, .found_offset = -1};
     int rc = scan_from(s, pos, limit, visit_ts, &c);
+    if (rc == ENG_ECORRUPT && pos) {
+        /* An index entry off its batch (see eng_segment_find_batch). */
+        if (!atomic_exchange(&s->index_distrusted, true))
+            ENG_WARN("segment %020" PRId64 "%s: offset index entry at byte %u does not point at"
+                     " a batch; reading the segment by scanning it", s->base, s->suffix, pos);
+        c.found_offset = -1;
+        c.err = 0;
+        rc = scan_from(s, 0, limit, visit_ts, &c);
+    }
     eng_buf_free(&c.batch);
     eng_buf_free(&c.scratch);
     if (rc < 0)

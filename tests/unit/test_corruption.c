@@ -466,6 +466,12 @@ static void test_shifted_index_entries(void **state)
         eng_partition *p = open_at(g_dir, true, 3 * NB, &st);
         assert_int_equal(st.segments_recovered, 0); /* the index was trusted */
         if (row == 0) {
+            /* by time first (batch b has timestamp T0 + b): batch 2's first
+             * record, looked up through the time index and entry 1 */
+            int64_t off, ts;
+            assert_int_equal(eng_partition_offset_for_timestamp(p, T0 + 2, &off, &ts), 0);
+            assert_int_equal(off, 6);
+            assert_int_equal(ts, T0 + 2);
             read_first_base(p, 8, 6);
             read_first_base(p, 10, 9);
         } else {
