@@ -252,7 +252,6 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
     return ret;
 }
 
-/* Answers before reading the body (unknown route, oversized Content-Length). */
 /* The 413 for a body over the limit, or the 401 in its place when the route
  * needs a token the request does not present. */
 static void too_large(api_server *s, const api_route *r, const api_request *req,
@@ -271,6 +270,7 @@ static void too_large(api_server *s, const api_route *r, const api_request *req,
                   "request body is larger than http.max.request.bytes (%zu)", max);
 }
 
+/* Answers before reading the body (unknown route, oversized Content-Length). */
 static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *method,
                           const char *url, api_response *resp, api_request *req)
 {
