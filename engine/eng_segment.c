@@ -10,7 +10,6 @@
 #include "eng_segment_impl.h"
 
 #include "eng_buf.h"
-#include "eng_compress.h"
 #include "eng_endian.h"
 #include "eng_error.h"
 #include "eng_fault.h"
@@ -19,7 +18,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -607,158 +605,6 @@ int eng_segment_sync(eng_segment *s)
 {
     int rc = eng_segment_sync_data(s);
     return rc ? rc : eng_segment_sync_indexes(s);
-}
-
-typedef struct find_ctx {
-    int64_t target;
-    int64_t entry_offset; /* the index entry the scan starts from, -1 if none */
-    eng_batch_pos found;
-    bool ok;
-    bool entry_bad; /* the batch at the entry's position cannot hold its offset */
-} find_ctx;
-
-static int visit_find(const eng_batch_pos *b, void *ctx)
-{
-    find_ctx *c = ctx;
-    if (c->entry_offset >= 0) {
-        /* An entry names the last offset of what was appended at its
-         * position, so the batch there starts at or below it. */
-        if (b->header.base_offset > c->entry_offset) {
-            c->entry_bad = true;
-            return 1;
-        }
-        c->entry_offset = -1;
-    }
-    if (eng_batch_last_offset(&b->header) >= c->target) {
-        c->found = *b;
-        c->ok = true;
-        return 1;
-    }
-    return 0;
-}
-
-int eng_segment_find_batch(eng_segment *s, int64_t target, uint64_t limit, eng_batch_pos *out)
-{
-    eng_index *oi = eng_segment_offset_index(s);
-    if (!oi)
-        return -EIO;
-    int64_t off = -1;
-    uint32_t pos = 0;
-    if (!atomic_load(&s->index_distrusted))
-        eng_offset_index_lookup(oi, target, &off, &pos);
-    if (pos >= limit)
-        pos = 0;
-    find_ctx c = {.target = target, .entry_offset = pos ? off : -1};
-    int rc = scan_from(s, pos, limit, visit_find, &c);
-    if (pos && (rc == ENG_ECORRUPT || c.entry_bad)) {
-        /* Fix: an entry shifted off its batch (it passes the load-time check
-         * while it still increases) made every read through it answer
-         * corrupt_record.  The segment is scanned from its start instead,
-         * and its index no longer used by this process. */
-        if (!atomic_exchange(&s->index_distrusted, true))
-            ENG_WARN("segment %020" PRId64 "%s: offset index entry %" PRId64 " at byte %u does not"
-                     " point at its batch; reading the segment by scanning it (delete its .index"
-                     " before a restart to have it rebuilt)", s->base, s->suffix, off, pos);
-        c = (find_ctx){.target = target, .entry_offset = -1};
-        rc = scan_from(s, 0, limit, visit_find, &c);
-    }
-    if (rc < 0)
-        return rc;
-    if (!c.ok)
-        return ENG_ENOTFOUND;
-    *out = c.found;
-    return 0;
-}
-
-/* Reads the whole batch at b into buf. */
-int eng__segment_read_batch(eng_segment *s, const eng_batch_pos *b, eng_buf *buf)
-{
-    size_t size = eng_batch_size(&b->header);
-    int rc = eng_buf_reserve(buf, size);
-    size_t got;
-    if (!rc)
-        rc = eng_segment_pread(s, buf->data, size, b->position, &got);
-    if (!rc && got != size)
-        rc = ENG_ECORRUPT;
-    if (!rc)
-        buf->len = size;
-    return rc;
-}
-
-typedef struct ts_ctx {
-    eng_segment *s;
-    int64_t ts, min_offset;
-    int64_t found_offset, found_ts;
-    eng_buf batch, scratch;
-    int err;
-} ts_ctx;
-
-static int visit_ts(const eng_batch_pos *b, void *ctx)
-{
-    ts_ctx *c = ctx;
-    if (b->header.max_timestamp < c->ts || eng_batch_last_offset(&b->header) < c->min_offset)
-        return 0;
-    const uint8_t *recs;
-    size_t len;
-    int rc = eng__segment_read_batch(c->s, b, &c->batch);
-    if (!rc)
-        rc = eng_batch_plain_records(c->batch.data, &b->header, &c->scratch, &recs, &len);
-    if (rc) {
-        c->err = rc;
-        return 1;
-    }
-    eng_record_iter it;
-    eng_record r;
-    eng_record_iter_init(&it, &b->header, recs, len);
-    while ((rc = eng_record_iter_next(&it, &r)) == 1) {
-        if (r.timestamp >= c->ts && r.offset >= c->min_offset) {
-            c->found_offset = r.offset;
-            c->found_ts = r.timestamp;
-            return 1;
-        }
-    }
-    if (rc < 0) {
-        c->err = rc;
-        return 1;
-    }
-    return 0;
-}
-
-int eng_segment_find_by_timestamp(eng_segment *s, int64_t ts, int64_t min_offset, int64_t *offset,
-                                  int64_t *timestamp)
-{
-    eng_index *oi = eng_segment_offset_index(s), *ti = eng_segment_time_index(s);
-    if (!oi || !ti)
-        return -EIO;
-    int64_t ets, eoff, ioff;
-    uint32_t pos;
-    eng_time_index_lookup(ti, ts, &ets, &eoff);
-    eng_offset_index_lookup(oi, eoff > min_offset ? eoff : min_offset, &ioff, &pos);
-    uint64_t limit = eng_segment_size(s);
-    if (pos >= limit || atomic_load(&s->index_distrusted))
-        pos = 0;
-    ts_ctx c = {.s = s, .ts = ts, .min_offset = min_offset, .found_offset = -1};
-    int rc = scan_from(s, pos, limit, visit_ts, &c);
-    if (rc == ENG_ECORRUPT && pos) {
-        /* An index entry off its batch (see eng_segment_find_batch). */
-        if (!atomic_exchange(&s->index_distrusted, true))
-            ENG_WARN("segment %020" PRId64 "%s: offset index entry at byte %u does not point at"
-                     " a batch; reading the segment by scanning it", s->base, s->suffix, pos);
-        c.found_offset = -1;
-        c.err = 0;
-        rc = scan_from(s, 0, limit, visit_ts, &c);
-    }
-    eng_buf_free(&c.batch);
-    eng_buf_free(&c.scratch);
-    if (rc < 0)
-        return rc;
-    if (c.err)
-        return c.err;
-    if (c.found_offset < 0)
-        return ENG_ENOTFOUND;
-    *offset = c.found_offset;
-    *timestamp = c.found_ts;
-    return 0;
 }
 
 static const char *const file_exts[] = {".log", ".index", ".timeindex", ".txnindex", NULL};
