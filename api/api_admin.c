@@ -59,12 +59,10 @@ static void run_retention(const api_request *req, api_response *resp, eng_partit
 void api_h_topic_retention(api_ctx *ctx, const api_request *req, const api_params *params,
                            api_response *resp)
 {
-    int64_t only;
     bool dry_run;
     eng_partition **parts;
     size_t n;
-    if (!api_maintenance_args(req, resp, &only, &dry_run) ||
-        !api_maintenance_targets(ctx, req, resp, api_param(params, "topic"), only, &parts, &n))
+    if (!api_maintenance_targets(ctx, req, resp, api_param(params, "topic"), &dry_run, &parts, &n))
         return;
     run_retention(req, resp, parts, n, dry_run);
     eng_partitions_release(parts, n);
@@ -74,12 +72,10 @@ void api_h_admin_retention(api_ctx *ctx, const api_request *req, const api_param
                            api_response *resp)
 {
     (void)params;
-    int64_t only;
     bool dry_run;
     eng_partition **parts;
     size_t n;
-    if (!api_maintenance_args(req, resp, &only, &dry_run) ||
-        !api_maintenance_targets(ctx, req, resp, NULL, only, &parts, &n))
+    if (!api_maintenance_targets(ctx, req, resp, NULL, &dry_run, &parts, &n))
         return;
     run_retention(req, resp, parts, n, dry_run);
     eng_partitions_release(parts, n);

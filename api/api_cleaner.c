@@ -80,12 +80,10 @@ static void run(api_ctx *ctx, const api_request *req, api_response *resp, eng_pa
 void api_h_topic_compaction(api_ctx *ctx, const api_request *req, const api_params *params,
                             api_response *resp)
 {
-    int64_t only;
     bool dry_run;
     eng_partition **parts;
     size_t n;
-    if (!api_maintenance_args(req, resp, &only, &dry_run) ||
-        !api_maintenance_targets(ctx, req, resp, api_param(params, "topic"), only, &parts, &n))
+    if (!api_maintenance_targets(ctx, req, resp, api_param(params, "topic"), &dry_run, &parts, &n))
         return;
     run(ctx, req, resp, parts, n, dry_run, true);
     eng_partitions_release(parts, n);
@@ -95,12 +93,10 @@ void api_h_admin_compaction(api_ctx *ctx, const api_request *req, const api_para
                             api_response *resp)
 {
     (void)params;
-    int64_t only;
     bool dry_run;
     eng_partition **parts;
     size_t n;
-    if (!api_maintenance_args(req, resp, &only, &dry_run) ||
-        !api_maintenance_targets(ctx, req, resp, NULL, only, &parts, &n))
+    if (!api_maintenance_targets(ctx, req, resp, NULL, &dry_run, &parts, &n))
         return;
     run(ctx, req, resp, parts, n, dry_run, false);
     eng_partitions_release(parts, n);

@@ -178,8 +178,8 @@ void api_arena_close(const api_request *req, api_response *resp, size_t size_hin
         api_error(resp, req, "internal_error", NULL, "out of memory serializing the answer");
 }
 
-bool api_maintenance_args(const api_request *req, api_response *resp, int64_t *only,
-                          bool *dry_run)
+static bool maintenance_args(const api_request *req, api_response *resp, int64_t *only,
+                             bool *dry_run)
 {
     static const char *const allowed[] = {"partition", NULL};
     if (!api_query_only(req, resp, allowed) ||
@@ -237,10 +237,13 @@ static bool all_targets(api_ctx *ctx, const api_request *req, api_response *resp
 }
 
 bool api_maintenance_targets(api_ctx *ctx, const api_request *req, api_response *resp,
-                             const char *topic, int64_t only, eng_partition ***out, size_t *n)
+                             const char *topic, bool *dry_run, eng_partition ***out, size_t *n)
 {
     *out = NULL;
     *n = 0;
+    int64_t only;
+    if (!maintenance_args(req, resp, &only, dry_run))
+        return false;
     if (!topic)
         return all_targets(ctx, req, resp, only, out, n);
     eng_topic_desc d;

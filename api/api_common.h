@@ -53,18 +53,14 @@ eng_manager *api_mgr(api_ctx *ctx);
 bool api_describe_topic(api_ctx *ctx, const api_request *req, api_response *resp,
                         const char *topic, eng_topic_desc *d);
 
-/* The arguments of a maintenance run (retention:run, compaction:run):
- * ?partition=N (*only, -1 for all) and a body of {"dry_run": bool} or none.
- * False with the 400 answered. */
-bool api_maintenance_args(const api_request *req, api_response *resp, int64_t *only,
-                          bool *dry_run);
-
-/* The partitions a maintenance run covers, referenced (release with
- * eng_partitions_release): those of topic, or of every topic when topic is
- * NULL, with id `only` unless it is -1.  False with the error answered
- * (invalid topic name, unknown topic or partition). */
+/* A maintenance run's request (retention:run, compaction:run): its
+ * arguments, ?partition=N and a body of {"dry_run": bool} or none, and the
+ * partitions it covers, referenced (release with eng_partitions_release):
+ * those of topic, or of every topic when topic is NULL, only partition N
+ * when given.  False with the error answered (400 for the arguments; invalid
+ * topic name, unknown topic or partition). */
 bool api_maintenance_targets(api_ctx *ctx, const api_request *req, api_response *resp,
-                             const char *topic, int64_t only, eng_partition ***out, size_t *n);
+                             const char *topic, bool *dry_run, eng_partition ***out, size_t *n);
 
 /* Ends a handler's JSON arena scope (api_json_arena.h): serializes resp's
  * JSON into bytes first (size_hint: a guess at their length), so nothing

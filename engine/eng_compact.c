@@ -38,14 +38,8 @@ static size_t first_overlapping(const eng_segview *v, int64_t offset)
 
 static int64_t first_batch_max_ts(eng_segment *seg)
 {
-    uint8_t hb[ENG_BATCH_OVERHEAD];
-    size_t got;
     eng_batch_header h;
-    if (eng_segment_size(seg) < ENG_BATCH_OVERHEAD ||
-        eng_segment_pread(seg, hb, sizeof hb, 0, &got) || got != sizeof hb ||
-        eng_batch_header_decode(hb, got, &h))
-        return -1;
-    return h.max_timestamp;
+    return eng_segment_first_batch(seg, &h) ? -1 : h.max_timestamp;
 }
 
 static void range_of(eng_partition *p, const eng_segview *v, int64_t ckpt, int64_t now,

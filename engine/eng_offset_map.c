@@ -30,7 +30,6 @@ struct eng_offset_map {
     size_t max_entries;
     size_t size;
     int64_t latest;
-    bool touched;   /* written since the last clear */
     void *mapping;  /* large tables: the anonymous mapping holding slots */
     size_t mapping_len;
     EVP_MD_CTX *ctx;
@@ -115,10 +114,9 @@ void eng_offset_map_free(eng_offset_map *m)
 
 void eng_offset_map_clear(eng_offset_map *m)
 {
-    /* A new map is already zero; the first round need not touch every page. */
-    if (m->touched)
+    /* An empty map (a new one is zero) need not touch every page again. */
+    if (m->size)
         memset(m->slots, 0, m->nslots * sizeof *m->slots);
-    m->touched = false;
     m->size = 0;
     m->latest = -1;
 }
@@ -179,7 +177,6 @@ bool eng_offset_map_put_hashed(eng_offset_map *m, const eng_key_hash *h, int64_t
             memcpy(s->h, h->b, sizeof s->h);
             s->offset = offset;
             m->size++;
-            m->touched = true;
             break;
         }
         if (slot_holds(s, h)) {
@@ -187,8 +184,7 @@ bool eng_offset_map_put_hashed(eng_offset_map *m, const eng_key_hash *h, int64_t
             break;
         }
     }
-    if (offset > m->latest)
-        m->latest = offset;
+    eng_offset_map_update_latest(m, offset);
     return true;
 }
 

@@ -351,14 +351,8 @@ int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
 
 static int64_t first_batch_timestamp(eng_segment *seg)
 {
-    uint8_t hb[ENG_BATCH_OVERHEAD];
-    size_t got;
     eng_batch_header h;
-    if (eng_segment_size(seg) < ENG_BATCH_OVERHEAD ||
-        eng_segment_pread(seg, hb, sizeof hb, 0, &got) || got != sizeof hb ||
-        eng_batch_header_decode(hb, got, &h))
-        return -1;
-    return h.base_timestamp;
+    return eng_segment_first_batch(seg, &h) ? -1 : h.base_timestamp;
 }
 
 void eng_partition_info_get(eng_partition *p, eng_partition_info *out)

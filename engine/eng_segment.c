@@ -395,14 +395,9 @@ int eng_segment_open(const char *dir, int64_t base, const eng_segment_opts *o, b
         load_max_ts(s);
         if ((rc = load_tail_state(s)))
             goto fail;
-        if (s->first_batch_ts < 0 && st.st_size > 0) {
-            eng_batch_header h;
-            uint8_t hb[ENG_BATCH_OVERHEAD];
-            size_t got;
-            if (!eng_segment_pread(s, hb, sizeof hb, 0, &got) && got == sizeof hb &&
-                !eng_batch_header_decode(hb, got, &h))
-                s->first_batch_ts = h.max_timestamp;
-        }
+        eng_batch_header h;
+        if (s->first_batch_ts < 0 && eng_segment_first_batch(s, &h) == 0)
+            s->first_batch_ts = h.max_timestamp;
     } else {
         atomic_store(&s->next_offset, -1);
     }

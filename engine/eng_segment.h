@@ -115,6 +115,10 @@ int eng_segment_sync_data(eng_segment *s);
 /* fdatasyncs the indexes that changed since their last sync. */
 int eng_segment_sync_indexes(eng_segment *s);
 
+/* Decodes the header of the segment's first batch: ENG_ENOTFOUND when the
+ * segment is empty, ENG_ECORRUPT when the bytes there are no header. */
+int eng_segment_first_batch(eng_segment *s, eng_batch_header *h);
+
 /* Finds the first batch whose last offset >= target, scanning headers from
  * the index entry at or below target; stops at limit bytes.  Returns
  * ENG_ENOTFOUND when no such batch is in [0, limit). */

@@ -19,6 +19,18 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 
+int eng_segment_first_batch(eng_segment *s, eng_batch_header *h)
+{
+    if (eng_segment_size(s) < ENG_BATCH_OVERHEAD)
+        return ENG_ENOTFOUND;
+    uint8_t hb[ENG_BATCH_OVERHEAD];
+    size_t got;
+    int rc = eng_segment_pread(s, hb, sizeof hb, 0, &got);
+    if (rc)
+        return rc;
+    return got == sizeof hb && !eng_batch_header_decode(hb, got, h) ? 0 : ENG_ECORRUPT;
+}
+
 typedef struct find_ctx {
     int64_t target;
     int64_t entry_offset; /* the index entry the scan starts from, -1 if none */
@@ -47,28 +59,41 @@ static int visit_find(const eng_batch_pos *b, void *ctx)
     return 0;
 }
 
+/* Where a scan for target may start: the offset index's entry at or below
+ * it (*entry its offset), or 0 once the index is distrusted. */
+static uint32_t scan_start(eng_segment *s, eng_index *oi, int64_t target, uint64_t limit,
+                           int64_t *entry)
+{
+    uint32_t pos = 0;
+    *entry = -1;
+    if (!atomic_load(&s->index_distrusted))
+        eng_offset_index_lookup(oi, target, entry, &pos);
+    return pos < limit ? pos : 0;
+}
+
+/* Fix: an entry shifted off its batch (it passes the load-time check while it
+ * still increases) made every read through it answer corrupt_record.  The
+ * caller scans the segment from its start instead, and this process uses its
+ * index no more. */
+static void distrust_index(eng_segment *s, uint32_t pos)
+{
+    if (!atomic_exchange(&s->index_distrusted, true))
+        ENG_WARN("segment %020" PRId64 "%s: the offset index entry at byte %u does not point at"
+                 " its batch; reading the segment by scanning it (delete its .index before a"
+                 " restart to have it rebuilt)", s->base, s->suffix, pos);
+}
+
 int eng_segment_find_batch(eng_segment *s, int64_t target, uint64_t limit, eng_batch_pos *out)
 {
     eng_index *oi = eng_segment_offset_index(s);
     if (!oi)
         return -EIO;
-    int64_t off = -1;
-    uint32_t pos = 0;
-    if (!atomic_load(&s->index_distrusted))
-        eng_offset_index_lookup(oi, target, &off, &pos);
-    if (pos >= limit)
-        pos = 0;
+    int64_t off;
+    uint32_t pos = scan_start(s, oi, target, limit, &off);
     find_ctx c = {.target = target, .entry_offset = pos ? off : -1};
     int rc = eng_segment_scan_from(s, pos, limit, visit_find, &c);
     if (pos && (rc == ENG_ECORRUPT || c.entry_bad)) {
-        /* Fix: an entry shifted off its batch (it passes the load-time check
-         * while it still increases) made every read through it answer
-         * corrupt_record.  The segment is scanned from its start instead,
-         * and its index no longer used by this process. */
-        if (!atomic_exchange(&s->index_distrusted, true))
-            ENG_WARN("segment %020" PRId64 "%s: offset index entry %" PRId64 " at byte %u does not"
-                     " point at its batch; reading the segment by scanning it (delete its .index"
-                     " before a restart to have it rebuilt)", s->base, s->suffix, off, pos);
+        distrust_index(s, pos);
         c = (find_ctx){.target = target, .entry_offset = -1};
         rc = eng_segment_scan_from(s, 0, limit, visit_find, &c);
     }
@@ -141,19 +166,13 @@ int eng_segment_find_by_timestamp(eng_segment *s, int64_t ts, int64_t min_offset
     if (!oi || !ti)
         return -EIO;
     int64_t ets, eoff, ioff;
-    uint32_t pos;
     eng_time_index_lookup(ti, ts, &ets, &eoff);
-    eng_offset_index_lookup(oi, eoff > min_offset ? eoff : min_offset, &ioff, &pos);
     uint64_t limit = eng_segment_size(s);
-    if (pos >= limit || atomic_load(&s->index_distrusted))
-        pos = 0;
+    uint32_t pos = scan_start(s, oi, eoff > min_offset ? eoff : min_offset, limit, &ioff);
     ts_ctx c = {.s = s, .ts = ts, .min_offset = min_offset, .found_offset = -1};
     int rc = eng_segment_scan_from(s, pos, limit, visit_ts, &c);
     if (rc == ENG_ECORRUPT && pos) {
-        /* An index entry off its batch (see eng_segment_find_batch). */
-        if (!atomic_exchange(&s->index_distrusted, true))
-            ENG_WARN("segment %020" PRId64 "%s: offset index entry at byte %u does not point at"
-                     " a batch; reading the segment by scanning it", s->base, s->suffix, pos);
+        distrust_index(s, pos);
         c.found_offset = -1;
         c.err = 0;
         rc = eng_segment_scan_from(s, 0, limit, visit_ts, &c);

@@ -178,31 +178,28 @@ static int on_timer(CURLM *m, long timeout_ms, void *ctx)
 }
 
 /* Waits up to max_ms for sockets (or libcurl's timer) and lets libcurl act on
- * them; returns whether the append socket afd is readable. */
-static int drive(CURLM *m, loop *lp, int afd, int max_ms)
+ * its own; the append socket afd is in the same epoll only to end the wait. */
+static void drive(CURLM *m, loop *lp, int afd, int max_ms)
 {
     struct epoll_event ev[256];
     int wait = max_ms;
     if (lp->timeout_ms >= 0 && lp->timeout_ms < wait)
         wait = (int)lp->timeout_ms;
-    int n = epoll_wait(lp->ep, ev, 256, wait), running, afd_ready = 0;
+    int n = epoll_wait(lp->ep, ev, 256, wait), running;
     g_woke = now_s();
     if (n <= 0) {
         lp->timeout_ms = -1;
         curl_multi_socket_action(m, CURL_SOCKET_TIMEOUT, 0, &running);
-        return 0;
+        return;
     }
     for (int i = 0; i < n; i++) {
-        if (ev[i].data.fd == afd) {
-            afd_ready = 1;
+        if (ev[i].data.fd == afd)
             continue;
-        }
         int flags = (ev[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
                     (ev[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
                     (ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
         curl_multi_socket_action(m, ev[i].data.fd, flags, &running);
     }
-    return afd_ready;
 }
 
 int main(int argc, char **argv)
@@ -294,7 +291,8 @@ int main(int argc, char **argv)
         double deadline = t_send + 5.0;
         http_in in = {.have = 0};
         while ((ndone < npoll || !in.status) && now_s() < deadline) {
-            if (drive(m, &lp, afd, 10) || !in.status)
+            drive(m, &lp, afd, 10);
+            if (!in.status)
                 http_in_read(&in, afd);
             CURLMsg *msg;
             int left;

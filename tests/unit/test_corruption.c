@@ -51,6 +51,7 @@
 #include "eng_batch.h"
 #include "eng_cleaner.h"
 #include "eng_config.h"
+#include "eng_endian.h"
 #include "eng_error.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
@@ -423,17 +424,15 @@ static void read_first_base(eng_partition *p, int64_t off, int64_t want_base)
     if (rc)
         fail_msg("read at %lld: %s", (long long)off, eng_strerror(rc));
     assert_true(f.len >= 8);
-    int64_t base = 0;
-    for (int i = 0; i < 8; i++)
-        base = base << 8 | f.data[i];
-    assert_int_equal(base, want_base);
+    assert_int_equal((int64_t)eng_be64(f.data), want_base);
     assert_int_equal(f.next_offset, 3 * SEG1); /* the rest of segment 0 */
     eng_fetch_free(&f);
 }
 
 static void set_entry_pos(int entry, uint64_t pos)
 {
-    uint8_t v[4] = {(uint8_t)(pos >> 24), (uint8_t)(pos >> 16), (uint8_t)(pos >> 8), (uint8_t)pos};
+    uint8_t v[4];
+    eng_put_be32(v, (uint32_t)pos);
     patch(0, ".index", (uint64_t)entry * 8 + 4, v, 4);
 }
 
@@ -452,7 +451,7 @@ static void test_shifted_index_entries(void **state)
         assert_int_equal(pread(fd, e, 8, 8), 8);
         close(fd);
         assert_int_equal(e[3], 8); /* entry 1: offset 8 ... */
-        assert_int_equal((uint64_t)(e[4] << 24 | e[5] << 16 | e[6] << 8 | e[7]), g_bpos[2]); /* at batch 2 */
+        assert_int_equal(eng_be32(e + 4), g_bpos[2]); /* at batch 2 */
         if (row == 0)
             set_entry_pos(1, g_bpos[2] + 5); /* into the middle of batch 2 */
         else {
