@@ -1,11 +1,9 @@
 /*
- * eng_manager.c - topics and partitions of one data dir.
+ * eng_manager.c - one data dir's lifecycle: locking it, loading its topics
+ * and partitions at startup (checkpoints, recovery, leftovers of interrupted
+ * deletes and writes), opening partitions, and closing it all down.
  *
- * Topics live in an array sorted by name under a rwlock: lookups (every
- * request) take it shared for a binary search and a partition reference;
- * create, delete and add-partitions take it exclusive.  Partition handles are
- * reference counted, so deleting a topic never frees a partition a request is
- * still reading.
+ * The topic table and its administration are in eng_topics.c.
  */
 #include "eng_manager_impl.h"
 
@@ -19,8 +17,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -38,106 +34,6 @@ void eng_manager_load_progress(uint32_t *loaded, uint32_t *total)
 {
     *loaded = atomic_load(&g_loaded);
     *total = atomic_load(&g_total);
-}
-
-bool eng_topic_name_valid(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > ENG_TOPIC_NAME_MAX || !strcmp(name, ".") || !strcmp(name, ".."))
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return false;
-    }
-    return true;
-}
-
-static void topic_free(eng_topic *t)
-{
-    if (!t)
-        return;
-    for (int32_t i = 0; t->parts && i < t->meta.partitions; i++)
-        eng_partition_unref(t->parts[i]);
-    free(t->parts);
-    eng_config_overrides_clear(&t->meta.overrides);
-    free(t);
-}
-
-static ssize_t find_topic(const eng_manager *m, const char *name, size_t *insert_at)
-{
-    size_t lo = 0, hi = m->ntopics;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(m->topics[mid]->meta.name, name);
-        if (c == 0)
-            return (ssize_t)mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (insert_at)
-        *insert_at = lo;
-    return -1;
-}
-
-static int insert_topic(eng_manager *m, eng_topic *t)
-{
-    size_t at = 0;
-    find_topic(m, t->meta.name, &at);
-    if (m->ntopics == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 16;
-        eng_topic **nt = realloc(m->topics, cap * sizeof *nt);
-        if (!nt)
-            return -ENOMEM;
-        m->topics = nt;
-        m->cap = cap;
-    }
-    memmove(&m->topics[at + 1], &m->topics[at], (m->ntopics - at) * sizeof *m->topics);
-    m->topics[at] = t;
-    m->ntopics++;
-    return 0;
-}
-
-static int meta_path(const eng_manager *m, const char *topic, char *buf, size_t len)
-{
-    if ((size_t)snprintf(buf, len, "%s/%s.json", m->meta_dir, topic) >= len)
-        return ENG_EINVAL;
-    return 0;
-}
-
-static int partition_dir(const eng_manager *m, const char *topic, int32_t id, char *buf, size_t len)
-{
-    if ((size_t)snprintf(buf, len, "%s/%s-%" PRId32, m->dir, topic, id) >= len)
-        return ENG_EINVAL;
-    return 0;
-}
-
-static int write_meta(eng_manager *m, const eng_topic_meta *meta)
-{
-    char path[PATH_MAX], *buf = NULL;
-    size_t len = 0;
-    int rc = meta_path(m, meta->name, path, sizeof path);
-    if (!rc)
-        rc = m->codec.encode(meta, &buf, &len, m->codec.ctx);
-    if (!rc)
-        rc = eng_fs_write_atomic(path, buf, len);
-    free(buf);
-    return rc;
-}
-
-static void new_topic_id(char out[23])
-{
-    unsigned char raw[16], b64[32];
-    if (RAND_bytes(raw, sizeof raw) != 1)
-        for (size_t i = 0; i < sizeof raw; i++)
-            raw[i] = (unsigned char)random();
-    EVP_EncodeBlock(b64, raw, sizeof raw); /* 24 chars, the last two '=' */
-    for (int i = 0; i < 22; i++)
-        out[i] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : (char)b64[i];
-    out[22] = 0;
 }
 
 /* Files Kafka keeps beside a partition's segments. */
@@ -183,17 +79,18 @@ static void remove_stale_tmp(const char *dir)
     closedir(dh);
 }
 
-typedef struct load_ctx {
+struct load_ctx {
     bool clean;
     eng_ckpt recovery, start;
     int64_t last_progress_ms;
-} load_ctx;
+};
+typedef struct load_ctx load_ctx;
 
-static int open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx *lc,
+int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx *lc,
                           eng_partition **out)
 {
     char pdir[PATH_MAX];
-    int rc = partition_dir(m, t->meta.name, id, pdir, sizeof pdir);
+    int rc = eng__partition_dir(m, t->meta.name, id, pdir, sizeof pdir);
     if (rc)
         return rc;
     bool existed = eng_fs_exists(pdir);
@@ -246,9 +143,7 @@ static void *remove_tree_thread(void *arg)
     return NULL;
 }
 
-/* Removes a directory on a detached thread; an interrupted removal is
- * finished at the next startup (the name still ends in -delete). */
-static void remove_in_background(const char *path)
+void eng__remove_in_background(const char *path)
 {
     char *copy = strdup(path);
     pthread_t th;
@@ -278,7 +173,7 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc)
     free(buf);
     if (rc || !eng_topic_name_valid(t->meta.name) || t->meta.partitions <= 0) {
         ENG_ERROR("%s: unreadable topic metadata; topic not loaded", path);
-        topic_free(t);
+        eng__topic_free(t);
         return 0;
     }
     eng_errdetail err = {0};
@@ -288,15 +183,15 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc)
     }
     t->parts = calloc((size_t)t->meta.partitions, sizeof *t->parts);
     if (!t->parts) {
-        topic_free(t);
+        eng__topic_free(t);
         return -ENOMEM;
     }
     atomic_fetch_add(&g_total, (uint32_t)t->meta.partitions);
     for (int32_t i = 0; i < t->meta.partitions; i++) {
         int64_t t0 = eng_mono_ms();
-        if ((rc = open_partition(m, t, i, lc, &t->parts[i]))) {
+        if ((rc = eng__open_partition(m, t, i, lc, &t->parts[i]))) {
             ENG_ERROR("topic %s partition %d failed to load: %s", t->meta.name, i, eng_strerror(rc));
-            topic_free(t);
+            eng__topic_free(t);
             return rc;
         }
         uint32_t loaded = atomic_fetch_add(&g_loaded, 1) + 1;
@@ -310,7 +205,7 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc)
         }
     }
     m->report.topics++;
-    return insert_topic(m, t);
+    return eng__topic_insert(m, t);
 }
 
 static void read_checkpoint(const char *dir, const char *name, eng_ckpt *out, bool *trusted)
@@ -360,7 +255,7 @@ static int load_all(eng_manager *m, bool clean)
             size_t n = strlen(e->d_name);
             if (n > 7 && strcmp(e->d_name + n - 7, "-delete") == 0 &&
                 eng_fs_join(path, sizeof path, m->dir, e->d_name) == 0)
-                remove_in_background(path);
+                eng__remove_in_background(path);
         }
         closedir(dh);
     }
@@ -372,7 +267,7 @@ static void manager_free(eng_manager *m)
     eng_cleaner_stop(m->cleaner);
     eng_scheduler_free(atomic_load(&m->sched));
     for (size_t i = 0; i < m->ntopics; i++)
-        topic_free(m->topics[i]);
+        eng__topic_free(m->topics[i]);
     free(m->topics);
     if (m->lock_fd >= 0)
         close(m->lock_fd); /* releases the flock */
@@ -567,272 +462,4 @@ const char *eng_manager_log_dir(const eng_manager *m)
 bool eng_manager_offline(const eng_manager *m)
 {
     return atomic_load(&((eng_manager *)m)->offline) != 0;
-}
-
-static int no_topic(eng_errdetail *err, const char *name)
-{
-    return eng_fail(err, ENG_ENOTOPIC, "topic '%.200s' does not exist", name);
-}
-
-int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partitions,
-                             const char *const *keys, const char *const *values, size_t n,
-                             eng_errdetail *err)
-{
-    if (!eng_topic_name_valid(name))
-        return eng_fail(err, ENG_ETOPICNAME,
-                        "invalid topic name: use 1 to 249 of [A-Za-z0-9._-], not '.' or '..'");
-    if (partitions <= 0 || partitions > 100000) {
-        eng_errdetail_key(err, "partitions");
-        return eng_fail(err, ENG_EINVAL, "partitions must be between 1 and 100000");
-    }
-    eng_topic *t = calloc(1, sizeof *t);
-    if (!t)
-        return -ENOMEM;
-    int rc = 0;
-    for (size_t i = 0; i < n && !rc; i++)
-        rc = eng_config_overrides_set(&t->meta.overrides, keys[i], values[i], err);
-    if (!rc)
-        rc = eng_config_resolve(&m->defaults, &t->meta.overrides, &t->cfg, err);
-    if (rc) {
-        topic_free(t);
-        return rc;
-    }
-    snprintf(t->meta.name, sizeof t->meta.name, "%s", name);
-    t->meta.partitions = partitions;
-    t->meta.created_ms = eng_now_ms();
-    new_topic_id(t->meta.topic_id);
-    if (!(t->parts = calloc((size_t)partitions, sizeof *t->parts))) {
-        topic_free(t);
-        return -ENOMEM;
-    }
-    pthread_rwlock_wrlock(&m->lock);
-    char path[PATH_MAX];
-    if (find_topic(m, name, NULL) >= 0) {
-        rc = eng_fail(err, ENG_ETOPICEXISTS, "topic '%s' already exists", name);
-        goto unlock;
-    }
-    if ((rc = write_meta(m, &t->meta))) {
-        eng_fail(err, rc, "writing metadata of topic '%s': %s", name, eng_strerror(rc));
-        goto unlock;
-    }
-    int32_t opened = 0;
-    while (opened < partitions && !(rc = open_partition(m, t, opened, NULL, &t->parts[opened])))
-        opened++;
-    if (rc) {
-        /* Undo: no metadata, no partition directory, no reference. */
-        eng_fail(err, rc, "creating partitions of topic '%s': %s", name, eng_strerror(rc));
-        t->meta.partitions = opened;
-        for (int32_t i = 0; i < opened; i++)
-            if (!partition_dir(m, name, i, path, sizeof path))
-                eng_fs_remove_tree(path);
-        if (!meta_path(m, name, path, sizeof path))
-            unlink(path);
-        goto unlock;
-    }
-    if ((rc = insert_topic(m, t)))
-        goto unlock;
-    t = NULL;
-    ENG_INFO("created topic %s with %d partitions", name, partitions);
-unlock:
-    pthread_rwlock_unlock(&m->lock);
-    topic_free(t);
-    return rc;
-}
-
-int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *err)
-{
-    pthread_rwlock_wrlock(&m->lock);
-    ssize_t i = find_topic(m, name, NULL);
-    if (i < 0) {
-        pthread_rwlock_unlock(&m->lock);
-        return no_topic(err, name);
-    }
-    eng_topic *t = m->topics[i];
-    char path[PATH_MAX], to[PATH_MAX + 64];
-    int rc = meta_path(m, name, path, sizeof path);
-    if (!rc && unlink(path) < 0)
-        rc = -errno;
-    if (!rc)
-        rc = eng_fs_sync_dir(m->meta_dir);
-    if (rc) {
-        pthread_rwlock_unlock(&m->lock);
-        return eng_fail(err, rc, "removing metadata of topic '%s': %s", name, eng_strerror(rc));
-    }
-    memmove(&m->topics[i], &m->topics[i + 1], (m->ntopics - (size_t)i - 1) * sizeof *m->topics);
-    m->ntopics--;
-    eng_cleaner *cleaner = m->cleaner;
-    pthread_rwlock_unlock(&m->lock);
-    if (cleaner)
-        eng_cleaner_forget(cleaner, name);
-    unsigned char raw[16];
-    char uuid[33];
-    if (RAND_bytes(raw, sizeof raw) != 1)
-        for (size_t k = 0; k < sizeof raw; k++)
-            raw[k] = (unsigned char)random();
-    for (size_t k = 0; k < sizeof raw; k++)
-        snprintf(uuid + 2 * k, 3, "%02x", raw[k]);
-    for (int32_t p = 0; p < t->meta.partitions; p++) {
-        if (partition_dir(m, name, p, path, sizeof path))
-            continue;
-        /* Kafka's name for a partition pending deletion: <topic>-<p>.<uuid>-delete,
-         * with the topic cut so the name fits in 255 bytes, as Kafka's
-         * logDirNameWithSuffixCappedLength does (else a long topic's rename
-         * fails and its data would reappear when the name is reused). */
-        char suffix[64];
-        int slen = snprintf(suffix, sizeof suffix, "-%d.%s-delete", (int)p, uuid);
-        snprintf(to, sizeof to, "%s/%.*s%s", m->dir, 255 - slen, name, suffix);
-        if (rename(path, to) < 0) {
-            ENG_WARN("renaming %s for deletion: %s", path, strerror(errno));
-            continue;
-        }
-        remove_in_background(to);
-    }
-    eng_fs_sync_dir(m->dir);
-    topic_free(t);
-    ENG_INFO("deleted topic %s", name);
-    return 0;
-}
-
-int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, eng_errdetail *err)
-{
-    pthread_rwlock_wrlock(&m->lock);
-    ssize_t i = find_topic(m, name, NULL);
-    int rc = 0;
-    if (i < 0) {
-        rc = no_topic(err, name);
-        goto unlock;
-    }
-    eng_topic *t = m->topics[i];
-    if (total < t->meta.partitions || total > 100000) {
-        eng_errdetail_key(err, "partitions");
-        rc = eng_fail(err, ENG_EINVAL, "topic '%s' has %d partitions; it can grow but never shrink",
-                      name, t->meta.partitions);
-        goto unlock;
-    }
-    if (total == t->meta.partitions)
-        goto unlock;
-    eng_partition **parts = realloc(t->parts, (size_t)total * sizeof *parts);
-    if (!parts) {
-        rc = -ENOMEM;
-        goto unlock;
-    }
-    t->parts = parts;
-    int32_t old = t->meta.partitions;
-    int32_t opened = old;
-    while (opened < total && !(rc = open_partition(m, t, opened, NULL, &t->parts[opened])))
-        opened++;
-    if (!rc) {
-        t->meta.partitions = total;
-        if ((rc = write_meta(m, &t->meta)))
-            t->meta.partitions = old;
-    }
-    if (rc) {
-        eng_fail(err, rc, "adding partitions to '%s': %s", name, eng_strerror(rc));
-        char path[PATH_MAX];
-        for (int32_t p = old; p < opened; p++) {
-            eng_partition_unref(t->parts[p]);
-            if (!partition_dir(m, name, p, path, sizeof path))
-                eng_fs_remove_tree(path);
-        }
-    }
-unlock:
-    pthread_rwlock_unlock(&m->lock);
-    return rc;
-}
-
-void eng_strv_free(char **v, size_t n)
-{
-    for (size_t i = 0; v && i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
-int eng_manager_list_topics(eng_manager *m, char ***names, size_t *n)
-{
-    pthread_rwlock_rdlock(&m->lock);
-    char **v = calloc(m->ntopics ? m->ntopics : 1, sizeof *v);
-    int rc = v ? 0 : -ENOMEM;
-    for (size_t i = 0; !rc && i < m->ntopics; i++)
-        if (!(v[i] = strdup(m->topics[i]->meta.name)))
-            rc = -ENOMEM;
-    size_t count = m->ntopics;
-    pthread_rwlock_unlock(&m->lock);
-    if (rc) {
-        eng_strv_free(v, count);
-        return rc;
-    }
-    *names = v;
-    *n = count;
-    return 0;
-}
-
-void eng_topic_desc_clear(eng_topic_desc *d)
-{
-    eng_config_overrides_clear(&d->meta.overrides);
-}
-
-int eng_manager_describe_topic(eng_manager *m, const char *name, eng_topic_desc *out)
-{
-    pthread_rwlock_rdlock(&m->lock);
-    ssize_t i = find_topic(m, name, NULL);
-    int rc = ENG_ENOTOPIC;
-    if (i >= 0) {
-        eng_topic *t = m->topics[i];
-        out->meta = t->meta;
-        out->config = t->cfg;
-        rc = eng_config_overrides_copy(&out->meta.overrides, &t->meta.overrides);
-    }
-    pthread_rwlock_unlock(&m->lock);
-    return rc;
-}
-
-int eng_manager_set_topic_overrides(eng_manager *m, const char *name,
-                                    const eng_config_overrides *ov, eng_errdetail *err)
-{
-    eng_config cfg;
-    int rc = eng_config_resolve(&m->defaults, ov, &cfg, err);
-    if (rc)
-        return rc;
-    pthread_rwlock_wrlock(&m->lock);
-    ssize_t i = find_topic(m, name, NULL);
-    if (i < 0) {
-        pthread_rwlock_unlock(&m->lock);
-        return no_topic(err, name);
-    }
-    eng_topic *t = m->topics[i];
-    eng_topic_meta updated = t->meta;
-    if ((rc = eng_config_overrides_copy(&updated.overrides, ov)))
-        goto unlock;
-    if ((rc = write_meta(m, &updated))) {
-        eng_config_overrides_clear(&updated.overrides);
-        eng_fail(err, rc, "writing metadata of topic '%s': %s", name, eng_strerror(rc));
-        goto unlock;
-    }
-    eng_config_overrides_clear(&t->meta.overrides);
-    t->meta.overrides = updated.overrides;
-    t->cfg = cfg;
-    for (int32_t p = 0; p < t->meta.partitions; p++)
-        eng_partition_set_config(t->parts[p], &cfg);
-unlock:
-    pthread_rwlock_unlock(&m->lock);
-    return rc;
-}
-
-int eng_manager_partition(eng_manager *m, const char *topic, int32_t id, eng_partition **out,
-                          eng_errdetail *err)
-{
-    pthread_rwlock_rdlock(&m->lock);
-    ssize_t i = find_topic(m, topic, NULL);
-    int rc = 0;
-    if (i < 0) {
-        rc = no_topic(err, topic);
-    } else if (id < 0 || id >= m->topics[i]->meta.partitions) {
-        rc = eng_fail(err, ENG_ENOPARTITION, "topic '%s' has no partition %d (it has %d)", topic,
-                      id, m->topics[i]->meta.partitions);
-    } else {
-        *out = m->topics[i]->parts[id];
-        eng_partition_ref(*out);
-    }
-    pthread_rwlock_unlock(&m->lock);
-    return rc;
 }

@@ -1,6 +1,7 @@
 /*
  * eng_manager_impl.h - the log manager's state, shared by eng_manager.c
- * (topics, loading, closing) and eng_manager_jobs.c (background jobs).
+ * (loading, closing), eng_topics.c (the topic table and its administration)
+ * and eng_manager_jobs.c (background jobs).
  */
 #ifndef ENG_MANAGER_IMPL_H
 #define ENG_MANAGER_IMPL_H
@@ -10,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/types.h>
 
 typedef struct eng_topic {
     eng_topic_meta meta;
@@ -35,6 +37,37 @@ struct eng_manager {
     eng_cleaner_opts cleaner_opts;
     eng_cleaner *cleaner; /* NULL until eng_manager_start_cleaner */
 };
+
+/* ---- eng_topics.c: the topic table (callers hold m->lock) ---- */
+
+/* Frees t and drops its partition references; NULL is a no-op. */
+void eng__topic_free(eng_topic *t);
+
+/* Index of `name` in m->topics, or -1 with *insert_at (if given) set to
+ * where it would go. */
+ssize_t eng__topic_find(const eng_manager *m, const char *name, size_t *insert_at);
+
+/* Takes ownership of t on success; -ENOMEM leaves it with the caller. */
+int eng__topic_insert(eng_manager *m, eng_topic *t);
+
+/* Path of a topic's metadata file / a partition's directory; ENG_EINVAL
+ * when it does not fit in buf. */
+int eng__topic_meta_path(const eng_manager *m, const char *topic, char *buf, size_t len);
+int eng__partition_dir(const eng_manager *m, const char *topic, int32_t id, char *buf, size_t len);
+
+/* ---- eng_manager.c ---- */
+
+struct load_ctx;
+
+/* Opens (creating when missing) partition `id` of t into *out, a new
+ * reference.  lc is the startup load's state, or NULL for a partition
+ * created now. */
+int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const struct load_ctx *lc,
+                        eng_partition **out);
+
+/* Removes a directory on a detached thread; an interrupted removal is
+ * finished at the next startup (the name still ends in -delete). */
+void eng__remove_in_background(const char *path);
 
 /* Events every partition of this manager reports to it. */
 eng_partition_events eng__manager_events(eng_manager *m);

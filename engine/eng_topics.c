@@ -1,0 +1,393 @@
+/*
+ * eng_topics.c - the topic table and its administration: create, delete,
+ * add partitions, list, describe, change overrides, look up a partition.
+ *
+ * Topics live in an array sorted by name under the manager's rwlock:
+ * lookups (every request) take it shared for a binary search and a
+ * partition reference; create, delete and add-partitions take it exclusive.
+ * Partition handles are reference counted, so deleting a topic never frees
+ * a partition a request is still reading.
+ */
+#include "eng_manager_impl.h"
+
+#include "eng_fs.h"
+#include "eng_logger.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+bool eng_topic_name_valid(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > ENG_TOPIC_NAME_MAX || !strcmp(name, ".") || !strcmp(name, ".."))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+void eng__topic_free(eng_topic *t)
+{
+    if (!t)
+        return;
+    for (int32_t i = 0; t->parts && i < t->meta.partitions; i++)
+        eng_partition_unref(t->parts[i]);
+    free(t->parts);
+    eng_config_overrides_clear(&t->meta.overrides);
+    free(t);
+}
+
+ssize_t eng__topic_find(const eng_manager *m, const char *name, size_t *insert_at)
+{
+    size_t lo = 0, hi = m->ntopics;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(m->topics[mid]->meta.name, name);
+        if (c == 0)
+            return (ssize_t)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (insert_at)
+        *insert_at = lo;
+    return -1;
+}
+
+int eng__topic_insert(eng_manager *m, eng_topic *t)
+{
+    size_t at = 0;
+    eng__topic_find(m, t->meta.name, &at);
+    if (m->ntopics == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        eng_topic **nt = realloc(m->topics, cap * sizeof *nt);
+        if (!nt)
+            return -ENOMEM;
+        m->topics = nt;
+        m->cap = cap;
+    }
+    memmove(&m->topics[at + 1], &m->topics[at], (m->ntopics - at) * sizeof *m->topics);
+    m->topics[at] = t;
+    m->ntopics++;
+    return 0;
+}
+
+int eng__topic_meta_path(const eng_manager *m, const char *topic, char *buf, size_t len)
+{
+    if ((size_t)snprintf(buf, len, "%s/%s.json", m->meta_dir, topic) >= len)
+        return ENG_EINVAL;
+    return 0;
+}
+
+int eng__partition_dir(const eng_manager *m, const char *topic, int32_t id, char *buf, size_t len)
+{
+    if ((size_t)snprintf(buf, len, "%s/%s-%" PRId32, m->dir, topic, id) >= len)
+        return ENG_EINVAL;
+    return 0;
+}
+
+static int write_meta(eng_manager *m, const eng_topic_meta *meta)
+{
+    char path[PATH_MAX], *buf = NULL;
+    size_t len = 0;
+    int rc = eng__topic_meta_path(m, meta->name, path, sizeof path);
+    if (!rc)
+        rc = m->codec.encode(meta, &buf, &len, m->codec.ctx);
+    if (!rc)
+        rc = eng_fs_write_atomic(path, buf, len);
+    free(buf);
+    return rc;
+}
+
+static void new_topic_id(char out[23])
+{
+    unsigned char raw[16], b64[32];
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        for (size_t i = 0; i < sizeof raw; i++)
+            raw[i] = (unsigned char)random();
+    EVP_EncodeBlock(b64, raw, sizeof raw); /* 24 chars, the last two '=' */
+    for (int i = 0; i < 22; i++)
+        out[i] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : (char)b64[i];
+    out[22] = 0;
+}
+
+static int no_topic(eng_errdetail *err, const char *name)
+{
+    return eng_fail(err, ENG_ENOTOPIC, "topic '%.200s' does not exist", name);
+}
+
+int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partitions,
+                             const char *const *keys, const char *const *values, size_t n,
+                             eng_errdetail *err)
+{
+    if (!eng_topic_name_valid(name))
+        return eng_fail(err, ENG_ETOPICNAME,
+                        "invalid topic name: use 1 to 249 of [A-Za-z0-9._-], not '.' or '..'");
+    if (partitions <= 0 || partitions > 100000) {
+        eng_errdetail_key(err, "partitions");
+        return eng_fail(err, ENG_EINVAL, "partitions must be between 1 and 100000");
+    }
+    eng_topic *t = calloc(1, sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = eng_config_overrides_set(&t->meta.overrides, keys[i], values[i], err);
+    if (!rc)
+        rc = eng_config_resolve(&m->defaults, &t->meta.overrides, &t->cfg, err);
+    if (rc) {
+        eng__topic_free(t);
+        return rc;
+    }
+    snprintf(t->meta.name, sizeof t->meta.name, "%s", name);
+    t->meta.partitions = partitions;
+    t->meta.created_ms = eng_now_ms();
+    new_topic_id(t->meta.topic_id);
+    if (!(t->parts = calloc((size_t)partitions, sizeof *t->parts))) {
+        eng__topic_free(t);
+        return -ENOMEM;
+    }
+    pthread_rwlock_wrlock(&m->lock);
+    char path[PATH_MAX];
+    if (eng__topic_find(m, name, NULL) >= 0) {
+        rc = eng_fail(err, ENG_ETOPICEXISTS, "topic '%s' already exists", name);
+        goto unlock;
+    }
+    if ((rc = write_meta(m, &t->meta))) {
+        eng_fail(err, rc, "writing metadata of topic '%s': %s", name, eng_strerror(rc));
+        goto unlock;
+    }
+    int32_t opened = 0;
+    while (opened < partitions && !(rc = eng__open_partition(m, t, opened, NULL, &t->parts[opened])))
+        opened++;
+    if (rc) {
+        /* Undo: no metadata, no partition directory, no reference. */
+        eng_fail(err, rc, "creating partitions of topic '%s': %s", name, eng_strerror(rc));
+        t->meta.partitions = opened;
+        for (int32_t i = 0; i < opened; i++)
+            if (!eng__partition_dir(m, name, i, path, sizeof path))
+                eng_fs_remove_tree(path);
+        if (!eng__topic_meta_path(m, name, path, sizeof path))
+            unlink(path);
+        goto unlock;
+    }
+    if ((rc = eng__topic_insert(m, t)))
+        goto unlock;
+    t = NULL;
+    ENG_INFO("created topic %s with %d partitions", name, partitions);
+unlock:
+    pthread_rwlock_unlock(&m->lock);
+    eng__topic_free(t);
+    return rc;
+}
+
+int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *err)
+{
+    pthread_rwlock_wrlock(&m->lock);
+    ssize_t i = eng__topic_find(m, name, NULL);
+    if (i < 0) {
+        pthread_rwlock_unlock(&m->lock);
+        return no_topic(err, name);
+    }
+    eng_topic *t = m->topics[i];
+    char path[PATH_MAX], to[PATH_MAX + 64];
+    int rc = eng__topic_meta_path(m, name, path, sizeof path);
+    if (!rc && unlink(path) < 0)
+        rc = -errno;
+    if (!rc)
+        rc = eng_fs_sync_dir(m->meta_dir);
+    if (rc) {
+        pthread_rwlock_unlock(&m->lock);
+        return eng_fail(err, rc, "removing metadata of topic '%s': %s", name, eng_strerror(rc));
+    }
+    memmove(&m->topics[i], &m->topics[i + 1], (m->ntopics - (size_t)i - 1) * sizeof *m->topics);
+    m->ntopics--;
+    eng_cleaner *cleaner = m->cleaner;
+    pthread_rwlock_unlock(&m->lock);
+    if (cleaner)
+        eng_cleaner_forget(cleaner, name);
+    unsigned char raw[16];
+    char uuid[33];
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        for (size_t k = 0; k < sizeof raw; k++)
+            raw[k] = (unsigned char)random();
+    for (size_t k = 0; k < sizeof raw; k++)
+        snprintf(uuid + 2 * k, 3, "%02x", raw[k]);
+    for (int32_t p = 0; p < t->meta.partitions; p++) {
+        if (eng__partition_dir(m, name, p, path, sizeof path))
+            continue;
+        /* Kafka's name for a partition pending deletion: <topic>-<p>.<uuid>-delete,
+         * with the topic cut so the name fits in 255 bytes, as Kafka's
+         * logDirNameWithSuffixCappedLength does (else a long topic's rename
+         * fails and its data would reappear when the name is reused). */
+        char suffix[64];
+        int slen = snprintf(suffix, sizeof suffix, "-%d.%s-delete", (int)p, uuid);
+        snprintf(to, sizeof to, "%s/%.*s%s", m->dir, 255 - slen, name, suffix);
+        if (rename(path, to) < 0) {
+            ENG_WARN("renaming %s for deletion: %s", path, strerror(errno));
+            continue;
+        }
+        eng__remove_in_background(to);
+    }
+    eng_fs_sync_dir(m->dir);
+    eng__topic_free(t);
+    ENG_INFO("deleted topic %s", name);
+    return 0;
+}
+
+int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, eng_errdetail *err)
+{
+    pthread_rwlock_wrlock(&m->lock);
+    ssize_t i = eng__topic_find(m, name, NULL);
+    int rc = 0;
+    if (i < 0) {
+        rc = no_topic(err, name);
+        goto unlock;
+    }
+    eng_topic *t = m->topics[i];
+    if (total < t->meta.partitions || total > 100000) {
+        eng_errdetail_key(err, "partitions");
+        rc = eng_fail(err, ENG_EINVAL, "topic '%s' has %d partitions; it can grow but never shrink",
+                      name, t->meta.partitions);
+        goto unlock;
+    }
+    if (total == t->meta.partitions)
+        goto unlock;
+    eng_partition **parts = realloc(t->parts, (size_t)total * sizeof *parts);
+    if (!parts) {
+        rc = -ENOMEM;
+        goto unlock;
+    }
+    t->parts = parts;
+    int32_t old = t->meta.partitions;
+    int32_t opened = old;
+    while (opened < total && !(rc = eng__open_partition(m, t, opened, NULL, &t->parts[opened])))
+        opened++;
+    if (!rc) {
+        t->meta.partitions = total;
+        if ((rc = write_meta(m, &t->meta)))
+            t->meta.partitions = old;
+    }
+    if (rc) {
+        eng_fail(err, rc, "adding partitions to '%s': %s", name, eng_strerror(rc));
+        char path[PATH_MAX];
+        for (int32_t p = old; p < opened; p++) {
+            eng_partition_unref(t->parts[p]);
+            if (!eng__partition_dir(m, name, p, path, sizeof path))
+                eng_fs_remove_tree(path);
+        }
+    }
+unlock:
+    pthread_rwlock_unlock(&m->lock);
+    return rc;
+}
+
+void eng_strv_free(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+int eng_manager_list_topics(eng_manager *m, char ***names, size_t *n)
+{
+    pthread_rwlock_rdlock(&m->lock);
+    char **v = calloc(m->ntopics ? m->ntopics : 1, sizeof *v);
+    int rc = v ? 0 : -ENOMEM;
+    for (size_t i = 0; !rc && i < m->ntopics; i++)
+        if (!(v[i] = strdup(m->topics[i]->meta.name)))
+            rc = -ENOMEM;
+    size_t count = m->ntopics;
+    pthread_rwlock_unlock(&m->lock);
+    if (rc) {
+        eng_strv_free(v, count);
+        return rc;
+    }
+    *names = v;
+    *n = count;
+    return 0;
+}
+
+void eng_topic_desc_clear(eng_topic_desc *d)
+{
+    eng_config_overrides_clear(&d->meta.overrides);
+}
+
+int eng_manager_describe_topic(eng_manager *m, const char *name, eng_topic_desc *out)
+{
+    pthread_rwlock_rdlock(&m->lock);
+    ssize_t i = eng__topic_find(m, name, NULL);
+    int rc = ENG_ENOTOPIC;
+    if (i >= 0) {
+        eng_topic *t = m->topics[i];
+        out->meta = t->meta;
+        out->config = t->cfg;
+        rc = eng_config_overrides_copy(&out->meta.overrides, &t->meta.overrides);
+    }
+    pthread_rwlock_unlock(&m->lock);
+    return rc;
+}
+
+int eng_manager_set_topic_overrides(eng_manager *m, const char *name,
+                                    const eng_config_overrides *ov, eng_errdetail *err)
+{
+    eng_config cfg;
+    int rc = eng_config_resolve(&m->defaults, ov, &cfg, err);
+    if (rc)
+        return rc;
+    pthread_rwlock_wrlock(&m->lock);
+    ssize_t i = eng__topic_find(m, name, NULL);
+    if (i < 0) {
+        pthread_rwlock_unlock(&m->lock);
+        return no_topic(err, name);
+    }
+    eng_topic *t = m->topics[i];
+    eng_topic_meta updated = t->meta;
+    if ((rc = eng_config_overrides_copy(&updated.overrides, ov)))
+        goto unlock;
+    if ((rc = write_meta(m, &updated))) {
+        eng_config_overrides_clear(&updated.overrides);
+        eng_fail(err, rc, "writing metadata of topic '%s': %s", name, eng_strerror(rc));
+        goto unlock;
+    }
+    eng_config_overrides_clear(&t->meta.overrides);
+    t->meta.overrides = updated.overrides;
+    t->cfg = cfg;
+    for (int32_t p = 0; p < t->meta.partitions; p++)
+        eng_partition_set_config(t->parts[p], &cfg);
+unlock:
+    pthread_rwlock_unlock(&m->lock);
+    return rc;
+}
+
+int eng_manager_partition(eng_manager *m, const char *topic, int32_t id, eng_partition **out,
+                          eng_errdetail *err)
+{
+    pthread_rwlock_rdlock(&m->lock);
+    ssize_t i = eng__topic_find(m, topic, NULL);
+    int rc = 0;
+    if (i < 0) {
+        rc = no_topic(err, topic);
+    } else if (id < 0 || id >= m->topics[i]->meta.partitions) {
+        rc = eng_fail(err, ENG_ENOPARTITION, "topic '%s' has no partition %d (it has %d)", topic,
+                      id, m->topics[i]->meta.partitions);
+    } else {
+        *out = m->topics[i]->parts[id];
+        eng_partition_ref(*out);
+    }
+    pthread_rwlock_unlock(&m->lock);
+    return rc;
+}
