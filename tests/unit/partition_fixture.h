@@ -1,0 +1,210 @@
+/*
+ * partition_fixture.h - one partition in a temporary directory, and the
+ * helpers its suites share: batches of records k-<offset> whose values are
+ * tied to their keys, appends that must succeed, and reads that check every
+ * record they return.  Used by test_partition.c and test_partition_reopen.c.
+ *
+ * Include after cmocka.h.
+ */
+#ifndef PARTITION_FIXTURE_H
+#define PARTITION_FIXTURE_H
+
+#include "eng_batch.h"
+#include "eng_config.h"
+#include "eng_error.h"
+#include "eng_partition.h"
+#include "support.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define T0 1700000000000LL
+#define MAX_RECS 16
+
+typedef struct fixture {
+    char *dir;
+    char pdir[512];
+    eng_config cfg;
+    _Atomic int hw_events;
+    _Atomic bool check_durable; /* flush.messages=1: the HW never passes the disk */
+    _Atomic int not_durable;
+} fixture;
+
+static inline void on_hw(eng_partition *p, int64_t hw, void *ctx)
+{
+    fixture *f = ctx;
+    atomic_fetch_add(&f->hw_events, 1);
+    if (atomic_load(&f->check_durable) && eng_partition_recovery_point(p) < hw)
+        atomic_fetch_add(&f->not_durable, 1);
+}
+
+static inline int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f || !(f->dir = ts_tmpdir()))
+        return -1;
+    snprintf(f->pdir, sizeof f->pdir, "%s/orders-0", f->dir);
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    f->cfg = d.cfg;
+    *state = f;
+    return 0;
+}
+
+static inline int teardown(void **state)
+{
+    fixture *f = *state;
+    ts_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static inline eng_partition *open_part(fixture *f, bool clean, int64_t rp, eng_load_stats *st)
+{
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
+                               .clean_shutdown = clean, .recovery_point = rp,
+                               .log_start_offset = -1,
+                               .events = {.on_hw = on_hw, .ctx = f}};
+    eng_partition *p = NULL;
+    int rc = eng_partition_open(&pp, &p, st);
+    if (rc)
+        fail_msg("eng_partition_open: %s", eng_strerror(rc));
+    return p;
+}
+
+/* A record spec from C strings (NULL = null key or value). */
+static inline eng_record_spec rec(int64_t ts, const char *k, const char *v)
+{
+    return (eng_record_spec){.timestamp = ts, .key = (const uint8_t *)k,
+                             .key_len = k ? (int32_t)strlen(k) : -1, .value = (const uint8_t *)v,
+                             .value_len = v ? (int32_t)strlen(v) : -1};
+}
+
+static inline size_t encode(uint8_t *buf, size_t cap, const eng_record_spec *recs, size_t n)
+{
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    return eng_batch_encode(buf, cap, &bp, recs, n);
+}
+
+static inline void fill_value(uint8_t *v, int len, int64_t id)
+{
+    for (int j = 0; j < len; j++)
+        v[j] = (uint8_t)('a' + (id * 7 + j) % 26);
+}
+
+/* n records, keys k-%06d from `first`, values of vlen bytes tied to the key,
+ * every record at ts.  Base offset 0: the partition stamps offsets. */
+static inline size_t build_batch(uint8_t *buf, size_t cap, int64_t first, int n, int64_t ts,
+                                 int vlen)
+{
+    static _Thread_local uint8_t values[MAX_RECS][2048];
+    char keys[MAX_RECS][24];
+    eng_record_spec recs[MAX_RECS];
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof keys[i], "k-%06lld", (long long)(first + i));
+        fill_value(values[i], vlen, first + i);
+        recs[i] = (eng_record_spec){.timestamp = ts, .key = (const uint8_t *)keys[i],
+                                    .key_len = (int32_t)strlen(keys[i]), .value = values[i],
+                                    .value_len = vlen};
+    }
+    return encode(buf, cap, recs, (size_t)n);
+}
+
+static inline int do_append(eng_partition *p, uint8_t *buf, size_t len, int64_t expected,
+                            bool producer, eng_append_result *res, eng_errdetail *err)
+{
+    eng_append_opts o = {.expected_offset = expected, .producer_batches = producer};
+    eng_append_result local;
+    return eng_partition_append(p, buf, len, &o, res ? res : &local, err);
+}
+
+/* Appends n records k-<first>.. in one batch at ts; asserts success. */
+static inline void append_ok(eng_partition *p, int64_t first, int n, int64_t ts, int vlen)
+{
+    uint8_t buf[MAX_RECS * 2100];
+    size_t len = build_batch(buf, sizeof buf, first, n, ts, vlen);
+    eng_errdetail err = {0};
+    int rc = do_append(p, buf, len, -1, true, NULL, &err);
+    if (rc)
+        fail_msg("append: %s (%s)", eng_strerror(rc), err.message);
+}
+
+typedef int (*rec_check_fn)(const eng_record *r, void *ctx);
+
+/* Walks the batches of a fetch, validating each (CRC, framing) and checking
+ * every record from `from` on, whose offsets must follow each other.
+ * Returns the offset after the last record, or -1. */
+static inline int64_t walk_fetch(const eng_fetch *ft, int64_t from, rec_check_fn check, void *ctx)
+{
+    int64_t expect = from;
+    for (size_t pos = 0; pos < ft->len;) {
+        eng_batch_header h;
+        if (eng_batch_header_decode(ft->data + pos, ft->len - pos, &h) ||
+            eng_batch_size(&h) > ft->len - pos ||
+            eng_batch_validate(ft->data + pos, eng_batch_size(&h), &h))
+            return -1;
+        eng_record_iter it;
+        eng_record r;
+        eng_record_iter_init(&it, &h, ft->data + pos + ENG_BATCH_OVERHEAD,
+                             eng_batch_size(&h) - ENG_BATCH_OVERHEAD);
+        while (eng_record_iter_next(&it, &r) == 1)
+            if (r.offset >= from && (r.offset != expect++ || check(&r, ctx)))
+                return -1;
+        pos += eng_batch_size(&h);
+    }
+    return expect;
+}
+
+/* Reads [from, to) fetch by fetch, checking every record; returns the
+ * offset reached or -1. */
+static inline int64_t read_range(eng_partition *p, int64_t from, int64_t to, size_t max_bytes,
+                                 rec_check_fn check, void *ctx)
+{
+    int64_t off = from;
+    while (off < to) {
+        eng_fetch ft;
+        if (eng_partition_read(p, off, max_bytes, &ft, NULL) || ft.len == 0)
+            return -1;
+        int64_t next = walk_fetch(&ft, off, check, ctx), want = ft.next_offset;
+        eng_fetch_free(&ft);
+        if (next < 0 || next != want)
+            return -1;
+        off = next;
+    }
+    return off;
+}
+
+/* A record written by build_batch: key k-<offset>, value tied to it. */
+static inline int record_intact(const eng_record *r, void *ctx)
+{
+    int vlen = *(int *)ctx;
+    char key[24];
+    uint8_t want[2048];
+    int kl = snprintf(key, sizeof key, "k-%06lld", (long long)r->offset);
+    if (r->key_len != kl || memcmp(r->key, key, (size_t)kl) || r->value_len != vlen)
+        return -1;
+    fill_value(want, vlen, r->offset);
+    return memcmp(r->value, want, (size_t)vlen) ? -1 : 0;
+}
+
+/* Reads [from, HW) and checks every record; returns the records seen or -1. */
+static inline int64_t read_and_check(eng_partition *p, int64_t from, int vlen)
+{
+    int64_t end = read_range(p, from, eng_partition_high_watermark(p), 64 * 1024, record_intact,
+                             &vlen);
+    return end < 0 ? -1 : end - from;
+}
+
+static inline long long file_size(const char *dir, int64_t base, const char *ext)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%020lld%s", dir, (long long)base, ext);
+    return ts_file_size(path);
+}
+
+#endif

@@ -1,0 +1,291 @@
+/*
+ * test_partition_reopen.c - a partition across rolls, stops and flushes.
+ *
+ *   - roll (an empty active segment stays), close, and reopen after a clean
+ *     stop, with a missing index rebuilt;
+ *   - reopen after an unclean stop: a garbage tail, a preallocated (zero
+ *     padded) active segment, a damaged middle segment;
+ *   - flush.messages=1: every acknowledged append is on disk, concurrent
+ *     appenders included (group commit); a roll syncs the indexes an
+ *     append's data-only fsync skipped, and only then.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "eng_fault.h"
+#include "partition_fixture.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
+
+/* ---- roll, close, reopen ------------------------------------------------ */
+
+static void test_roll_close_reopen_clean(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    int64_t base;
+    /* Rolling an empty active segment keeps it. */
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 0);
+    for (int i = 0; i < 3; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 300);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 30);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 30);
+    /* The rolled segment is sealed and trimmed: one entry (29 -> pos of batch 2). */
+    assert_int_equal(file_size(f->pdir, 0, ".index"), 8);
+    assert_int_equal(file_size(f->pdir, 0, ".timeindex"), 12);
+    for (int i = 3; i < 5; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 300);
+    assert_int_equal(eng_partition_close(p), 0);
+    assert_int_equal(eng_partition_recovery_point(p), 50);
+    /* Closed: appends refused; the active segment is trimmed. */
+    uint8_t buf[8192];
+    size_t len = build_batch(buf, sizeof buf, 50, 1, T0, 300);
+    assert_int_equal(do_append(p, buf, len, -1, false, NULL, NULL), ENG_ESHUTDOWN);
+    assert_int_equal(eng_partition_roll(p, &base), ENG_ESHUTDOWN);
+    assert_int_equal(file_size(f->pdir, 30, ".index"), 0);
+    assert_int_equal(file_size(f->pdir, 30, ".timeindex"), 12);
+    long long log_bytes = file_size(f->pdir, 30, ".log");
+    eng_partition_unref(p);
+    /* A missing index is rebuilt even after a clean stop. */
+    char path[600];
+    snprintf(path, sizeof path, "%s/%020d.index", f->pdir, 0);
+    assert_int_equal(unlink(path), 0);
+
+    eng_load_stats st;
+    p = open_part(f, true, 0, &st);
+    assert_int_equal(st.segments, 2);
+    assert_int_equal(st.segments_recovered, 1);
+    assert_int_equal(file_size(f->pdir, 0, ".index"), 8);
+    assert_int_equal(eng_partition_log_end_offset(p), 50);
+    assert_int_equal(eng_partition_high_watermark(p), 50);
+    assert_int_equal(eng_partition_log_start_offset(p), 0);
+    assert_int_equal(file_size(f->pdir, 30, ".log"), log_bytes);
+    assert_int_equal(file_size(f->pdir, 30, ".index"), 10485760); /* expanded again */
+    assert_int_equal(read_and_check(p, 0, 300), 50);
+    append_ok(p, 50, 10, T0 + 5, 300);
+    assert_int_equal(eng_partition_log_end_offset(p), 60);
+    assert_int_equal(read_and_check(p, 0, 300), 60);
+    int64_t off, ts;
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(ts, T0 + 5);
+    assert_int_equal(off, 50);
+    eng_partition_unref(p);
+}
+
+static void test_reopen_unclean_truncates_garbage(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    for (int i = 0; i < 5; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 250);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    long long good = file_size(f->pdir, 0, ".log");
+    assert_int_equal(good, 5 * 2731);
+
+    char path[600];
+    snprintf(path, sizeof path, "%s/%020d.log", f->pdir, 0);
+    FILE *fp = fopen(path, "ab");
+    assert_non_null(fp);
+    for (int i = 0; i < 700; i++)
+        fputc((i * 53 + 1) & 0xff, fp);
+    assert_int_equal(fclose(fp), 0);
+
+    eng_load_stats st;
+    p = open_part(f, false, 0, &st);
+    assert_non_null(p);
+    assert_int_equal(st.bytes_truncated, 700);
+    assert_true(st.segments_recovered >= 1);
+    assert_int_equal(file_size(f->pdir, 0, ".log"), good);
+    assert_int_equal(eng_partition_log_end_offset(p), 50);
+    assert_int_equal(read_and_check(p, 0, 250), 50);
+    append_ok(p, 50, 10, T0 + 5, 250);
+    assert_int_equal(read_and_check(p, 0, 250), 60);
+    eng_partition_unref(p);
+}
+
+/* preallocate=true: a crash leaves the active .log padded with zeros. */
+static void test_reopen_unclean_preallocated(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 1048576;
+    f->cfg.v[ENG_CFG_PREALLOCATE].i = 1;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 250);
+    assert_int_equal(file_size(f->pdir, 0, ".log"), 1048576);
+    assert_int_equal(read_and_check(p, 0, 250), 30);
+    eng_partition_unref(p); /* no close: a crash */
+
+    eng_load_stats st;
+    p = open_part(f, false, 0, &st);
+    assert_int_equal(st.bytes_truncated, 1048576 - 3 * 2731);
+    assert_int_equal(eng_partition_log_end_offset(p), 30);
+    assert_int_equal(read_and_check(p, 0, 250), 30);
+    append_ok(p, 30, 10, T0 + 3, 250);
+    assert_int_equal(read_and_check(p, 0, 250), 40);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    assert_int_equal(file_size(f->pdir, 0, ".log"), 4 * 2731);
+}
+
+static void test_reopen_unclean_damaged_middle_segment(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    int64_t base;
+    for (int s = 0; s < 3; s++) {
+        for (int i = 0; i < 3; i++)
+            append_ok(p, 30 * s + 10 * i, 10, T0 + 3 * s + i, 250);
+        if (s < 2)
+            assert_int_equal(eng_partition_roll(p, &base), 0);
+    }
+    assert_int_equal(eng_partition_log_end_offset(p), 90);
+    /* No clean close: the process "crashed".  Flip a bit in batch 1 of
+     * segment 30 (offsets 40..49). */
+    eng_partition_unref(p);
+    char path[600];
+    snprintf(path, sizeof path, "%s/%020d.log", f->pdir, 30);
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, 2731 + 500, SEEK_SET), 0);
+    int c = fgetc(fp);
+    assert_int_equal(fseek(fp, 2731 + 500, SEEK_SET), 0);
+    fputc(c ^ 0x80, fp);
+    assert_int_equal(fclose(fp), 0);
+
+    eng_load_stats st;
+    p = open_part(f, false, 0, &st);
+    assert_int_equal(st.bytes_truncated, 2 * 2731);
+    assert_int_equal(st.segments, 2);
+    assert_true(st.segments_deleted >= 1);
+    assert_int_equal(eng_partition_log_end_offset(p), 40);
+    assert_int_equal(file_size(f->pdir, 60, ".log"), -1);
+    assert_int_equal(file_size(f->pdir, 60, ".index"), -1);
+    assert_int_equal(read_and_check(p, 0, 250), 40);
+    /* The truncated segment is the active one again. */
+    append_ok(p, 40, 10, T0 + 20, 250);
+    eng_partition_info info;
+    eng_partition_info_get(p, &info);
+    assert_int_equal(info.active_base_offset, 30);
+    assert_int_equal(info.log_end_offset, 50);
+    assert_int_equal(read_and_check(p, 0, 250), 50);
+    eng_partition_unref(p);
+}
+
+typedef struct flusher {
+    eng_partition *p;
+    _Atomic int errors;
+} flusher;
+
+static void *flush_writer(void *arg)
+{
+    flusher *fl = arg;
+    for (int i = 0; i < 20; i++) {
+        uint8_t buf[1024];
+        eng_record_spec r = rec(T0, "k", "v");
+        size_t len = encode(buf, sizeof buf, &r, 1);
+        eng_append_result res;
+        if (do_append(fl->p, buf, len, -1, true, &res, NULL) ||
+            eng_partition_recovery_point(fl->p) <= res.last_offset ||
+            res.high_watermark <= res.last_offset)
+            atomic_fetch_add(&fl->errors, 1);
+    }
+    return NULL;
+}
+
+static void test_flush_messages_one(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    /* Default policy: the recovery point waits for a flush. */
+    append_ok(p, 0, 10, T0, 50);
+    assert_int_equal(eng_partition_recovery_point(p), 0);
+    assert_int_equal(eng_partition_high_watermark(p), 10);
+    assert_int_equal(eng_partition_flush(p), 0);
+    assert_int_equal(eng_partition_recovery_point(p), 10);
+    assert_true(atomic_load(&f->hw_events) >= 1);
+
+    /* flush.messages=1: every acknowledged append is on disk. */
+    eng_config c;
+    eng_partition_get_config(p, &c);
+    c.v[ENG_CFG_FLUSH_MESSAGES].i = 1;
+    eng_partition_set_config(p, &c);
+    atomic_store(&f->check_durable, true);
+    for (int i = 1; i < 6; i++) {
+        append_ok(p, 10 * i, 10, T0 + i, 50);
+        assert_int_equal(eng_partition_recovery_point(p), 10 * i + 10);
+        assert_int_equal(eng_partition_high_watermark(p), 10 * i + 10);
+    }
+    /* Group commit: concurrent appenders, each acknowledged only once on disk. */
+    flusher fl = {.p = p};
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, flush_writer, &fl), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(atomic_load(&fl.errors), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 140);
+    assert_int_equal(eng_partition_recovery_point(p), 140);
+    assert_int_equal(atomic_load(&f->not_durable), 0);
+    eng_partition_unref(p);
+}
+
+/* Appends' fsyncs (flush.messages) leave the active segment's indexes to the
+ * next roll; a roll under the default policy owes no fsync.  The fault point
+ * inside the roll's index sync tells whether the roll ran it. */
+static void test_roll_syncs_indexes_only_when_owed(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    int64_t base;
+    eng_fault_set("roll.index_sync=eio");
+    /* Default policy: nothing skipped, the roll runs no index sync. */
+    append_ok(p, 0, 10, T0, 50);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 10);
+    /* flush.messages=1: the append's fsync skips the indexes, the roll owes
+     * them and reaches the fault. */
+    eng_config c;
+    eng_partition_get_config(p, &c);
+    c.v[ENG_CFG_FLUSH_MESSAGES].i = 1;
+    eng_partition_set_config(p, &c);
+    append_ok(p, 10, 10, T0 + 1, 50);
+    assert_int_equal(eng_partition_roll(p, &base), -EIO);
+    /* The roll stands all the same: the sealed segment is not last. */
+    eng_partition_info info;
+    eng_partition_info_get(p, &info);
+    assert_int_equal(info.segment_count, 3);
+    assert_int_equal(info.active_base_offset, 20);
+    /* Paid once: the next roll owes nothing until a flush skips again. */
+    eng_fault_set("roll.index_sync=eio");
+    c.v[ENG_CFG_FLUSH_MESSAGES].i = INT64_MAX;
+    eng_partition_set_config(p, &c);
+    append_ok(p, 20, 10, T0 + 2, 50);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    eng_fault_set(NULL);
+    eng_partition_unref(p);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_roll_close_reopen_clean),
+        T(test_reopen_unclean_truncates_garbage),
+        T(test_reopen_unclean_preallocated),
+        T(test_reopen_unclean_damaged_middle_segment),
+        T(test_flush_messages_one),
+        T(test_roll_syncs_indexes_only_when_owed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
