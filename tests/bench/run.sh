@@ -275,7 +275,7 @@ bench_durable() {
     row "durable group commit, 64 clients (HTTP)" "$(fmt "$RATE") appends/s (1 client: $(fmt "$one"))" \
         "raw write+fdatasync $(fmt "$fs")/s" "$(ratio "$RATE" "$one")" ">= 20x one client" "$(atleast "$(ratio "$RATE" "$one")" 20)"
     stop_servers
-    echo "== the same through the engine alone (threads as clients, no HTTP)"
+    echo "== the same through the engine alone (threads as clients, commits on scheduler workers as in the service, no HTTP)"
     "$B/bench_group_commit" "$work/gc" 3 | tee "$work/gc.out" | sed 's/^/  /'
     local e1 e64
     e1=$(awk '/ 1 clients:/ {print $6}' "$work/gc.out")
