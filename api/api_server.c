@@ -33,6 +33,11 @@ struct api_server {
     api_ctx *ctx;
     uint16_t port;
     _Atomic int suspended; /* connections waiting for a deferred answer */
+    /* Deferred answers (long-polls, durable appends) not yet sent, and
+     * streams not yet ended: a resume only asks a server thread to send, so
+     * stopping waits for these, not just for the resumes. */
+    _Atomic int unsent;
+    _Atomic int streams;
 };
 
 /* A deferred answer.  The lock orders "suspend" (the request thread) against
@@ -56,6 +61,7 @@ typedef struct conn_state {
     size_t len, cap;
     bool too_large;
     bool refused; /* a response was queued before the body */
+    bool unsent;  /* counted in api_server.unsent until the request ends */
     api_async *async;
 } conn_state;
 
@@ -190,6 +196,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     stream_ctx *sc = cls;
+    atomic_fetch_sub(&sc->srv->streams, 1);
     api_stream_free(sc->s);
     free(sc);
 }
@@ -211,6 +218,7 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         api_stream_bind(resp->stream, stream_resume, sc, ci ? ci->connect_fd : -1);
         resp->stream = NULL;
+        atomic_fetch_add(&s->streams, 1);
         r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, stream_reader, sc,
                                               stream_free);
         if (!r) {
@@ -405,6 +413,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         MHD_suspend_connection(c);
         atomic_fetch_add(&s->suspended, 1);
+        st->unsent = true;
+        atomic_fetch_add(&s->unsent, 1);
         a->state = ASYNC_SUSPENDED;
         pthread_mutex_unlock(&a->lock);
         return MHD_YES;
@@ -417,11 +427,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
+    api_server *s = cls;
     (void)c;
     (void)toe;
     conn_state *st = *con_cls;
     if (st) {
+        if (st->unsent)
+            atomic_fetch_sub(&s->unsent, 1);
         free(st->body);
         async_free(st->async);
         free(st);
@@ -548,14 +560,23 @@ void api_server_stop(api_server *s)
     if (!s)
         return;
     MHD_quiesce_daemon(s->daemon);
-    /* Parked readers are answered now; then libmicrohttpd, which must not
-     * stop with suspended connections, waits for every deferred answer
-     * (durable appends, parked reads, streams) to go out. */
+    /* Parked readers are answered now and streams told to end.  Then, as
+     * libmicrohttpd must not stop with suspended connections, every deferred
+     * answer (durable appends, long-polls) is waited for until it has been
+     * sent, not only resumed: stopping right after the resume closed the
+     * connection before a server thread sent the answer (found by
+     * test_stop_with_open_streams_and_polls, one long-poll in a CI run got
+     * no answer).  Streams get a short grace to send their last event; a
+     * client that stopped reading is cut off after it. */
     api_waiters_stop(s->ctx->waiters);
-    for (int i = 0; i < 3000 && atomic_load(&s->suspended) > 0; i++)
+    for (int i = 0; i < 3000 && (atomic_load(&s->suspended) > 0 || atomic_load(&s->unsent) > 0);
+         i++)
         usleep(10000);
-    if (atomic_load(&s->suspended) > 0)
-        ENG_WARN("http: %d connections still waiting at stop", atomic_load(&s->suspended));
+    if (atomic_load(&s->suspended) > 0 || atomic_load(&s->unsent) > 0)
+        ENG_WARN("http: %d connections still waiting at stop, %d answers unsent",
+                 atomic_load(&s->suspended), atomic_load(&s->unsent));
+    for (int i = 0; i < 200 && atomic_load(&s->streams) > 0; i++)
+        usleep(10000);
     MHD_stop_daemon(s->daemon);
     free(s);
 }
