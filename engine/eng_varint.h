@@ -15,14 +15,16 @@
 #define ENG_VARINT_MAX 5
 #define ENG_VARLONG_MAX 10
 
+/* The sign mask comes from the unsigned sign bit: shifting a negative
+ * signed value right is implementation-defined in C. */
 static inline uint32_t eng_zigzag32(int32_t v)
 {
-    return ((uint32_t)v << 1) ^ (uint32_t)(v >> 31);
+    return ((uint32_t)v << 1) ^ (0u - ((uint32_t)v >> 31));
 }
 
 static inline uint64_t eng_zigzag64(int64_t v)
 {
-    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    return ((uint64_t)v << 1) ^ (0u - ((uint64_t)v >> 63));
 }
 
 /* Bytes a signed varint of v takes. */
