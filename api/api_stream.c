@@ -35,6 +35,7 @@ struct api_stream {
     size_t len, pos, cap;
     bool finished;
     _Atomic bool stop;
+    _Atomic bool gone; /* the client left: nothing more is written */
     int64_t last_send_ms;
     api_waiter w;
     void (*resume)(void *conn);
@@ -203,9 +204,17 @@ ssize_t api_stream_produce(api_stream *s, char *buf, size_t max)
 {
     if (s->pos == s->len) {
         s->pos = s->len = 0;
-        if (s->finished || atomic_load(&s->stop))
+        if (s->finished)
             return API_STREAM_END;
-        refill(s);
+        if (atomic_load(&s->stop)) {
+            /* Ended by the server (stopping, or no room to park): the
+             * client still gets the cursor to resume from, as at a bound. */
+            if (atomic_load(&s->gone))
+                return API_STREAM_END;
+            finish(s);
+        } else {
+            refill(s);
+        }
         if (s->len == 0) {
             bool heartbeat = s->o.format == API_STREAM_SSE &&
                              eng_mono_ms() - s->last_send_ms >= s->o.heartbeat_ms;
@@ -224,6 +233,8 @@ ssize_t api_stream_produce(api_stream *s, char *buf, size_t max)
 static void on_wake(api_waiter *w, api_wake_reason why)
 {
     api_stream *s = (api_stream *)((char *)w - offsetof(api_stream, w));
+    if (why == API_WAKE_GONE)
+        atomic_store(&s->gone, true);
     if (why == API_WAKE_GONE || why == API_WAKE_SHUTDOWN)
         atomic_store(&s->stop, true);
     s->resume(s->conn); /* s belongs to the HTTP thread again from here */

@@ -693,12 +693,18 @@ static void test_stop_with_open_streams_and_polls(void **state)
         answered += polls.r[i].status == 200;
     fprintf(stderr, "# %d of %d long-polls answered 200\n", answered, STOP_POLLS);
     assert_int_equal(answered, STOP_POLLS);
-    /* The streams a clean end of their chunked body, not a cut connection. */
+    /* The streams a clean end of their chunked body, not a cut connection,
+     * after the cursor to resume from: SSE's end event, NDJSON's last line. */
     assert_true(mset_finish(&sses, 5000));
     assert_true(mset_finish(&nd, 5000));
-    for (size_t i = 0; i < 2; i++)
+    for (size_t i = 0; i < 2; i++) {
         assert_int_equal(sses.r[i].rc, CURLE_OK);
+        assert_non_null(sses.r[i].body);
+        assert_non_null(strstr(sses.r[i].body, "event: end\ndata: {\"next_offset\":"));
+    }
     assert_int_equal(nd.r[0].rc, CURLE_OK);
+    assert_non_null(nd.r[0].body);
+    assert_non_null(strstr(nd.r[0].body, "{\"next_offset\":"));
     mset_free(&polls);
     mset_free(&sses);
     mset_free(&nd);
