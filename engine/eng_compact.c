@@ -628,11 +628,15 @@ int eng_partition_clean(eng_partition *p, int64_t checkpoint, const eng_clean_op
     st->duration_ms = eng_now_ms() - st->started_ms;
     if (!rc && st->segments_before > 0) {
         double secs = st->duration_ms > 0 ? (double)st->duration_ms / 1000.0 : 0.001;
+        /* As Kafka's cleaner reports it: the log processed (each segment
+         * once), over the whole clean, mapping pass included. */
         ENG_INFO("%s-%d: %s %u segments (%" PRIu64 " bytes) into %u (%" PRIu64
-                 " bytes): %" PRIu64 " records removed, %" PRIu64 " tombstones, %.1f MB/s",
+                 " bytes): %" PRIu64 " records removed, %" PRIu64
+                 " tombstones, %.1f MB of log processed at %.1f MB/s",
                  p->topic, p->id, o->dry_run ? "would clean" : "cleaned", st->segments_before,
                  st->bytes_before, st->segments_after, st->bytes_after, st->records_removed,
-                 st->tombstones_removed, (double)st->bytes_read / 1e6 / secs);
+                 st->tombstones_removed, (double)st->bytes_before / 1e6,
+                 (double)st->bytes_before / 1e6 / secs);
     }
     return rc;
 }

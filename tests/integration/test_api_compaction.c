@@ -220,6 +220,12 @@ static void test_dry_run_then_run(void **state)
     char *nl = strchr(end, '\n');
     assert_non_null(nl);
     assert_true(nl - end > 5 && !strncmp(nl - 5, " MB/s", 5));
+    /* The rate is the log processed (the segment's bytes) over the clean. */
+    char processed[64];
+    snprintf(processed, sizeof processed, "tombstones, %.1f MB of log processed at ",
+             (double)seg_bytes / 1e6);
+    char *at = strstr(end, processed);
+    assert_true(at && at < nl);
     free(text);
     /* Nothing dirty left: a run reports an empty range. */
     post_ok("/v1/topics/users/compaction:run", NULL, &r);
