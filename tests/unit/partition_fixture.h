@@ -22,7 +22,7 @@
 #include <string.h>
 
 #define T0 1700000000000LL
-#define MAX_RECS 16
+#define MAX_RECS TS_BATCH_MAX_RECS
 
 typedef struct fixture {
     char *dir;
@@ -91,30 +91,6 @@ static inline size_t encode(uint8_t *buf, size_t cap, const eng_record_spec *rec
     return eng_batch_encode(buf, cap, &bp, recs, n);
 }
 
-static inline void fill_value(uint8_t *v, int len, int64_t id)
-{
-    for (int j = 0; j < len; j++)
-        v[j] = (uint8_t)('a' + (id * 7 + j) % 26);
-}
-
-/* n records, keys k-%06d from `first`, values of vlen bytes tied to the key,
- * every record at ts.  Base offset 0: the partition stamps offsets. */
-static inline size_t build_batch(uint8_t *buf, size_t cap, int64_t first, int n, int64_t ts,
-                                 int vlen)
-{
-    static _Thread_local uint8_t values[MAX_RECS][2048];
-    char keys[MAX_RECS][24];
-    eng_record_spec recs[MAX_RECS];
-    for (int i = 0; i < n; i++) {
-        snprintf(keys[i], sizeof keys[i], "k-%06lld", (long long)(first + i));
-        fill_value(values[i], vlen, first + i);
-        recs[i] = (eng_record_spec){.timestamp = ts, .key = (const uint8_t *)keys[i],
-                                    .key_len = (int32_t)strlen(keys[i]), .value = values[i],
-                                    .value_len = vlen};
-    }
-    return encode(buf, cap, recs, (size_t)n);
-}
-
 static inline int do_append(eng_partition *p, uint8_t *buf, size_t len, int64_t expected,
                             bool producer, eng_append_result *res, eng_errdetail *err)
 {
@@ -127,7 +103,7 @@ static inline int do_append(eng_partition *p, uint8_t *buf, size_t len, int64_t 
 static inline void append_ok(eng_partition *p, int64_t first, int n, int64_t ts, int vlen)
 {
     uint8_t buf[MAX_RECS * 2100];
-    size_t len = build_batch(buf, sizeof buf, first, n, ts, vlen);
+    size_t len = ts_build_batch(buf, sizeof buf, first, n, ts, vlen);
     eng_errdetail err = {0};
     int rc = do_append(p, buf, len, -1, true, NULL, &err);
     if (rc)
@@ -179,17 +155,10 @@ static inline int64_t read_range(eng_partition *p, int64_t from, int64_t to, siz
     return off;
 }
 
-/* A record written by build_batch: key k-<offset>, value tied to it. */
+/* A record written by ts_build_batch (ctx: its value length). */
 static inline int record_intact(const eng_record *r, void *ctx)
 {
-    int vlen = *(int *)ctx;
-    char key[24];
-    uint8_t want[2048];
-    int kl = snprintf(key, sizeof key, "k-%06lld", (long long)r->offset);
-    if (r->key_len != kl || memcmp(r->key, key, (size_t)kl) || r->value_len != vlen)
-        return -1;
-    fill_value(want, vlen, r->offset);
-    return memcmp(r->value, want, (size_t)vlen) ? -1 : 0;
+    return ts_record_intact(r, *(int *)ctx) ? 0 : -1;
 }
 
 /* Reads [from, HW) and checks every record; returns the records seen or -1. */

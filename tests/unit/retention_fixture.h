@@ -168,37 +168,13 @@ static inline void close_part(eng_partition *p)
 
 /* ---- records: key k-<offset>, value tied to the offset ------------------- */
 
-static inline void fill_value(uint8_t *v, int len, int64_t id)
-{
-    for (int j = 0; j < len; j++)
-        v[j] = (uint8_t)('a' + (id * 7 + j) % 26);
-}
-
-static inline size_t build_batch(uint8_t *buf, size_t cap, int64_t first, int n, int64_t ts,
-                                 int vlen)
-{
-    static _Thread_local uint8_t values[MAX_RECS][512];
-    char keys[MAX_RECS][24];
-    eng_record_spec recs[MAX_RECS];
-    for (int i = 0; i < n; i++) {
-        snprintf(keys[i], sizeof keys[i], "k-%06lld", (long long)(first + i));
-        fill_value(values[i], vlen, first + i);
-        recs[i] = (eng_record_spec){.timestamp = ts, .key = (const uint8_t *)keys[i],
-                                    .key_len = (int32_t)strlen(keys[i]), .value = values[i],
-                                    .value_len = vlen};
-    }
-    eng_batch_params bp;
-    eng_batch_params_init(&bp);
-    return eng_batch_encode(buf, cap, &bp, recs, (size_t)n);
-}
-
 /* Appends n records at ts (keys from the log end offset); returns the batch
  * size.  async: flush.messages' durability is left pending (see res). */
 static inline size_t append_rec(eng_partition *p, int n, int64_t ts, int vlen, bool async,
                                 eng_append_result *res)
 {
     uint8_t buf[MAX_RECS * 600];
-    size_t len = build_batch(buf, sizeof buf, eng_partition_log_end_offset(p), n, ts, vlen);
+    size_t len = ts_build_batch(buf, sizeof buf, eng_partition_log_end_offset(p), n, ts, vlen);
     eng_append_opts o = {.expected_offset = -1, .producer_batches = true, .async_durable = async};
     eng_append_result local;
     eng_errdetail err = {0};
@@ -308,12 +284,7 @@ static inline int64_t walk_fetch(const eng_fetch *ft, int64_t from, int vlen)
         while (eng_record_iter_next(&it, &r) == 1) {
             if (r.offset < from)
                 continue;
-            char key[24];
-            uint8_t want[512];
-            int kl = snprintf(key, sizeof key, "k-%06lld", (long long)r.offset);
-            fill_value(want, vlen, r.offset);
-            if (r.offset != expect++ || r.key_len != kl || memcmp(r.key, key, (size_t)kl) ||
-                r.value_len != vlen || memcmp(r.value, want, (size_t)vlen))
+            if (r.offset != expect++ || !ts_record_intact(&r, vlen))
                 return -1;
         }
         pos += eng_batch_size(&h);

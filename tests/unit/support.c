@@ -163,3 +163,40 @@ eng_meta_codec ts_line_codec(void)
 {
     return (eng_meta_codec){.encode = line_encode, .decode = line_decode};
 }
+
+void ts_fill_value(uint8_t *v, int len, int64_t id)
+{
+    for (int j = 0; j < len; j++)
+        v[j] = (uint8_t)('a' + (id * 7 + j) % 26);
+}
+
+size_t ts_build_batch(uint8_t *buf, size_t cap, int64_t first, int n, int64_t ts, int vlen)
+{
+    static _Thread_local uint8_t values[TS_BATCH_MAX_RECS][TS_VALUE_MAX];
+    char keys[TS_BATCH_MAX_RECS][24];
+    eng_record_spec recs[TS_BATCH_MAX_RECS];
+    if (n < 0 || n > TS_BATCH_MAX_RECS || vlen < 0 || vlen > TS_VALUE_MAX)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof keys[i], "k-%06lld", (long long)(first + i));
+        ts_fill_value(values[i], vlen, first + i);
+        recs[i] = (eng_record_spec){.timestamp = ts, .key = (const uint8_t *)keys[i],
+                                    .key_len = (int32_t)strlen(keys[i]), .value = values[i],
+                                    .value_len = vlen};
+    }
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    return eng_batch_encode(buf, cap, &bp, recs, (size_t)n);
+}
+
+bool ts_record_intact(const eng_record *r, int vlen)
+{
+    char key[24];
+    uint8_t want[TS_VALUE_MAX];
+    int kl = snprintf(key, sizeof key, "k-%06lld", (long long)r->offset);
+    if (vlen < 0 || vlen > TS_VALUE_MAX || r->key_len != kl || memcmp(r->key, key, (size_t)kl) ||
+        r->value_len != vlen)
+        return false;
+    ts_fill_value(want, vlen, r->offset);
+    return memcmp(r->value, want, (size_t)vlen) == 0;
+}

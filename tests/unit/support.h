@@ -8,8 +8,10 @@
 #ifndef TEST_SUPPORT_H
 #define TEST_SUPPORT_H
 
+#include "eng_batch.h"
 #include "eng_manager.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,5 +37,21 @@ long long ts_file_size(const char *path);
  * then "key=value" lines) for suites that run an eng_manager without the
  * service's JSON codec: the engine itself speaks no JSON. */
 eng_meta_codec ts_line_codec(void);
+
+/* Records "k-<id>" whose value of vlen bytes is derived from id, so a read can
+ * check each one without keeping what was sent. */
+#define TS_BATCH_MAX_RECS 16
+#define TS_VALUE_MAX 2048
+
+/* Fills v[0..len) with the value of record id. */
+void ts_fill_value(uint8_t *v, int len, int64_t id);
+
+/* Encodes records first..first+n-1 (n <= TS_BATCH_MAX_RECS, vlen <=
+ * TS_VALUE_MAX), all at ts, as one batch with base offset 0 (the partition
+ * stamps offsets).  Returns its size, 0 if it does not fit in cap. */
+size_t ts_build_batch(uint8_t *buf, size_t cap, int64_t first, int n, int64_t ts, int vlen);
+
+/* True if r is record r->offset as ts_build_batch writes it with vlen. */
+bool ts_record_intact(const eng_record *r, int vlen);
 
 #endif

@@ -46,7 +46,7 @@ static void test_kafka_figures(void **state)
     eng_partition *p = open_part(f, true, 0, NULL);
     for (int a = 0; a < 1200; a++) {
         uint8_t buf[4096];
-        size_t len = build_batch(buf, sizeof buf, 10 * a, 10, T0 + a, 250);
+        size_t len = ts_build_batch(buf, sizeof buf, 10 * a, 10, T0 + a, 250);
         assert_int_equal(len, 2731);
         eng_append_result res;
         eng_errdetail err = {0};
@@ -306,17 +306,17 @@ static void test_refusals_write_nothing(void **state)
     eng_errdetail err = {0};
 
     /* expected_offset mismatch */
-    size_t len = build_batch(buf, sizeof buf, 10, 10, T0, 250);
+    size_t len = ts_build_batch(buf, sizeof buf, 10, 10, T0, 250);
     assert_int_equal(do_append(p, buf, len, 5, false, NULL, &err), ENG_EEXPECTED);
     assert_true(strlen(err.message) > 0);
     assert_int_equal(do_append(p, buf, len, 11, false, NULL, &err), ENG_EEXPECTED);
     expect_unchanged(p, f, 10, size);
-    len = build_batch(buf, sizeof buf, 10, 10, T0, 250);
+    len = ts_build_batch(buf, sizeof buf, 10, 10, T0, 250);
     assert_int_equal(do_append(p, buf, len, 10, false, NULL, &err), 0);
     size = file_size(f->pdir, 0, ".log");
 
     /* a batch over max.message.bytes (3000): 12 x 267 + 61 = 3,265 bytes */
-    len = build_batch(buf, sizeof buf, 20, 12, T0, 250);
+    len = ts_build_batch(buf, sizeof buf, 20, 12, T0, 250);
     assert_int_equal(len, 3265);
     memset(&err, 0, sizeof err);
     assert_int_equal(do_append(p, buf, len, -1, false, NULL, &err), ENG_ETOOLARGE);
@@ -325,28 +325,28 @@ static void test_refusals_write_nothing(void **state)
     expect_unchanged(p, f, 20, size);
 
     /* a producer batch with a bad CRC, alone or after a good batch */
-    len = build_batch(buf, sizeof buf, 20, 3, T0, 100);
+    len = ts_build_batch(buf, sizeof buf, 20, 3, T0, 100);
     buf[len - 5] ^= 0x01;
     assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_ECRC);
     expect_unchanged(p, f, 20, size);
-    size_t l1 = build_batch(buf, sizeof buf, 20, 3, T0, 100);
-    size_t l2 = build_batch(buf + l1, sizeof buf - l1, 23, 3, T0, 100);
+    size_t l1 = ts_build_batch(buf, sizeof buf, 20, 3, T0, 100);
+    size_t l2 = ts_build_batch(buf + l1, sizeof buf - l1, 23, 3, T0, 100);
     buf[l1 + 70] ^= 0x40;
     assert_int_equal(do_append(p, buf, l1 + l2, -1, true, NULL, &err), ENG_ECRC);
     expect_unchanged(p, f, 20, size);
     /* lastOffsetDelta that disagrees with the record count (CRC fixed up) */
-    len = build_batch(buf, sizeof buf, 20, 3, T0, 100);
+    len = ts_build_batch(buf, sizeof buf, 20, 3, T0, 100);
     eng_put_be32(buf + 23, 5);
     eng_batch_update_crc(buf, len);
     assert_int_not_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
     expect_unchanged(p, f, 20, size);
     /* a truncated body */
-    len = build_batch(buf, sizeof buf, 20, 3, T0, 100);
+    len = ts_build_batch(buf, sizeof buf, 20, 3, T0, 100);
     assert_int_equal(do_append(p, buf, len - 1, -1, true, NULL, &err), ENG_ECORRUPT);
     assert_int_equal(do_append(p, buf, 0, -1, true, NULL, &err), ENG_EINVAL);
     expect_unchanged(p, f, 20, size);
     /* a good producer batch still goes in */
-    len = build_batch(buf, sizeof buf, 20, 3, T0, 100);
+    len = ts_build_batch(buf, sizeof buf, 20, 3, T0, 100);
     assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
     assert_int_equal(eng_partition_log_end_offset(p), 23);
     eng_partition_unref(p);
@@ -382,12 +382,12 @@ static void test_timestamp_limits(void **state)
     uint8_t buf[4096];
     eng_errdetail err = {0};
     int64_t now = eng_now_ms();
-    size_t len = build_batch(buf, sizeof buf, 0, 2, now - 2 * 3600000, 10);
+    size_t len = ts_build_batch(buf, sizeof buf, 0, 2, now - 2 * 3600000, 10);
     assert_int_equal(do_append(p, buf, len, -1, false, NULL, &err), ENG_ETIMESTAMP);
-    len = build_batch(buf, sizeof buf, 0, 2, now + 600000, 10);
+    len = ts_build_batch(buf, sizeof buf, 0, 2, now + 600000, 10);
     assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_ETIMESTAMP);
     expect_unchanged(p, f, 0, 0);
-    len = build_batch(buf, sizeof buf, 0, 2, now - 1000, 10);
+    len = ts_build_batch(buf, sizeof buf, 0, 2, now - 1000, 10);
     assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
     eng_partition_unref(p);
 }
@@ -398,7 +398,7 @@ static void test_log_append_time(void **state)
     f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i = ENG_TS_LOG_APPEND_TIME;
     eng_partition *p = open_part(f, true, 0, NULL);
     uint8_t buf[4096];
-    size_t len = build_batch(buf, sizeof buf, 0, 3, 1000, 10);
+    size_t len = ts_build_batch(buf, sizeof buf, 0, 3, 1000, 10);
     int64_t before = eng_now_ms();
     eng_append_result res;
     assert_int_equal(do_append(p, buf, len, -1, true, &res, NULL), 0);

@@ -47,7 +47,7 @@ static void test_roll_close_reopen_clean(void **state)
     assert_int_equal(eng_partition_recovery_point(p), 50);
     /* Closed: appends refused; the active segment is trimmed. */
     uint8_t buf[8192];
-    size_t len = build_batch(buf, sizeof buf, 50, 1, T0, 300);
+    size_t len = ts_build_batch(buf, sizeof buf, 50, 1, T0, 300);
     assert_int_equal(do_append(p, buf, len, -1, false, NULL, NULL), ENG_ESHUTDOWN);
     assert_int_equal(eng_partition_roll(p, &base), ENG_ESHUTDOWN);
     assert_int_equal(file_size(f->pdir, 30, ".index"), 0);
