@@ -50,6 +50,7 @@ static const err_def table[] = {
     {"log_dir_offline", 503, "KAFKA_STORAGE_ERROR", 56, true},
     {"shutting_down", 503, "BROKER_NOT_AVAILABLE", 8, true},
     {"disk_full", 507, "KAFKA_STORAGE_ERROR", 56, true},
+    {"too_many_open_files", 507, "KAFKA_STORAGE_ERROR", 56, true},
 };
 
 static const err_def *find_def(const char *code)
@@ -130,6 +131,8 @@ const char *api_error_code_for(int rc)
     case ENG_ELIMIT: return "too_many_waiters";
     case -ENOSPC:
     case -EDQUOT: return "disk_full";
+    case -EMFILE:
+    case -ENFILE: return "too_many_open_files";
     default: return "internal_error";
     }
 }

@@ -286,6 +286,14 @@ void api_h_metrics(api_ctx *ctx, const api_request *req, const api_params *param
     put(&o, "logstore_parked_readers %zu\n", api_waiters_parked(ctx->waiters));
     help(&o, "logstore_open_streams", "gauge", "SSE and NDJSON streams open right now.");
     put(&o, "logstore_open_streams %lld\n", (long long)atomic_load(&open_streams));
+    long headroom, limit;
+    if (eng_fs_fd_headroom(&headroom, &limit) == 0) {
+        /* The client libraries' standard names, so existing alerts apply. */
+        help(&o, "process_open_fds", "gauge", "Open file descriptors (3 a segment, 1 a connection).");
+        put(&o, "process_open_fds %ld\n", limit - headroom);
+        help(&o, "process_max_fds", "gauge", "The process's open-files limit (soft RLIMIT_NOFILE).");
+        put(&o, "process_max_fds %ld\n", limit);
+    }
     requests(&o);
     engine_stats(&o);
     if (m && state == API_READY) {

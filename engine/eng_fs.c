@@ -1,5 +1,6 @@
 /*
- * eng_fs.c - durable file replacement, directory sync, tree removal.
+ * eng_fs.c - durable file replacement, directory sync, tree removal, the
+ * process's file-descriptor headroom.
  */
 #include "eng_fs.h"
 
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -213,6 +215,27 @@ bool eng_fs_exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+int eng_fs_fd_headroom(long *headroom, long *limit)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -errno;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -errno;
+    long open_now = -1; /* the listing's own descriptor is not the caller's */
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            open_now++;
+    closedir(d);
+    long lim = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)LONG_MAX ? LONG_MAX
+                                                                               : (long)rl.rlim_cur;
+    *limit = lim;
+    *headroom = lim > open_now ? lim - open_now : 0;
+    return 0;
 }
 
 int64_t eng_now_ms(void)

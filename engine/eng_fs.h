@@ -40,6 +40,11 @@ int eng_fs_segment_path(char *buf, size_t len, const char *dir, int64_t base, co
 
 bool eng_fs_exists(const char *path);
 
+/* How many more files this process may open: the soft RLIMIT_NOFILE (into
+ * *limit) less the descriptors open now, counted in /proc/self/fd.  An error
+ * means it cannot tell (no /proc, say). */
+int eng_fs_fd_headroom(long *headroom, long *limit);
+
 /* Wall clock in milliseconds since the epoch. */
 int64_t eng_now_ms(void);
 

@@ -8,6 +8,7 @@
 #include "eng_manager_impl.h"
 
 #include "eng_checkpoint.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 #include "eng_partition_impl.h" /* first segment base, for log-start-offset-checkpoint */
@@ -108,7 +109,9 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx
         .events = eng__manager_events(m),
     };
     eng_load_stats st;
-    rc = eng_partition_open(&pp, out, &st);
+    rc = ENG_FAULT("partition.open");
+    if (!rc)
+        rc = eng_partition_open(&pp, out, &st);
     if (!rc) {
         rc = write_partition_files(pdir, t->meta.topic_id, eng_partition_log_start_offset(*out));
         if (rc)

@@ -271,10 +271,19 @@ static int sync_from(eng_partition *p, int64_t from, bool data_only)
     return rc;
 }
 
+/* Errors that say the process or the disk is out of room, not that the dir
+ * went bad: the append is refused and the next one tries again.  Running
+ * out of descriptors can only fail a segment's create, which leaves no
+ * file behind (eng_segment_create). */
+static bool out_of_room(int rc)
+{
+    return rc == -ENOSPC || rc == -EMFILE || rc == -ENFILE;
+}
+
 static void take_offline(eng_partition *p, int rc, const char *what)
 {
-    if (rc == -ENOSPC)
-        return; /* a full disk refuses appends but does not poison the dir */
+    if (out_of_room(rc))
+        return; /* refused appends, but the dir is not poisoned */
     if (p->dir_offline && !atomic_exchange(p->dir_offline, 1))
         ENG_ERROR("%s-%d: %s failed (%s); taking the log dir offline", p->topic, p->id, what,
                   eng_strerror(rc));
@@ -282,11 +291,12 @@ static void take_offline(eng_partition *p, int rc, const char *what)
 
 /* What an append reports after an I/O failure: ENG_EOFFLINE once the dir is
  * offline (503 log_dir_offline, like every append after it) rather than the
- * raw errno (500 internal_error); a full disk stays -ENOSPC (507).  Found by
+ * raw errno (500 internal_error); a full disk stays -ENOSPC (507), and so do
+ * -EMFILE and -ENFILE.  Found by
  * tests/crash/test_faults.c (segment.append.partial=eio answered 500). */
 static int offline_code(const eng_partition *p, int rc)
 {
-    return rc != -ENOSPC && p->dir_offline && atomic_load(p->dir_offline) ? ENG_EOFFLINE : rc;
+    return !out_of_room(rc) && p->dir_offline && atomic_load(p->dir_offline) ? ENG_EOFFLINE : rc;
 }
 
 /* Waits until everything below `upto` is on disk, running the flush itself

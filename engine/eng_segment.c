@@ -156,6 +156,7 @@ int eng_segment_create_suffixed(const char *dir, int64_t base, const char *suffi
     if (!s)
         return -ENOMEM;
     snprintf(s->suffix, sizeof s->suffix, "%s", suffix);
+    bool made_indexes = false;
     int rc = eng_segment_file_path(s, ".log", path, sizeof path);
     if (rc)
         goto fail;
@@ -183,6 +184,7 @@ int eng_segment_create_suffixed(const char *dir, int64_t base, const char *suffi
     }
     if ((rc = remove_stale(s, ".index")) || (rc = remove_stale(s, ".timeindex")))
         goto fail;
+    made_indexes = true; /* from here any index file is this segment's own */
     if ((rc = eng__segment_open_indexes(s, true)))
         goto fail;
     atomic_store(&s->max_ts_loaded, true);
@@ -192,8 +194,14 @@ int eng_segment_create_suffixed(const char *dir, int64_t base, const char *suffi
     *out = s;
     return 0;
 fail:
+    /* Nothing of a failed create stays behind: out of descriptors, the
+     * .log may exist with its indexes only half opened. */
     if (s->log_fd >= 0 && rc != -EEXIST)
         unlink(path);
+    if (made_indexes) {
+        remove_stale(s, ".index");
+        remove_stale(s, ".timeindex");
+    }
     segment_free(s);
     return rc;
 }

@@ -124,6 +124,43 @@ static void new_topic_id(char out[23])
     out[22] = 0;
 }
 
+/* An open partition holds its active segment's .log, .index and .timeindex. */
+#define FDS_PER_PARTITION 3
+
+/* Refuses, before any file is made, partitions the process could not keep
+ * open: running out of descriptors midway would fail the request anyway,
+ * and then every connection, roll and checkpoint with it.  A share of the
+ * limit stays free for those. */
+static int check_fd_budget(const char *name, int32_t adding, eng_errdetail *err)
+{
+    long headroom, limit;
+    if (eng_fs_fd_headroom(&headroom, &limit))
+        return 0; /* cannot tell: the opens will say */
+    long reserve = limit / 20 > 64 ? limit / 20 : 64;
+    long need = (long)adding * FDS_PER_PARTITION;
+    if (need + reserve <= headroom)
+        return 0;
+    eng_errdetail_key(err, "partitions");
+    return eng_fail(err, -EMFILE,
+                    "%d new partitions of '%.200s' need %ld open files, and %ld of this "
+                    "process's limit of %ld are free (%ld kept for connections and segment "
+                    "rolls); raise the open-files limit (ulimit -n, LimitNOFILE, docker run "
+                    "--ulimit nofile=...)",
+                    (int)adding, name, need, headroom, limit, reserve);
+}
+
+/* Removes what a failed create or grow made; a leftover would come back as
+ * data of the next topic of that name. */
+static void remove_partition_dir(eng_manager *m, const char *name, int32_t id)
+{
+    char path[PATH_MAX];
+    int rc = eng__partition_dir(m, name, id, path, sizeof path);
+    if (!rc)
+        rc = eng_fs_remove_tree(path);
+    if (rc && rc != -ENOENT)
+        ENG_WARN("removing %s-%d after a failed create: %s", name, (int)id, eng_strerror(rc));
+}
+
 static int no_topic(eng_errdetail *err, const char *name)
 {
     return eng_fail(err, ENG_ENOTOPIC, "topic '%.200s' does not exist", name);
@@ -166,6 +203,8 @@ int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partition
         rc = eng_fail(err, ENG_ETOPICEXISTS, "topic '%s' already exists", name);
         goto unlock;
     }
+    if ((rc = check_fd_budget(name, partitions, err)))
+        goto unlock;
     if ((rc = write_meta(m, &t->meta))) {
         eng_fail(err, rc, "writing metadata of topic '%s': %s", name, eng_strerror(rc));
         goto unlock;
@@ -174,12 +213,16 @@ int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partition
     while (opened < partitions && !(rc = eng__open_partition(m, t, opened, NULL, &t->parts[opened])))
         opened++;
     if (rc) {
-        /* Undo: no metadata, no partition directory, no reference. */
+        /* Undo: no metadata, no partition directory, no reference.  The
+         * partitions close first: when the opens ran out of descriptors,
+         * removing a tree needs one (the failed partition's own too). */
         eng_fail(err, rc, "creating partitions of topic '%s': %s", name, eng_strerror(rc));
-        t->meta.partitions = opened;
-        for (int32_t i = 0; i < opened; i++)
-            if (!eng__partition_dir(m, name, i, path, sizeof path))
-                eng_fs_remove_tree(path);
+        for (int32_t i = 0; i < opened; i++) {
+            eng_partition_unref(t->parts[i]);
+            t->parts[i] = NULL;
+        }
+        for (int32_t i = 0; i <= opened && i < partitions; i++)
+            remove_partition_dir(m, name, i);
         if (!eng__topic_meta_path(m, name, path, sizeof path))
             unlink(path);
         goto unlock;
@@ -264,7 +307,7 @@ int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, 
                       name, t->meta.partitions);
         goto unlock;
     }
-    if (total == t->meta.partitions)
+    if (total == t->meta.partitions || (rc = check_fd_budget(name, total - t->meta.partitions, err)))
         goto unlock;
     eng_partition **parts = realloc(t->parts, (size_t)total * sizeof *parts);
     if (!parts) {
@@ -283,12 +326,10 @@ int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, 
     }
     if (rc) {
         eng_fail(err, rc, "adding partitions to '%s': %s", name, eng_strerror(rc));
-        char path[PATH_MAX];
-        for (int32_t p = old; p < opened; p++) {
+        for (int32_t p = old; p < opened; p++)
             eng_partition_unref(t->parts[p]);
-            if (!eng__partition_dir(m, name, p, path, sizeof path))
-                eng_fs_remove_tree(path);
-        }
+        for (int32_t p = old; p <= opened && p < total; p++)
+            remove_partition_dir(m, name, p);
     }
 unlock:
     pthread_rwlock_unlock(&m->lock);

@@ -25,12 +25,38 @@
 #include "svc_tls.h"
 #include "svc_version.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 extern char **environ;
+
+/* Every segment keeps its three files open, as in Kafka, so the default
+ * soft limit of 1024 descriptors runs out at a few hundred partitions; the
+ * hard limit is what the operator allowed.  Raising the soft limit to it is
+ * what nginx's worker_rlimit_nofile and systemd's services do. */
+static void raise_open_files_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t was = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+            ENG_WARN("cannot raise the open-files limit from %llu: %s", (unsigned long long)was,
+                     strerror(errno));
+            return;
+        }
+    }
+    if (rl.rlim_cur == RLIM_INFINITY)
+        ENG_INFO("open-files limit: unlimited");
+    else
+        ENG_INFO("open-files limit: %llu (each segment holds 3)", (unsigned long long)rl.rlim_cur);
+}
 
 /* The engine's high-watermark hook: wakes parked readers of that partition. */
 static void notify_hw(eng_partition *p, int64_t hw, void *vctx)
@@ -93,6 +119,8 @@ int main(int argc, char **argv)
         for (char *line = strtok(s.warnings, "\n"); line; line = strtok(NULL, "\n"))
             ENG_WARN("%s", line);
     }
+
+    raise_open_files_limit();
 
     sigset_t sigs;
     sigemptyset(&sigs);

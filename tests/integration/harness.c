@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -118,6 +119,12 @@ static int start_impl(ls_server *s, const char *dir, const char *const *extra, b
             dup2(fd, 1);
             dup2(fd, 2);
             close(fd);
+        }
+        if (s->max_open_files > 0) {
+            struct rlimit rl = {.rlim_cur = (rlim_t)s->max_open_files,
+                                .rlim_max = (rlim_t)s->max_open_files};
+            if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                _exit(126);
         }
         execv(argv[0], argv);
         _exit(127);
@@ -623,6 +630,7 @@ int ls_start_opts(ls_server *s, const ls_opts *o)
     snprintf(s->listener, sizeof s->listener, "%s", o->listener ? o->listener : "");
     snprintf(s->ca_file, sizeof s->ca_file, "%s", o->ca_file ? o->ca_file : "");
     snprintf(s->config_file, sizeof s->config_file, "%s", o->config_file ? o->config_file : "");
+    s->max_open_files = o->max_open_files;
     char dir[256];
     snprintf(dir, sizeof dir, "%s/data", tmpl);
     return start_impl(s, dir, o->extra, true);

@@ -25,6 +25,7 @@ typedef struct ls_server {
     char listener[64];     /* default http://127.0.0.1:0 */
     char ca_file[300];     /* https: the certificate curl trusts */
     char config_file[300]; /* passed as --config */
+    long max_open_files;   /* > 0: the server's RLIMIT_NOFILE, soft and hard */
 } ls_server;
 
 typedef struct ls_resp {
@@ -139,6 +140,7 @@ typedef struct ls_opts {
     const char *ca_file;      /* with an https listener: the PEM curl trusts; requests
                                * then go to https://localhost:PORT (resolved to 127.0.0.1) */
     const char *config_file;  /* passed as --config FILE */
+    long max_open_files;      /* > 0: the server may open this many files (soft and hard) */
 } ls_opts;
 
 /* ls_start with a listener, a CA and a --config file; the options are kept

@@ -13,7 +13,8 @@
  * backslash, space, "%2e%2e" literally, NUL, non-ASCII ("é") and more, in the create
  * body and percent-encoded in paths (GET, DELETE, POST; "a%00b" must not act
  * on topic "a"); partition counts 0, -1 and 100001 (400 invalid_partitions)
- * and non-integer ones (400).  For each: nothing is created under the data
+ * and non-integer ones (400); more partitions than the open-files limit
+ * allows (507, on a second server with 256).  For each: nothing is created under the data
  * dir (ls_dir_listing before/after equal) and the server is still up.
  *
  * One server serves the whole group.  The last test requires a clean exit.
@@ -252,6 +253,37 @@ static void test_invalid_partition_counts(void **state)
     expect_err("GET", "/v1/topics/p0", NULL, 404, "unknown_topic");
 }
 
+/* A server allowed 256 open files says so at start and refuses a topic it
+ * could not keep open (3 files a partition) with 507, creating nothing; a
+ * smaller one still goes in. */
+static void test_open_files_limit(void **state)
+{
+    (void)state;
+    ls_server small;
+    ls_opts o = {.max_open_files = 256};
+    assert_int_equal(ls_start_opts(&small, &o), 0);
+    size_t len;
+    char *log = ls_read_file(small.log_path, &len);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "open-files limit: 256"));
+    free(log);
+    char *before = ls_dir_listing(small.dir);
+    ls_resp r;
+    assert_int_equal(ls_post(&small, "/v1/topics", "{\"name\":\"wide\",\"partitions\":100}", &r), 0);
+    CHECK_ERR(r, 507, "too_many_open_files");
+    assert_true(json_is_true(ls_jget(&r, "retriable")));
+    assert_string_equal(ls_jstr(&r, "details.key"), "partitions");
+    assert_non_null(strstr(ls_jstr(&r, "message"), "need 300 open files"));
+    ls_resp_free(&r);
+    char *after = ls_dir_listing(small.dir);
+    assert_string_equal(after, before);
+    free(before);
+    free(after);
+    assert_int_equal(ls_create_topic(&small, "narrow", 20, NULL), 201);
+    assert_int_equal(ls_stop(&small), 0);
+    ls_cleanup(&small);
+}
+
 /* Last: nothing invalid was kept, and a clean stop exits 0. */
 static void test_zz_clean_stop(void **state)
 {
@@ -267,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_invalid_topic_names),
         cmocka_unit_test(test_invalid_topic_names_in_path),
         cmocka_unit_test(test_invalid_partition_counts),
+        cmocka_unit_test(test_open_files_limit),
         cmocka_unit_test(test_zz_clean_stop),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -108,6 +108,15 @@ check "records appended to prom-orders: 7" has '^logstore_records_appended_total
 check "the retention run counted a segment" has '^logstore_retention_deleted_segments_total\{rule="retention.ms"\} [1-9]'
 check "the compaction counted a run" has '^logstore_cleaner_runs_total [1-9]'
 check "flush.messages=1 fsyncs are in the histogram" has '^logstore_fsync_duration_seconds_count [1-9]'
+fds_ok() { # open descriptors counted, under the limit, which was raised to the hard one
+    local open max
+    open=$(awk '/^process_open_fds /{print $2}' "$tmp/metrics.txt")
+    max=$(awk '/^process_max_fds /{print $2}' "$tmp/metrics.txt")
+    echo "# process_open_fds $open, process_max_fds $max, ulimit -Hn $(ulimit -Hn)"
+    [ -n "$open" ] && [ -n "$max" ] && [ "$open" -gt 10 ] && [ "$open" -lt "$max" ] &&
+        { [ "$(ulimit -Hn)" = unlimited ] || [ "$max" -eq "$(ulimit -Hn)" ]; }
+}
+check "process_open_fds and process_max_fds (raised to the hard limit)" fds_ok
 check "append requests are counted by route and status" \
     has '^logstore_http_requests_total\{method="POST",route="/v1/topics/\{topic\}/partitions/\{partition\}/records",status="200"\} [1-9]'
 

@@ -7,6 +7,7 @@
 #include "eng_error.h"
 #include "eng_fs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,50 @@ int ts_read_file(const char *path, uint8_t **out, size_t *len)
         return rc;
     *out = (uint8_t *)buf;
     return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void ts_list_dir(const char *path, char *out, size_t cap)
+{
+    char *names[64];
+    size_t n = 0;
+    out[0] = 0;
+    DIR *d = opendir(path);
+    if (!d) {
+        snprintf(out, cap, "(cannot list %s)", path);
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && n < 64)
+            names[n++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, n, sizeof names[0], cmp_str);
+    for (size_t i = 0, used = 0; i < n; i++) {
+        if (used < cap)
+            used += (size_t)snprintf(out + used, cap - used, "%s%s", i ? "," : "",
+                                     names[i] ? names[i] : "?");
+        free(names[i]);
+    }
+}
+
+void ts_fd_limit(long extra, struct rlimit *saved)
+{
+    long headroom, limit;
+    getrlimit(RLIMIT_NOFILE, saved);
+    if (eng_fs_fd_headroom(&headroom, &limit))
+        return;
+    struct rlimit rl = *saved;
+    rl.rlim_cur = (rlim_t)(limit - headroom + extra);
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+void ts_fd_limit_restore(const struct rlimit *saved)
+{
+    setrlimit(RLIMIT_NOFILE, saved);
 }
 
 long long ts_file_size(const char *path)

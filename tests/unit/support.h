@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 /* A new empty directory under /tmp; free() the result after ts_rmtree(). */
 char *ts_tmpdir(void);
@@ -32,6 +33,15 @@ int ts_read_file(const char *path, uint8_t **out, size_t *len);
 
 /* Size of a file, or -1. */
 long long ts_file_size(const char *path);
+
+/* The names in a directory, sorted and comma-joined into out ("" if empty;
+ * at most 64 names). */
+void ts_list_dir(const char *path, char *out, size_t cap);
+
+/* Lets the process open only `extra` more files than it has open now (0:
+ * every open fails with EMFILE); the old limits go to *saved. */
+void ts_fd_limit(long extra, struct rlimit *saved);
+void ts_fd_limit_restore(const struct rlimit *saved);
 
 /* A line-based topic-metadata codec ("name\npartitions\ntopic_id\ncreated\n"
  * then "key=value" lines) for suites that run an eng_manager without the

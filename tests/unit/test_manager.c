@@ -20,6 +20,7 @@
 #include "eng_batch.h"
 #include "eng_checkpoint.h"
 #include "eng_error.h"
+#include "eng_fault.h"
 #include "eng_logger.h"
 #include "eng_manager.h"
 #include "support.h"
@@ -87,30 +88,6 @@ static eng_manager *open_mgr(fixture *f)
     if (rc)
         fail_msg("eng_manager_open: %s (%s)", eng_strerror(rc), err.message);
     return m;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorted names in a directory, comma-separated ("" if empty). */
-static void list_dir(const char *path, char *out, size_t cap)
-{
-    char *names[64];
-    size_t n = 0;
-    DIR *d = opendir(path);
-    assert_non_null(d);
-    for (struct dirent *e; (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && n < 64)
-            names[n++] = strdup(e->d_name);
-    closedir(d);
-    qsort(names, n, sizeof names[0], cmp_str);
-    out[0] = 0;
-    for (size_t i = 0, used = 0; i < n; i++) {
-        used += (size_t)snprintf(out + used, cap - used, "%s%s", i ? "," : "", names[i]);
-        free(names[i]);
-    }
 }
 
 static void expect_file(const char *path, const char *want)
@@ -216,13 +193,13 @@ static void test_create_list_describe_grow(void **state)
 
     /* On disk: partition dirs, meta/orders.json, Kafka's per-partition files. */
     char path[700], listing[2048], want[256];
-    list_dir(f->data, listing, sizeof listing);
+    ts_list_dir(f->data, listing, sizeof listing);
     assert_string_equal(listing, ".lock,alpha-0,meta,orders-0,orders-1,orders-2");
     snprintf(path, sizeof path, "%s/meta", f->data);
-    list_dir(path, listing, sizeof listing);
+    ts_list_dir(path, listing, sizeof listing);
     assert_string_equal(listing, "alpha.json,orders.json");
     snprintf(path, sizeof path, "%s/orders-1", f->data);
-    list_dir(path, listing, sizeof listing);
+    ts_list_dir(path, listing, sizeof listing);
     assert_string_equal(listing, "00000000000000000000.index,00000000000000000000.log,"
                                  "00000000000000000000.timeindex,leader-epoch-checkpoint,"
                                  "partition.metadata");
@@ -340,7 +317,7 @@ static void test_delete_and_recreate(void **state)
     assert_int_equal(eng_partition_log_end_offset(p), 0);
     eng_partition_unref(p);
     assert_int_equal(eng_manager_partition(m, "orders", 1, &p, NULL), ENG_ENOPARTITION);
-    list_dir(f->data, listing, sizeof listing);
+    ts_list_dir(f->data, listing, sizeof listing);
     assert_string_equal(listing, ".lock,meta,orders-0");
     eng_manager_close(m);
 }
@@ -348,10 +325,10 @@ static void test_delete_and_recreate(void **state)
 static void expect_nothing_created(fixture *f, const char *want_data, const char *want_meta)
 {
     char path[700], listing[2048];
-    list_dir(f->data, listing, sizeof listing);
+    ts_list_dir(f->data, listing, sizeof listing);
     assert_string_equal(listing, want_data);
     snprintf(path, sizeof path, "%s/meta", f->data);
-    list_dir(path, listing, sizeof listing);
+    ts_list_dir(path, listing, sizeof listing);
     assert_string_equal(listing, want_meta);
 }
 
@@ -418,6 +395,45 @@ static void test_refusals_create_nothing(void **state)
         assert_int_equal(strlen(name), 255);
     }
     expect_nothing_created(f, ".lock,meta,orders-0", "orders.json");
+    eng_manager_close(m);
+}
+
+/* A topic the process could not keep open is refused before any file is
+ * made, and so is growing one; a create or grow that fails midway takes back
+ * every directory it made. */
+static void test_failed_create_or_grow_leaves_nothing(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    eng_errdetail err = {0}, grow_err = {0};
+    assert_int_equal(create(m, "small", 2, NULL, NULL, &err), 0);
+
+    struct rlimit saved;
+    ts_fd_limit(100, &saved); /* 100 more files; 100 partitions need 300 */
+    int rc = create(m, "wide", 100, NULL, NULL, &err);
+    int grow = eng_manager_add_partitions(m, "small", 102, &grow_err);
+    ts_fd_limit_restore(&saved);
+    assert_int_equal(rc, -EMFILE);
+    assert_string_equal(err.key, "partitions");
+    assert_non_null(strstr(err.message, "need 300 open files"));
+    assert_non_null(strstr(err.message, "raise the open-files limit"));
+    assert_int_equal(grow, -EMFILE);
+    expect_nothing_created(f, ".lock,meta,small-0,small-1", "small.json");
+
+    /* The third partition fails to open: the first two go again. */
+    eng_fault_set("partition.open=eio@3");
+    assert_int_equal(create(m, "mid", 5, NULL, NULL, &err), -EIO);
+    eng_fault_set("partition.open=eio@2");
+    assert_int_equal(eng_manager_add_partitions(m, "small", 6, &grow_err), -EIO);
+    eng_fault_set(NULL);
+    expect_nothing_created(f, ".lock,meta,small-0,small-1", "small.json");
+    eng_topic_desc d;
+    assert_int_equal(eng_manager_describe_topic(m, "small", &d), 0);
+    assert_int_equal(d.meta.partitions, 2);
+    eng_topic_desc_clear(&d);
+    /* Nothing is left half-made: both names still work. */
+    assert_int_equal(create(m, "mid", 5, NULL, NULL, &err), 0);
+    assert_int_equal(eng_manager_add_partitions(m, "small", 6, &grow_err), 0);
     eng_manager_close(m);
 }
 
@@ -539,6 +555,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_list_describe_grow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_and_recreate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals_create_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_create_or_grow_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_is_locked_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_writes_marker_and_checkpoints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_metadata_and_checkpoint, setup, teardown),

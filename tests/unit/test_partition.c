@@ -352,6 +352,52 @@ static void test_refusals_write_nothing(void **state)
     eng_partition_unref(p);
 }
 
+/* Out of descriptors, a roll fails cleanly: the append is refused with
+ * -EMFILE, no file of the new segment stays, the dir stays online, and once
+ * files can be opened again the append rolls. */
+static void test_roll_out_of_descriptors(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 4000;
+    _Atomic int offline = 0;
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
+                               .clean_shutdown = true, .log_start_offset = -1,
+                               .dir_offline = &offline};
+    eng_partition *p = NULL;
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    append_ok(p, 0, 10, T0, 250); /* 2,731 bytes: the next batch must roll */
+    char before[2048], after[2048];
+    ts_list_dir(f->pdir, before, sizeof before);
+
+    uint8_t buf[8192];
+    size_t len = ts_build_batch(buf, sizeof buf, 10, 10, T0, 250);
+    eng_errdetail err = {0};
+    /* Run out before each file a new segment opens, one more each time,
+     * until the roll goes through. */
+    long extra = 0;
+    for (;; extra++) {
+        struct rlimit saved;
+        ts_fd_limit(extra, &saved);
+        memset(&err, 0, sizeof err);
+        int rc = do_append(p, buf, len, -1, true, NULL, &err);
+        ts_fd_limit_restore(&saved);
+        if (rc == 0)
+            break;
+        if (rc != -EMFILE || extra == 8)
+            fail_msg("room for %ld files: %s (%s)", extra, eng_strerror(rc), err.message);
+        assert_non_null(strstr(err.message, "rolling a segment"));
+        ts_list_dir(f->pdir, after, sizeof after);
+        assert_string_equal(after, before);
+        assert_int_equal(atomic_load(&offline), 0);
+        assert_int_equal(eng_partition_log_end_offset(p), 10);
+    }
+    assert_true(extra >= 2); /* the .log and at least one index */
+    assert_int_equal(eng_partition_log_end_offset(p), 20);
+    assert_int_equal(file_size(f->pdir, 10, ".log"), 2731);
+    assert_int_equal(read_and_check(p, 0, 250), 20);
+    eng_partition_unref(p);
+}
+
 static void test_compacted_null_key(void **state)
 {
     fixture *f = *state;
@@ -528,6 +574,7 @@ int main(void)
         T(test_concurrent_append_and_read),
         T(test_listing_during_rolls),
         T(test_refusals_write_nothing),
+        T(test_roll_out_of_descriptors),
         T(test_compacted_null_key),
         T(test_timestamp_limits),
         T(test_log_append_time),
