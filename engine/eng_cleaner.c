@@ -229,15 +229,19 @@ static int run_clean(eng_cleaner *c, eng_partition *p, eng_offset_map *map, bool
         if (w)
             ENG_ERROR("writing cleaner-offset-checkpoint: %s", eng_strerror(w));
     }
-    if (!dry_run && rc != ENG_EBUSY && rc != ENG_ENOTCOMPACT && rc != ENG_ESHUTDOWN &&
+    /* Stopping, or the topic deleted under the clean: neither is the
+     * partition's fault, and a deleted topic's name may be reused. */
+    bool interrupted = rc == ENG_ESHUTDOWN || rc == ENG_ENOTOPIC;
+    if (!dry_run && rc != ENG_EBUSY && rc != ENG_ENOTCOMPACT && !interrupted &&
         (rc || st->segments_before))
         eng_stats_cleaner(rc != 0, st->bytes_read, st->bytes_before, st->bytes_after,
                           st->records_removed);
-    if (rc && rc != ENG_EBUSY && rc != ENG_ESHUTDOWN && rc != ENG_ENOTCOMPACT)
+    if (rc && rc != ENG_EBUSY && !interrupted && rc != ENG_ENOTCOMPACT)
         set_uncleanable(c, p, rc);
     else if (!rc && on_demand)
         clear_uncleanable(c, p);
-    if (rc != ENG_EBUSY && rc != ENG_ENOTCOMPACT && (st->segments_before || rc || on_demand))
+    if (rc != ENG_EBUSY && rc != ENG_ENOTCOMPACT && rc != ENG_ENOTOPIC &&
+        (st->segments_before || rc || on_demand))
         record_run(c, p, on_demand, rc, st);
     pthread_mutex_unlock(&c->lock);
     return rc;

@@ -300,9 +300,10 @@ static void throttle(round *rd)
     }
 }
 
+/* Stopping, or the topic was deleted (eng_partition_retire waits). */
 static bool aborted(const round *rd)
 {
-    return rd->o->abort && atomic_load(rd->o->abort);
+    return (rd->o->abort && atomic_load(rd->o->abort)) || atomic_load(&rd->p->retired);
 }
 
 /* Maps the keyed records at or past `start`, in order, a chunk of hashes and
@@ -366,7 +367,7 @@ static int build_map(round *rd, const eng_segview *v)
         while (!full && (rc = eng_batch_reader_next(&br, &b, &bytes)) == 1) {
             rd->st->bytes_read += eng_batch_size(&b.header);
             if (aborted(rd)) {
-                rc = ENG_ESHUTDOWN;
+                rc = atomic_load(&rd->p->retired) ? ENG_ENOTOPIC : ENG_ESHUTDOWN;
                 break;
             }
             int64_t last = eng_batch_last_offset(&b.header);
@@ -457,7 +458,7 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
         const uint8_t *bytes;
         while ((rc = eng_batch_reader_next(&br, &b, &bytes)) == 1) {
             if (aborted(rd)) {
-                rc = ENG_ESHUTDOWN;
+                rc = atomic_load(&rd->p->retired) ? ENG_ENOTOPIC : ENG_ESHUTDOWN;
                 break;
             }
             size_t size = eng_batch_size(&b.header);
@@ -621,7 +622,9 @@ int eng_partition_clean(eng_partition *p, int64_t checkpoint, const eng_clean_op
         return ENG_ENOTCOMPACT;
     if (pthread_mutex_trylock(&p->maint_lock) != 0)
         return ENG_EBUSY;
-    int rc = p->closed ? ENG_ESHUTDOWN : clean_locked(&rd);
+    int rc = atomic_load(&p->retired) ? ENG_ENOTOPIC
+             : p->closed                ? ENG_ESHUTDOWN
+                                        : clean_locked(&rd);
     pthread_mutex_unlock(&p->maint_lock);
     eng_buf_free(&rd.scratch);
     eng_buf_free(&rd.out);

@@ -97,6 +97,11 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx
     bool existed = eng_fs_exists(pdir);
     if (existed && lc)
         remove_stale_tmp(pdir);
+    if (existed && !lc) {
+        /* A new partition starts empty: whatever is there is no topic's. */
+        eng__set_aside_stray(m, t->meta.name, id, "in the way of a new partition");
+        existed = eng_fs_exists(pdir);
+    }
     eng_partition_params pp = {
         .topic = t->meta.name,
         .id = id,
@@ -225,6 +230,38 @@ static void read_checkpoint(const char *dir, const char *name, eng_ckpt *out, bo
     }
 }
 
+/* True if name, a directory in dir, is spelled as a partition directory:
+ * "<valid topic>-<id>" with id in canonical decimal. */
+static bool parse_partition_dir(const char *dir, const char *name, char *topic, int32_t *id)
+{
+    const char *dash = strrchr(name, '-');
+    if (!dash || dash == name || (size_t)(dash - name) > ENG_TOPIC_NAME_MAX)
+        return false;
+    const char *d = dash + 1;
+    size_t nd = strlen(d);
+    if (nd == 0 || nd > 10 || strspn(d, "0123456789") != nd || (d[0] == '0' && nd > 1))
+        return false;
+    long long v = atoll(d);
+    if (v > INT32_MAX)
+        return false;
+    memcpy(topic, name, (size_t)(dash - name));
+    topic[dash - name] = 0;
+    char path[PATH_MAX];
+    struct stat st;
+    if (!eng_topic_name_valid(topic) || eng_fs_join(path, sizeof path, dir, name) ||
+        lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+        return false;
+    *id = (int32_t)v;
+    return true;
+}
+
+/* True if partition id of topic is one the loaded topics own. */
+static bool owned(const eng_manager *m, const char *topic, int32_t id)
+{
+    ssize_t i = eng__topic_find(m, topic, NULL);
+    return i >= 0 && id < m->topics[i]->meta.partitions;
+}
+
 static int load_all(eng_manager *m, bool clean)
 {
     load_ctx lc = {.clean = clean, .last_progress_ms = eng_mono_ms()};
@@ -251,14 +288,18 @@ static int load_all(eng_manager *m, bool clean)
     eng_checkpoint_free(&lc.start);
     if (rc)
         return rc;
-    /* Deleted topics whose removal a stop interrupted. */
+    /* Deleted topics whose removal a stop interrupted; partition
+     * directories no topic owns. */
     if ((dh = opendir(m->dir))) {
-        char path[PATH_MAX];
+        char path[PATH_MAX], topic[ENG_TOPIC_NAME_MAX + 1];
+        int32_t id;
         while ((e = readdir(dh))) {
             size_t n = strlen(e->d_name);
             if (n > 7 && strcmp(e->d_name + n - 7, "-delete") == 0 &&
                 eng_fs_join(path, sizeof path, m->dir, e->d_name) == 0)
                 eng__remove_in_background(path);
+            else if (parse_partition_dir(m->dir, e->d_name, topic, &id) && !owned(m, topic, id))
+                eng__set_aside_stray(m, topic, id, "found at startup");
         }
         closedir(dh);
     }
@@ -272,6 +313,9 @@ static void manager_free(eng_manager *m)
     for (size_t i = 0; i < m->ntopics; i++)
         eng__topic_free(m->topics[i]);
     free(m->topics);
+    for (size_t i = 0; i < m->ndeleting; i++)
+        free(m->deleting[i]);
+    free(m->deleting);
     if (m->lock_fd >= 0)
         close(m->lock_fd); /* releases the flock */
     pthread_rwlock_destroy(&m->lock);

@@ -30,6 +30,10 @@ struct eng_manager {
     pthread_rwlock_t lock;
     eng_topic **topics;
     size_t ntopics, cap;
+    /* Topics whose delete is still moving their directories away: their
+     * names cannot be created again until it is done (m->lock). */
+    char **deleting;
+    size_t ndeleting;
     _Atomic int offline;
     eng_startup_report report;
     eng_jobs_opts jobs_opts;
@@ -54,6 +58,19 @@ int eng__topic_insert(eng_manager *m, eng_topic *t);
  * when it does not fit in buf. */
 int eng__topic_meta_path(const eng_manager *m, const char *topic, char *buf, size_t len);
 int eng__partition_dir(const eng_manager *m, const char *topic, int32_t id, char *buf, size_t len);
+
+/* Renames partition directory <topic>-<id> to Kafka's form for a directory
+ * set aside, "<topic>-<id>.<32 hex>-<suffix>" (suffix "delete" or "stray"),
+ * the topic cut so the name fits in 255 bytes as Kafka's
+ * logDirNameWithSuffixCappedLength does; *to gets the new path.  0 or -errno. */
+int eng__set_aside_partition_dir(const eng_manager *m, const char *topic, int32_t id,
+                                 const char *suffix, char *to, size_t len);
+
+/* A partition directory no topic owns (a delete cut short by a crash,
+ * files copied in without their meta/<topic>.json) is set aside as -stray,
+ * never adopted by a topic created later under the name, and never deleted:
+ * it may be someone's data.  `why` says where it was found. */
+void eng__set_aside_stray(const eng_manager *m, const char *topic, int32_t id, const char *why);
 
 /* ---- eng_manager.c ---- */
 

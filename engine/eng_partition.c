@@ -185,6 +185,20 @@ int eng_partition_close(eng_partition *p)
     return rc;
 }
 
+void eng_partition_retire(eng_partition *p)
+{
+    atomic_store(&p->retired, true); /* a cleaning in progress sees it and stops */
+    pthread_mutex_lock(&p->maint_lock);
+    pthread_mutex_lock(&p->append_lock);
+    pthread_mutex_unlock(&p->append_lock);
+    pthread_mutex_unlock(&p->maint_lock);
+    /* Parked readers wake now (past any offset they wait for) and learn
+     * the topic is gone, rather than wait out their wait_ms or, for a
+     * stream, forever. */
+    if (p->ev.on_hw)
+        p->ev.on_hw(p, INT64_MAX, p->ev.ctx);
+}
+
 const char *eng_partition_topic(const eng_partition *p)
 {
     return p->topic;
@@ -541,6 +555,10 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
     }
 
     pthread_mutex_lock(&p->append_lock);
+    if (atomic_load(&p->retired)) {
+        rc = eng_fail(err, ENG_ENOTOPIC, "topic '%s' was deleted", p->topic);
+        goto unlock;
+    }
     if (p->closed) {
         rc = eng_fail(err, ENG_ESHUTDOWN, "partition %s-%d is closed", p->topic, p->id);
         goto unlock;
@@ -633,7 +651,9 @@ int eng_partition_roll(eng_partition *p, int64_t *new_base)
     eng_config cfg;
     eng_partition_get_config(p, &cfg);
     pthread_mutex_lock(&p->append_lock);
-    int rc = p->closed ? ENG_ESHUTDOWN : eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE);
+    int rc = atomic_load(&p->retired) ? ENG_ENOTOPIC
+             : p->closed                ? ENG_ESHUTDOWN
+                                        : eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE);
     if (!rc)
         *new_base = eng_segment_base(p->view->segs[p->view->n - 1]);
     pthread_mutex_unlock(&p->append_lock);

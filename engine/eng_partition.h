@@ -149,6 +149,15 @@ void eng_partition_unref(eng_partition *p);
  * used at clean stop.  Further appends fail with ENG_ESHUTDOWN. */
 int eng_partition_close(eng_partition *p);
 
+/* The partition's topic is deleted and its directory is about to be renamed
+ * away; a topic created later under the same name takes the old path, so
+ * nothing of this partition may name a file by that path again.  Waits for a
+ * retention pass or a cleaning in progress (the cleaner stops at its next
+ * batch), then refuses appends, rolls, retention, cleaning and reads with
+ * ENG_ENOTOPIC.  Readers already holding a segment finish through its open
+ * files. */
+void eng_partition_retire(eng_partition *p);
+
 const char *eng_partition_topic(const eng_partition *p);
 int32_t eng_partition_id(const eng_partition *p);
 const char *eng_partition_dir(const eng_partition *p);

@@ -53,6 +53,9 @@ struct eng_partition {
     _Atomic int *dir_offline;
     eng_partition_events ev;
     bool closed;
+    /* The topic was deleted (eng_partition_retire): set under maint_lock
+     * and append_lock, read without them by the cleaner to stop early. */
+    _Atomic bool retired;
 
     /* Group commit: appenders that need durability wait here for a flush
      * that covers their offset; one of them runs it for all. */

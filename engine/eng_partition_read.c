@@ -96,6 +96,8 @@ static int open_read(eng_partition *p, int64_t offset, int64_t *hw, int64_t *lso
     *v = NULL;
     *hw = atomic_load(&p->high_watermark);
     *lso = atomic_load(&p->log_start_offset);
+    if (atomic_load(&p->retired))
+        return eng_fail(err, ENG_ENOTOPIC, "topic '%s' was deleted", p->topic);
     if (offset < *lso || offset > *hw)
         return out_of_range(p, offset, *lso, *hw, err);
     if (offset == *hw)

@@ -204,7 +204,7 @@ static int retention_locked(eng_partition *p, int64_t now_ms, bool dry_run,
     eng_segview *v = p->view;
     rep->log_start_offset_before = atomic_load(&p->log_start_offset);
     rep->log_start_offset_after = rep->log_start_offset_before;
-    if (p->closed) {
+    if (p->closed || atomic_load(&p->retired)) {
         pthread_mutex_unlock(&p->append_lock);
         return 0;
     }
@@ -279,6 +279,10 @@ int eng_partition_delete_records(eng_partition *p, int64_t before_offset, int64_
                                  eng_errdetail *err)
 {
     pthread_mutex_lock(&p->append_lock);
+    if (atomic_load(&p->retired)) {
+        pthread_mutex_unlock(&p->append_lock);
+        return eng_fail(err, ENG_ENOTOPIC, "topic '%s' was deleted", p->topic);
+    }
     int64_t hw = atomic_load(&p->high_watermark);
     int64_t lso = atomic_load(&p->log_start_offset);
     int64_t target = before_offset == -1 ? hw : before_offset;
@@ -295,8 +299,10 @@ int eng_partition_delete_records(eng_partition *p, int64_t before_offset, int64_
     }
     bool moved = raise_lso(p, target, "delete-records");
     *new_lso = atomic_load(&p->log_start_offset);
-    pthread_mutex_unlock(&p->append_lock);
+    /* Still under the lock: eng_partition_retire must not let the
+     * directory's path go to a new topic while this file is written. */
     if (moved)
         write_epoch_checkpoint(p, *new_lso);
+    pthread_mutex_unlock(&p->append_lock);
     return 0;
 }

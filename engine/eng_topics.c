@@ -166,6 +166,27 @@ static int no_topic(eng_errdetail *err, const char *name)
     return eng_fail(err, ENG_ENOTOPIC, "topic '%.200s' does not exist", name);
 }
 
+static bool being_deleted(const eng_manager *m, const char *name)
+{
+    for (size_t i = 0; i < m->ndeleting; i++)
+        if (!strcmp(m->deleting[i], name))
+            return true;
+    return false;
+}
+
+static void done_deleting(eng_manager *m, const char *name)
+{
+    pthread_rwlock_wrlock(&m->lock);
+    for (size_t i = 0; i < m->ndeleting; i++) {
+        if (!strcmp(m->deleting[i], name)) {
+            free(m->deleting[i]);
+            m->deleting[i] = m->deleting[--m->ndeleting];
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&m->lock);
+}
+
 int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partitions,
                              const char *const *keys, const char *const *values, size_t n,
                              eng_errdetail *err)
@@ -203,6 +224,10 @@ int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partition
         rc = eng_fail(err, ENG_ETOPICEXISTS, "topic '%s' already exists", name);
         goto unlock;
     }
+    if (being_deleted(m, name)) {
+        rc = eng_fail(err, ENG_EBUSY, "topic '%s' is still being deleted; retry shortly", name);
+        goto unlock;
+    }
     if ((rc = check_fd_budget(name, partitions, err)))
         goto unlock;
     if ((rc = write_meta(m, &t->meta))) {
@@ -237,6 +262,42 @@ unlock:
     return rc;
 }
 
+int eng__set_aside_partition_dir(const eng_manager *m, const char *topic, int32_t id,
+                                 const char *suffix, char *to, size_t len)
+{
+    char from[PATH_MAX];
+    int rc = eng__partition_dir(m, topic, id, from, sizeof from);
+    if (rc)
+        return rc;
+    unsigned char raw[16];
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        for (size_t k = 0; k < sizeof raw; k++)
+            raw[k] = (unsigned char)random();
+    char uuid[33];
+    for (size_t k = 0; k < sizeof raw; k++)
+        snprintf(uuid + 2 * k, 3, "%02x", raw[k]);
+    char tail[80];
+    int tlen = snprintf(tail, sizeof tail, "-%d.%s-%s", (int)id, uuid, suffix);
+    if ((size_t)snprintf(to, len, "%s/%.*s%s", m->dir, 255 - tlen, topic, tail) >= len)
+        return ENG_EINVAL;
+    return rename(from, to) < 0 ? -errno : 0;
+}
+
+void eng__set_aside_stray(const eng_manager *m, const char *topic, int32_t id, const char *why)
+{
+    char to[PATH_MAX + 64];
+    int rc = eng__set_aside_partition_dir(m, topic, id, "stray", to, sizeof to);
+    if (rc) {
+        ENG_WARN("%s/%s-%d belongs to no topic (%s) and cannot be set aside: %s", m->dir, topic,
+                 (int)id, why, eng_strerror(rc));
+        return;
+    }
+    eng_fs_sync_dir(m->dir);
+    ENG_WARN("%s/%s-%d belongs to no topic (%s): a delete cut short by a crash, or files copied "
+             "in without meta/%s.json; moved to %s, remove it once you know it is not needed",
+             m->dir, topic, (int)id, why, topic, to);
+}
+
 int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *err)
 {
     pthread_rwlock_wrlock(&m->lock);
@@ -245,6 +306,15 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
         pthread_rwlock_unlock(&m->lock);
         return no_topic(err, name);
     }
+    /* The name stays taken until the directories have moved (below). */
+    char **dl = realloc(m->deleting, (m->ndeleting + 1) * sizeof *dl);
+    if (dl)
+        m->deleting = dl;
+    if (!dl || !(m->deleting[m->ndeleting] = strdup(name))) {
+        pthread_rwlock_unlock(&m->lock);
+        return -ENOMEM;
+    }
+    m->ndeleting++;
     eng_topic *t = m->topics[i];
     char path[PATH_MAX], to[PATH_MAX + 64];
     int rc = eng__topic_meta_path(m, name, path, sizeof path);
@@ -254,38 +324,39 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
         rc = eng_fs_sync_dir(m->meta_dir);
     if (rc) {
         pthread_rwlock_unlock(&m->lock);
+        done_deleting(m, name);
         return eng_fail(err, rc, "removing metadata of topic '%s': %s", name, eng_strerror(rc));
     }
     memmove(&m->topics[i], &m->topics[i + 1], (m->ntopics - (size_t)i - 1) * sizeof *m->topics);
     m->ntopics--;
     eng_cleaner *cleaner = m->cleaner;
     pthread_rwlock_unlock(&m->lock);
+    /* Requests that looked the partitions up before may still hold them:
+     * once retired, none of them names a file under the old paths, which a
+     * topic created under this name would own.  A crash before the
+     * directories move leaves them to startup, which sets them aside as
+     * -stray. */
+    for (int32_t p = 0; p < t->meta.partitions; p++)
+        eng_partition_retire(t->parts[p]);
     if (cleaner)
         eng_cleaner_forget(cleaner, name);
-    unsigned char raw[16];
-    char uuid[33];
-    if (RAND_bytes(raw, sizeof raw) != 1)
-        for (size_t k = 0; k < sizeof raw; k++)
-            raw[k] = (unsigned char)random();
-    for (size_t k = 0; k < sizeof raw; k++)
-        snprintf(uuid + 2 * k, 3, "%02x", raw[k]);
+    size_t nparts = t->meta.partitions > 0 ? (size_t)t->meta.partitions : 0;
+    char **gone = calloc(nparts ? nparts : 1, sizeof *gone);
     for (int32_t p = 0; p < t->meta.partitions; p++) {
-        if (eng__partition_dir(m, name, p, path, sizeof path))
-            continue;
-        /* Kafka's name for a partition pending deletion: <topic>-<p>.<uuid>-delete,
-         * with the topic cut so the name fits in 255 bytes, as Kafka's
-         * logDirNameWithSuffixCappedLength does (else a long topic's rename
-         * fails and its data would reappear when the name is reused). */
-        char suffix[64];
-        int slen = snprintf(suffix, sizeof suffix, "-%d.%s-delete", (int)p, uuid);
-        snprintf(to, sizeof to, "%s/%.*s%s", m->dir, 255 - slen, name, suffix);
-        if (rename(path, to) < 0) {
-            ENG_WARN("renaming %s for deletion: %s", path, strerror(errno));
-            continue;
-        }
-        eng__remove_in_background(to);
+        int r = eng__set_aside_partition_dir(m, name, p, "delete", to, sizeof to);
+        if (r)
+            ENG_WARN("renaming %s-%d for deletion: %s", name, (int)p, eng_strerror(r));
+        else if (!gone || !(gone[p] = strdup(to)))
+            ENG_WARN("out of memory: %s is removed at the next start", to);
     }
     eng_fs_sync_dir(m->dir);
+    done_deleting(m, name);
+    for (int32_t p = 0; gone && p < t->meta.partitions; p++) {
+        if (gone[p])
+            eng__remove_in_background(gone[p]);
+        free(gone[p]);
+    }
+    free(gone);
     eng__topic_free(t);
     ENG_INFO("deleted topic %s", name);
     return 0;

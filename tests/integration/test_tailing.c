@@ -508,6 +508,57 @@ static void test_sse_error_when_position_deleted(void **state)
     free(buf);
 }
 
+/* Deleting a topic ends what waits on it at once: the long-poll gets 404,
+ * each stream an error naming unknown_topic; the name then starts empty. */
+static void test_topic_deleted_under_readers(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "doomed", 1, NULL), 201);
+    append_n(S, "doomed", 1, ru_now_ms());
+    long long base = parked(S);
+    poll_req q;
+    assert_int_equal(poll_start(&q, S, "/v1/topics/doomed/partitions/0/records?offset=1&wait_ms=20000"), 0);
+    mset sse, nd;
+    mset_start(&sse, S, "/v1/topics/doomed/partitions/0/records?offset=0", 1, "text/event-stream");
+    mset_start(&nd, S, "/v1/topics/doomed/partitions/0/records?offset=0", 1, "application/x-ndjson");
+    long long end = ru_mono_ms() + 5000;
+    while (parked(S) < base + 3 && ru_mono_ms() < end) {
+        mset_pump(&sse, 20);
+        mset_pump(&nd, 20);
+    }
+    assert_true(wait_parked(S, base + 3, 100));
+    long long t_delete = ru_mono_ms();
+    ls_resp r;
+    assert_int_equal(ls_delete(S, "/v1/topics/doomed", &r), 0);
+    assert_int_equal(r.status, 204);
+    ls_resp_free(&r);
+    end = ru_mono_ms() + 5000;
+    while ((sse.ndone < 1 || nd.ndone < 1) && ru_mono_ms() < end) {
+        mset_pump(&sse, 20);
+        mset_pump(&nd, 20);
+    }
+    pthread_join(q.th, NULL);
+    fprintf(stderr, "# long-poll answered %lld ms after the delete\n", q.t1 - t_delete);
+    assert_int_equal(q.r.status, 404);
+    assert_string_equal(ls_jstr(&q.r, "error_code"), "unknown_topic");
+    assert_true(q.t1 - t_delete < 5000);
+    ls_resp_free(&q.r);
+    assert_int_equal(sse.ndone, 1);
+    assert_int_equal(nd.ndone, 1);
+    assert_non_null(strstr(sse.r[0].body, "event: record"));
+    assert_non_null(strstr(sse.r[0].body, "event: error"));
+    assert_non_null(strstr(sse.r[0].body, "\"unknown_topic\""));
+    assert_non_null(strstr(nd.r[0].body, "{\"error\":{\"error_code\":\"unknown_topic\""));
+    mset_free(&sse);
+    mset_free(&nd);
+
+    assert_int_equal(ls_create_topic(S, "doomed", 1, NULL), 201);
+    assert_int_equal(ls_get(S, "/v1/topics/doomed/partitions/0/records?offset=0", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(json_array_size(ls_jget(&r, "records")), 0);
+    ls_resp_free(&r);
+}
+
 static void test_slow_sse_client_bounded_memory(void **state)
 {
     (void)state;
@@ -723,6 +774,7 @@ int main(void)
         cmocka_unit_test(test_ndjson_lines_and_cursor),
         cmocka_unit_test(test_streams_follow_the_log_with_heartbeats),
         cmocka_unit_test(test_sse_error_when_position_deleted),
+        cmocka_unit_test(test_topic_deleted_under_readers),
         cmocka_unit_test(test_slow_sse_client_bounded_memory),
         cmocka_unit_test(test_raw_reads),
         cmocka_unit_test(test_long_poll_capped_at_30s),

@@ -169,7 +169,7 @@ for _ in 1 2 3; do
     prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
         --web.listen-address="127.0.0.1:$pport" >"$tmp/prometheus.log" 2>&1 &
     prom_pid=$!
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 300); do # up to 30 s: a loaded CI machine is slow to open the TSDB
         curl -sf "http://127.0.0.1:$pport/-/ready" >/dev/null && break 2
         kill -0 "$prom_pid" 2>/dev/null || break
         sleep 0.1

@@ -23,6 +23,8 @@
 #include "eng_fault.h"
 #include "eng_logger.h"
 #include "eng_manager.h"
+#include "eng_retention.h"
+#include "eng_fs.h"
 #include "support.h"
 
 #include <dirent.h>
@@ -31,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -279,7 +282,7 @@ static void test_delete_and_recreate(void **state)
     eng_manager *m = open_mgr(f);
     assert_int_equal(create(m, "orders", 2, NULL, NULL, NULL), 0);
     append_records(m, "orders", 0, 3);
-    /* A request still holding a partition keeps it usable through the delete. */
+    /* A request may still hold a partition looked up before the delete. */
     eng_partition *held;
     assert_int_equal(eng_manager_partition(m, "orders", 0, &held, NULL), 0);
     eng_errdetail err = {0};
@@ -303,22 +306,45 @@ static void test_delete_and_recreate(void **state)
         snprintf(path, sizeof path, "%s/%s", f->data, name);
         assert_int_equal(ts_file_size(path), -1);
     }
-    eng_fetch ft;
-    assert_int_equal(eng_partition_read(held, 0, 1 << 20, &ft, NULL), 0);
-    assert_true(ft.len > 0);
-    assert_int_equal(ft.next_offset, 3);
-    eng_fetch_free(&ft);
-    eng_partition_unref(held);
 
     /* The name is free again at once, and the new topic starts empty. */
     assert_int_equal(create(m, "orders", 1, NULL, NULL, &err), 0);
     eng_partition *p;
     assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
     assert_int_equal(eng_partition_log_end_offset(p), 0);
-    eng_partition_unref(p);
     assert_int_equal(eng_manager_partition(m, "orders", 1, &p, NULL), ENG_ENOPARTITION);
+    append_records(m, "orders", 0, 2);
     ts_list_dir(f->data, listing, sizeof listing);
     assert_string_equal(listing, ".lock,meta,orders-0");
+    snprintf(path, sizeof path, "%s/orders-0", f->data);
+    char before[2048], after[2048];
+    ts_list_dir(path, before, sizeof before);
+
+    /* The old partition now lives at nobody's path: what its holder asks
+     * for is refused, and nothing touches the new topic's files (a roll or
+     * a retention pass of the old one used to name them). */
+    eng_fetch ft;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(eng_partition_read(held, 0, 1 << 20, &ft, &err), ENG_ENOTOPIC);
+    assert_non_null(strstr(err.message, "was deleted"));
+    uint8_t buf[4096];
+    size_t len = ts_build_batch(buf, sizeof buf, 3, 2, eng_now_ms(), 100);
+    eng_append_opts ao = {.expected_offset = -1, .producer_batches = true};
+    eng_append_result res;
+    assert_int_equal(eng_partition_append(held, buf, len, &ao, &res, &err), ENG_ENOTOPIC);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(held, &base), ENG_ENOTOPIC);
+    eng_retention_report rep;
+    assert_int_equal(eng_partition_retention(held, eng_now_ms() + 1000LL * 86400 * 365, false, &rep), 0);
+    assert_int_equal(rep.n, 0);
+    eng_retention_report_free(&rep);
+    int64_t lso;
+    assert_int_equal(eng_partition_delete_records(held, -1, &lso, &err), ENG_ENOTOPIC);
+    ts_list_dir(path, after, sizeof after);
+    assert_string_equal(after, before);
+    eng_partition_unref(held);
+    assert_int_equal(eng_partition_log_end_offset(p), 2);
+    eng_partition_unref(p);
     eng_manager_close(m);
 }
 
@@ -434,6 +460,82 @@ static void test_failed_create_or_grow_leaves_nothing(void **state)
     /* Nothing is left half-made: both names still work. */
     assert_int_equal(create(m, "mid", 5, NULL, NULL, &err), 0);
     assert_int_equal(eng_manager_add_partitions(m, "small", 6, &grow_err), 0);
+    eng_manager_close(m);
+}
+
+/* How many entries of the data dir are "<prefix><32 hex>-<suffix>". */
+static int count_set_aside(fixture *f, const char *prefix, const char *suffix)
+{
+    char listing[4096];
+    ts_list_dir(f->data, listing, sizeof listing);
+    int n = 0;
+    for (char *save = NULL, *name = strtok_r(listing, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        size_t pl = strlen(prefix);
+        if (!strncmp(name, prefix, pl) && strspn(name + pl, "0123456789abcdef") == 32 &&
+            name[pl + 32] == '-' && !strcmp(name + pl + 33, suffix))
+            n++;
+    }
+    return n;
+}
+
+/* Partition directories no topic owns (a delete cut short by a crash after
+ * its metadata went; files copied in) are set aside as -stray, at startup
+ * and when a new partition finds one in its way: never adopted by a topic
+ * created under the name, never deleted. */
+static void test_stray_partition_dirs_are_set_aside(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    assert_int_equal(create(m, "ghost", 2, NULL, NULL, NULL), 0);
+    assert_int_equal(create(m, "orders", 1, NULL, NULL, NULL), 0);
+    append_records(m, "ghost", 0, 3);
+    eng_manager_close(m);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/meta/ghost.json", f->data);
+    assert_int_equal(unlink(path), 0);
+    static const char *const dirs[] = {"orders-3", "orders-01", "notes-x", "-1"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", f->data, dirs[i]);
+        assert_int_equal(mkdir(path, 0755), 0);
+    }
+    snprintf(path, sizeof path, "%s/x-5", f->data); /* a file, not a directory */
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+
+    m = open_mgr(f);
+    assert_int_equal(count_set_aside(f, "ghost-0.", "stray"), 1);
+    assert_int_equal(count_set_aside(f, "ghost-1.", "stray"), 1);
+    assert_int_equal(count_set_aside(f, "orders-3.", "stray"), 1);
+    for (size_t i = 1; i < sizeof dirs / sizeof dirs[0]; i++) { /* not partition names */
+        snprintf(path, sizeof path, "%s/%s", f->data, dirs[i]);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+    }
+    assert_non_null(strstr(f->log, "ghost-0 belongs to no topic (found at startup)"));
+    assert_non_null(strstr(f->log, "remove it once you know it is not needed"));
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+    eng_partition_unref(p);
+
+    /* The name comes back empty, and so does a partition whose directory
+     * someone made while the server ran. */
+    assert_int_equal(create(m, "ghost", 1, NULL, NULL, NULL), 0);
+    assert_int_equal(eng_manager_partition(m, "ghost", 0, &p, NULL), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 0);
+    eng_partition_unref(p);
+    snprintf(path, sizeof path, "%s/fresh-0", f->data);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/fresh-0/00000000000000000000.log", f->data);
+    assert_non_null((fp = fopen(path, "w")));
+    fputs("not a record batch", fp);
+    fclose(fp);
+    assert_int_equal(create(m, "fresh", 1, NULL, NULL, NULL), 0);
+    assert_int_equal(ts_file_size(path), 0);
+    assert_int_equal(count_set_aside(f, "fresh-0.", "stray"), 1);
+    assert_non_null(strstr(f->log, "fresh-0 belongs to no topic (in the way of a new partition)"));
+    assert_int_equal(count_set_aside(f, "ghost-0.", "stray"), 1); /* kept */
     eng_manager_close(m);
 }
 
@@ -556,6 +658,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_delete_and_recreate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals_create_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_create_or_grow_leaves_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stray_partition_dirs_are_set_aside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_is_locked_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_writes_marker_and_checkpoints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_metadata_and_checkpoint, setup, teardown),
