@@ -1,0 +1,248 @@
+/*
+ * test_topic_churn.c - a topic deleted and created again under the same name
+ * while other threads keep using partitions they looked up before: appends,
+ * reads, rolls, retention passes, delete-records and cleanings of the old
+ * partitions race the delete, and a second thread keeps creating the name.  Every call answers 0 or an expected refusal;
+ * nothing deadlocks; and the last topic of the name, reopened after a clean
+ * stop, holds exactly its own records, contiguous from offset 0, with no file
+ * of an earlier generation in its directory.  (Before partitions were retired
+ * on delete, an old partition's roll or retention named files in the new
+ * topic's directory.)
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "eng_compact.h"
+#include "eng_error.h"
+#include "eng_fs.h"
+#include "eng_manager.h"
+#include "eng_offset_map.h"
+#include "eng_partition.h"
+#include "eng_retention.h"
+#include "support.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WORKERS 4
+#define GENERATIONS 150
+#define T0 1700000000000LL
+
+typedef struct shared {
+    eng_manager *m;
+    _Atomic bool stop;
+    _Atomic int unexpected; /* a return code no race explains */
+    _Atomic long ops;
+    _Atomic int busy; /* creates refused while a delete moved directories */
+    char first_bad[200];
+    pthread_mutex_t mu;
+} shared;
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static void expect_rc(shared *sh, const char *what, int rc)
+{
+    /* What a partition of a deleted topic, or a partition at its limits,
+     * may answer. */
+    if (rc == 0 || rc == ENG_ENOTOPIC || rc == ENG_ENOPARTITION || rc == ENG_EOFFSET ||
+        rc == ENG_EBUSY)
+        return;
+    pthread_mutex_lock(&sh->mu);
+    if (atomic_fetch_add(&sh->unexpected, 1) == 0)
+        snprintf(sh->first_bad, sizeof sh->first_bad, "%s: %s", what, eng_strerror(rc));
+    pthread_mutex_unlock(&sh->mu);
+}
+
+static void *worker(void *arg)
+{
+    shared *sh = arg;
+    eng_offset_map *map = NULL;
+    if (eng_offset_map_new(1 << 20, 0.9, &map))
+        return NULL;
+    unsigned seed = (unsigned)(uintptr_t)&map;
+    uint8_t buf[TS_BATCH_MAX_RECS * (TS_VALUE_MAX + 64)];
+    while (!atomic_load(&sh->stop)) {
+        eng_partition *p;
+        int32_t id = (int32_t)(rand_r(&seed) % 2);
+        if (eng_manager_partition(sh->m, "churn", id, &p, NULL)) {
+            sleep_us(50);
+            continue;
+        }
+        sleep_us(rand_r(&seed) % 300); /* long enough for a delete to pass by */
+        int op = (int)(rand_r(&seed) % 10);
+        int rc = 0;
+        if (op < 4) {
+            size_t len = ts_build_batch(buf, sizeof buf, 0, 4, T0, 200);
+            eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
+            eng_append_result res;
+            rc = eng_partition_append(p, buf, len, &o, &res, NULL);
+            expect_rc(sh, "append", rc);
+        } else if (op < 6) {
+            eng_fetch ft;
+            rc = eng_partition_read(p, 0, 64 * 1024, &ft, NULL);
+            if (!rc)
+                eng_fetch_free(&ft);
+            expect_rc(sh, "read", rc);
+        } else if (op == 6) {
+            int64_t base;
+            expect_rc(sh, "roll", eng_partition_roll(p, &base));
+        } else if (op == 7) {
+            eng_retention_report rep;
+            /* Far past every record: the pass deletes the whole log. */
+            expect_rc(sh, "retention", eng_partition_retention(p, T0 + (1LL << 40), false, &rep));
+            eng_retention_report_free(&rep);
+        } else if (op == 8) {
+            int64_t lso;
+            expect_rc(sh, "delete-records", eng_partition_delete_records(p, -1, &lso, NULL));
+        } else {
+            eng_clean_opts co = {.map = map, .now_ms = T0 + (1LL << 40)};
+            eng_clean_stats st;
+            expect_rc(sh, "clean", eng_partition_clean(p, -1, &co, &st));
+        }
+        atomic_fetch_add(&sh->ops, 1);
+        eng_partition_unref(p);
+    }
+    eng_offset_map_free(map);
+    return NULL;
+}
+
+/* A second creator racing the deletes: the name is free, taken, or still
+ * being deleted (409 busy over HTTP), nothing else. */
+static void *creator(void *arg)
+{
+    shared *sh = arg;
+    const char *keys[] = {"cleanup.policy"}, *vals[] = {"compact,delete"};
+    while (!atomic_load(&sh->stop)) {
+        int rc = eng_manager_create_topic(sh->m, "churn", 2, keys, vals, 1, NULL);
+        if (rc == ENG_EBUSY)
+            atomic_fetch_add(&sh->busy, 1);
+        else if (rc != 0 && rc != ENG_ETOPICEXISTS)
+            expect_rc(sh, "create", rc);
+        sleep_us(100);
+    }
+    return NULL;
+}
+
+static eng_manager *open_mgr(const char *dir)
+{
+    eng_manager_opts o = {.log_dir = dir, .codec = ts_line_codec()};
+    eng_config_defaults_init(&o.defaults);
+    eng_manager *m = NULL;
+    eng_errdetail err = {0};
+    if (eng_manager_open(&o, &m, &err))
+        fail_msg("eng_manager_open: %s", err.message);
+    return m;
+}
+
+static void test_delete_and_create_under_load(void **state)
+{
+    (void)state;
+    char *tmp = ts_tmpdir();
+    char data[600];
+    snprintf(data, sizeof data, "%s/data", tmp);
+    shared sh = {.m = open_mgr(data)};
+    pthread_mutex_init(&sh.mu, NULL);
+    const char *keys[] = {"cleanup.policy"}, *vals[] = {"compact,delete"};
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_create_topic(sh.m, "churn", 2, keys, vals, 1, &err), 0);
+    pthread_t th[WORKERS + 1];
+    for (int i = 0; i < WORKERS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, worker, &sh), 0);
+    assert_int_equal(pthread_create(&th[WORKERS], NULL, creator, &sh), 0);
+    int deleted = 0;
+    for (int g = 0; g < GENERATIONS; g++) {
+        sleep_us(2000);
+        int rc = eng_manager_delete_topic(sh.m, "churn", &err);
+        if (rc != ENG_ENOTOPIC) /* the creator may not have made it again yet */
+            assert_int_equal(rc, 0);
+        deleted += rc == 0;
+    }
+    atomic_store(&sh.stop, true);
+    for (int i = 0; i <= WORKERS; i++)
+        pthread_join(th[i], NULL);
+    fprintf(stderr, "# %d deletes, %ld operations, %d creates told busy\n", deleted,
+            atomic_load(&sh.ops), atomic_load(&sh.busy));
+    int rc = eng_manager_create_topic(sh.m, "churn", 2, keys, vals, 1, &err);
+    assert_true(rc == 0 || rc == ENG_ETOPICEXISTS);
+    if (atomic_load(&sh.unexpected))
+        fail_msg("%d unexpected answers, the first %s", atomic_load(&sh.unexpected), sh.first_bad);
+
+    int64_t leo[2];
+    for (int32_t id = 0; id < 2; id++) {
+        eng_partition *p;
+        assert_int_equal(eng_manager_partition(sh.m, "churn", id, &p, NULL), 0);
+        leo[id] = eng_partition_log_end_offset(p);
+        eng_partition_unref(p);
+    }
+    eng_manager_close(sh.m);
+
+    eng_manager *m = open_mgr(data);
+    eng_startup_report rep;
+    eng_manager_startup_report(m, &rep);
+    assert_true(rep.clean_shutdown);
+    assert_int_equal(rep.bytes_truncated, 0);
+    for (int32_t id = 0; id < 2; id++) {
+        eng_partition *p;
+        assert_int_equal(eng_manager_partition(m, "churn", id, &p, NULL), 0);
+        assert_int_equal(eng_partition_log_end_offset(p), leo[id]);
+        /* Every record left reads back intact, at contiguous offsets. */
+        int64_t off = eng_partition_log_start_offset(p), hw = eng_partition_high_watermark(p);
+        while (off < hw) {
+            eng_fetch ft;
+            assert_int_equal(eng_partition_read(p, off, 1 << 20, &ft, NULL), 0);
+            assert_true(ft.next_offset > off);
+            for (size_t pos = 0; pos < ft.len;) {
+                eng_batch_header h;
+                assert_int_equal(eng_batch_header_decode(ft.data + pos, ft.len - pos, &h), 0);
+                assert_int_equal(eng_batch_validate(ft.data + pos, eng_batch_size(&h), &h), 0);
+                pos += eng_batch_size(&h);
+            }
+            off = ft.next_offset;
+            eng_fetch_free(&ft);
+        }
+        /* Only this partition's segments (and their .deleted leftovers). */
+        eng_segment_info *segs;
+        size_t n;
+        assert_int_equal(eng_partition_segments(p, &segs, &n), 0);
+        char dir[700], listing[4096];
+        snprintf(dir, sizeof dir, "%s/churn-%d", data, (int)id);
+        ts_list_dir(dir, listing, sizeof listing);
+        for (char *save = NULL, *name = strtok_r(listing, ",", &save); name;
+             name = strtok_r(NULL, ",", &save)) {
+            if (!strcmp(name, "partition.metadata") || !strcmp(name, "leader-epoch-checkpoint") ||
+                strstr(name, ".deleted"))
+                continue;
+            long long base = atoll(name);
+            bool known = false;
+            for (size_t k = 0; k < n; k++)
+                known |= segs[k].base_offset == base;
+            if (!known)
+                fail_msg("churn-%d/%s belongs to no segment of the partition", (int)id, name);
+        }
+        free(segs);
+        eng_partition_unref(p);
+    }
+    eng_manager_close(m);
+    pthread_mutex_destroy(&sh.mu);
+    ts_rmtree(tmp);
+    free(tmp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_delete_and_create_under_load),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
