@@ -13,6 +13,7 @@
 #include "eng_fs.h"
 #include "eng_logger.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 bool eng_topic_name_valid(const char *name)
@@ -283,9 +285,37 @@ int eng__set_aside_partition_dir(const eng_manager *m, const char *topic, int32_
     return rename(from, to) < 0 ? -errno : 0;
 }
 
+/* True if dir holds a non-empty log file (.log, or .log with a suffix), or
+ * cannot be read: then it may be someone's records. */
+static bool holds_records(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return true;
+    bool any = false;
+    struct dirent *e;
+    char path[PATH_MAX];
+    while (!any && (e = readdir(d))) {
+        struct stat st;
+        if (strstr(e->d_name, ".log") && !eng_fs_join(path, sizeof path, dir, e->d_name))
+            any = lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > 0;
+    }
+    closedir(d);
+    return any;
+}
+
 void eng__set_aside_stray(const eng_manager *m, const char *topic, int32_t id, const char *why)
 {
     char to[PATH_MAX + 64];
+    /* Without a record in it (a partition increase cut short before its
+     * metadata was written, say) there is nothing to keep. */
+    if (!eng__partition_dir(m, topic, id, to, sizeof to) && !holds_records(to)) {
+        int rc = eng_fs_remove_tree(to);
+        if (!rc) {
+            ENG_INFO("removed %s: no topic owns it (%s) and it holds no records", to, why);
+            return;
+        }
+    }
     int rc = eng__set_aside_partition_dir(m, topic, id, "stray", to, sizeof to);
     if (rc) {
         ENG_WARN("%s/%s-%d belongs to no topic (%s) and cannot be set aside: %s", m->dir, topic,
