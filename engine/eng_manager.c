@@ -391,10 +391,13 @@ int eng_manager_load(eng_manager *m, eng_errdetail *err)
         return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
     m->report.duration_ms = eng_mono_ms() - t0;
     m->report.first_start = m->report.topics == 0 && !m->report.clean_shutdown;
-    ENG_INFO("loaded %u topics, %u partitions from %s in %lld ms (%s shutdown, %u segments "
+    ENG_INFO("loaded %u topics, %u partitions from %s in %lld ms (%s, %u segments "
              "recovered, %" PRIu64 " bytes truncated)",
              m->report.topics, m->report.partitions, m->dir, (long long)m->report.duration_ms,
-             m->report.clean_shutdown ? "clean" : "unclean", m->report.segments_recovered,
+             m->report.first_start      ? "first start"
+             : m->report.clean_shutdown ? "clean shutdown"
+                                        : "unclean shutdown",
+             m->report.segments_recovered,
              m->report.bytes_truncated);
     return 0;
 }

@@ -160,6 +160,8 @@ static void test_create_list_describe_grow(void **state)
     eng_startup_report rep;
     eng_manager_startup_report(m, &rep);
     assert_false(rep.clean_shutdown);
+    assert_true(rep.first_start);
+    assert_non_null(strstr(f->log, "(first start, 0 segments recovered")); /* not "unclean" */
     assert_int_equal(rep.topics, 0);
     assert_string_equal(eng_manager_log_dir(m), f->data);
 
@@ -591,6 +593,7 @@ static void test_close_writes_marker_and_checkpoints(void **state)
     eng_startup_report rep;
     eng_manager_startup_report(m, &rep);
     assert_true(rep.clean_shutdown);
+    assert_non_null(strstr(f->log, "(clean shutdown, 0 segments recovered"));
     assert_int_equal(rep.topics, 1);
     assert_int_equal(rep.partitions, 2);
     assert_int_equal(rep.segments, 2);
