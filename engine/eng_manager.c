@@ -262,6 +262,23 @@ static bool owned(const eng_manager *m, const char *topic, int32_t id)
     return i >= 0 && id < m->topics[i]->meta.partitions;
 }
 
+/* True if dir holds nothing a previous run could have left but the lock
+ * file and an empty meta/: a first start, not a crash of a server that
+ * stored nothing. */
+static bool holds_nothing(const char *dir)
+{
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return true;
+    bool empty = true;
+    struct dirent *e;
+    while (empty && (e = readdir(dh)))
+        empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+                !strcmp(e->d_name, ".lock") || !strcmp(e->d_name, "meta");
+    closedir(dh);
+    return empty;
+}
+
 static int load_all(eng_manager *m, bool clean)
 {
     load_ctx lc = {.clean = clean, .last_progress_ms = eng_mono_ms()};
@@ -385,12 +402,13 @@ int eng_manager_load(eng_manager *m, eng_errdetail *err)
         rc = rc ? rc : -errno;
         return eng_fail(err, rc, "cannot remove %s: %s", path, eng_strerror(rc));
     }
+    bool fresh = holds_nothing(m->dir) && holds_nothing(m->meta_dir);
     atomic_store(&g_loaded, 0);
     atomic_store(&g_total, 0);
     if ((rc = load_all(m, m->report.clean_shutdown)))
         return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
     m->report.duration_ms = eng_mono_ms() - t0;
-    m->report.first_start = m->report.topics == 0 && !m->report.clean_shutdown;
+    m->report.first_start = fresh && m->report.topics == 0 && !m->report.clean_shutdown;
     ENG_INFO("loaded %u topics, %u partitions from %s in %lld ms (%s, %u segments "
              "recovered, %" PRIu64 " bytes truncated)",
              m->report.topics, m->report.partitions, m->dir, (long long)m->report.duration_ms,

@@ -74,7 +74,7 @@ typedef struct eng_manager_opts {
 } eng_manager_opts;
 
 typedef struct eng_startup_report {
-    bool first_start;     /* the data dir held no topic yet */
+    bool first_start;     /* the data dir held nothing yet: no topic, no partition, no checkpoint */
     bool clean_shutdown;
     uint32_t topics;
     uint32_t partitions;

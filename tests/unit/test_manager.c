@@ -550,6 +550,24 @@ static void test_stray_partition_dirs_are_set_aside(void **state)
     eng_manager_close(m);
 }
 
+/* "First start" means an empty data dir; a dir with files but no topic and no
+ * clean-shutdown marker is a crash of a server that had not written its
+ * metadata yet, and is reported as one. */
+static void test_first_start_only_when_empty(void **state)
+{
+    fixture *f = *state;
+    char path[1200];
+    assert_int_equal(mkdir(f->data, 0755), 0);
+    snprintf(path, sizeof path, "%s/lone-0", f->data);
+    assert_int_equal(mkdir(path, 0755), 0);
+    eng_manager *m = open_mgr(f);
+    eng_startup_report rep;
+    eng_manager_startup_report(m, &rep);
+    assert_false(rep.first_start);
+    assert_non_null(strstr(f->log, "(unclean shutdown, 0 segments recovered"));
+    eng_manager_close(m);
+}
+
 static void test_second_open_is_locked_out(void **state)
 {
     fixture *f = *state;
@@ -671,6 +689,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refusals_create_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_create_or_grow_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stray_partition_dirs_are_set_aside, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_first_start_only_when_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_is_locked_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_writes_marker_and_checkpoints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_metadata_and_checkpoint, setup, teardown),
