@@ -330,9 +330,9 @@ static void manager_free(eng_manager *m)
     for (size_t i = 0; i < m->ntopics; i++)
         eng__topic_free(m->topics[i]);
     free(m->topics);
-    for (size_t i = 0; i < m->ndeleting; i++)
-        free(m->deleting[i]);
-    free(m->deleting);
+    for (size_t i = 0; i < m->nreserved; i++)
+        free(m->reserved[i]);
+    free(m->reserved);
     if (m->lock_fd >= 0)
         close(m->lock_fd); /* releases the flock */
     pthread_rwlock_destroy(&m->lock);

@@ -30,10 +30,11 @@ struct eng_manager {
     pthread_rwlock_t lock;
     eng_topic **topics;
     size_t ntopics, cap;
-    /* Topics whose delete is still moving their directories away: their
-     * names cannot be created again until it is done (m->lock). */
-    char **deleting;
-    size_t ndeleting;
+    /* Names a create, a partition increase or a delete is working on
+     * outside the lock (making or moving directories): any other change
+     * to them waits its turn with ENG_EBUSY (m->lock). */
+    char **reserved;
+    size_t nreserved;
     _Atomic int offline;
     eng_startup_report report;
     eng_jobs_opts jobs_opts;

@@ -168,25 +168,68 @@ static int no_topic(eng_errdetail *err, const char *name)
     return eng_fail(err, ENG_ENOTOPIC, "topic '%.200s' does not exist", name);
 }
 
-static bool being_deleted(const eng_manager *m, const char *name)
+/* m->reserved (see eng_manager_impl.h); callers hold m->lock. */
+static bool reserved(const eng_manager *m, const char *name)
 {
-    for (size_t i = 0; i < m->ndeleting; i++)
-        if (!strcmp(m->deleting[i], name))
+    for (size_t i = 0; i < m->nreserved; i++)
+        if (!strcmp(m->reserved[i], name))
             return true;
     return false;
 }
 
-static void done_deleting(eng_manager *m, const char *name)
+/* Reserves name for the caller's change, or fails: ENG_EBUSY when another
+ * change holds it. */
+static int reserve(eng_manager *m, const char *name, eng_errdetail *err)
+{
+    if (reserved(m, name))
+        return eng_fail(err, ENG_EBUSY,
+                        "topic '%s' is being created, grown or deleted; retry shortly", name);
+    char **r = realloc(m->reserved, (m->nreserved + 1) * sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    m->reserved = r;
+    if (!(r[m->nreserved] = strdup(name)))
+        return -ENOMEM;
+    m->nreserved++;
+    return 0;
+}
+
+/* Takes m->lock itself. */
+static void release(eng_manager *m, const char *name)
 {
     pthread_rwlock_wrlock(&m->lock);
-    for (size_t i = 0; i < m->ndeleting; i++) {
-        if (!strcmp(m->deleting[i], name)) {
-            free(m->deleting[i]);
-            m->deleting[i] = m->deleting[--m->ndeleting];
+    for (size_t i = 0; i < m->nreserved; i++) {
+        if (!strcmp(m->reserved[i], name)) {
+            free(m->reserved[i]);
+            m->reserved[i] = m->reserved[--m->nreserved];
             break;
         }
     }
     pthread_rwlock_unlock(&m->lock);
+}
+
+/* Opens partitions [from, to) of t into parts[from..to), creating their
+ * directories, without m->lock: a topic of thousands of partitions takes
+ * seconds of fsyncs, and every lookup would wait.  On failure nothing of
+ * them stays: the partitions close first (out of descriptors, removing a
+ * tree needs one), then their directories go, the failed one's too. */
+static int open_new_partitions(eng_manager *m, const eng_topic *t, eng_partition **parts,
+                               int32_t from, int32_t to, eng_errdetail *err)
+{
+    int32_t opened = from;
+    int rc = 0;
+    while (opened < to && !(rc = eng__open_partition(m, (eng_topic *)t, opened, NULL, &parts[opened])))
+        opened++;
+    if (!rc)
+        return 0;
+    eng_fail(err, rc, "creating partitions of topic '%s': %s", t->meta.name, eng_strerror(rc));
+    for (int32_t i = from; i < opened; i++) {
+        eng_partition_unref(parts[i]);
+        parts[i] = NULL;
+    }
+    for (int32_t i = from; i <= opened && i < to; i++)
+        remove_partition_dir(m, t->meta.name, i);
+    return rc;
 }
 
 int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partitions,
@@ -221,47 +264,42 @@ int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partition
         return -ENOMEM;
     }
     pthread_rwlock_wrlock(&m->lock);
-    char path[PATH_MAX];
-    if (eng__topic_find(m, name, NULL) >= 0) {
+    if (eng__topic_find(m, name, NULL) >= 0)
         rc = eng_fail(err, ENG_ETOPICEXISTS, "topic '%s' already exists", name);
-        goto unlock;
+    else if (!(rc = check_fd_budget(name, partitions, err)))
+        rc = reserve(m, name, err);
+    pthread_rwlock_unlock(&m->lock);
+    if (rc) {
+        eng__topic_free(t);
+        return rc;
     }
-    if (being_deleted(m, name)) {
-        rc = eng_fail(err, ENG_EBUSY, "topic '%s' is still being deleted; retry shortly", name);
-        goto unlock;
-    }
-    if ((rc = check_fd_budget(name, partitions, err)))
-        goto unlock;
+    /* The topic is invisible until inserted; a crash after the metadata
+     * is written makes startup finish it (missing partitions are made). */
+    char path[PATH_MAX];
     if ((rc = write_meta(m, &t->meta))) {
         eng_fail(err, rc, "writing metadata of topic '%s': %s", name, eng_strerror(rc));
-        goto unlock;
-    }
-    int32_t opened = 0;
-    while (opened < partitions && !(rc = eng__open_partition(m, t, opened, NULL, &t->parts[opened])))
-        opened++;
-    if (rc) {
-        /* Undo: no metadata, no partition directory, no reference.  The
-         * partitions close first: when the opens ran out of descriptors,
-         * removing a tree needs one (the failed partition's own too). */
-        eng_fail(err, rc, "creating partitions of topic '%s': %s", name, eng_strerror(rc));
-        for (int32_t i = 0; i < opened; i++) {
-            eng_partition_unref(t->parts[i]);
-            t->parts[i] = NULL;
+    } else if (!(rc = open_new_partitions(m, t, t->parts, 0, partitions, err))) {
+        pthread_rwlock_wrlock(&m->lock);
+        rc = eng__topic_insert(m, t);
+        pthread_rwlock_unlock(&m->lock);
+        if (rc) { /* out of memory: take it all back */
+            for (int32_t i = 0; i < partitions; i++) {
+                eng_partition_unref(t->parts[i]);
+                t->parts[i] = NULL;
+            }
+            for (int32_t i = 0; i < partitions; i++)
+                remove_partition_dir(m, name, i);
         }
-        for (int32_t i = 0; i <= opened && i < partitions; i++)
-            remove_partition_dir(m, name, i);
-        if (!eng__topic_meta_path(m, name, path, sizeof path))
-            unlink(path);
-        goto unlock;
     }
-    if ((rc = eng__topic_insert(m, t)))
-        goto unlock;
-    t = NULL;
+    if (rc && rc != ENG_EBUSY && !eng__topic_meta_path(m, name, path, sizeof path))
+        unlink(path);
+    release(m, name);
+    if (rc) {
+        eng__topic_free(t);
+        return rc;
+    }
     ENG_INFO("created topic %s with %d partitions", name, partitions);
-unlock:
-    pthread_rwlock_unlock(&m->lock);
-    eng__topic_free(t);
-    return rc;
+    return 0;
 }
 
 int eng__set_aside_partition_dir(const eng_manager *m, const char *topic, int32_t id,
@@ -337,24 +375,21 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
         return no_topic(err, name);
     }
     /* The name stays taken until the directories have moved (below). */
-    char **dl = realloc(m->deleting, (m->ndeleting + 1) * sizeof *dl);
-    if (dl)
-        m->deleting = dl;
-    if (!dl || !(m->deleting[m->ndeleting] = strdup(name))) {
+    int rc = reserve(m, name, err);
+    if (rc) {
         pthread_rwlock_unlock(&m->lock);
-        return -ENOMEM;
+        return rc;
     }
-    m->ndeleting++;
     eng_topic *t = m->topics[i];
     char path[PATH_MAX], to[PATH_MAX + 64];
-    int rc = eng__topic_meta_path(m, name, path, sizeof path);
+    rc = eng__topic_meta_path(m, name, path, sizeof path);
     if (!rc && unlink(path) < 0)
         rc = -errno;
     if (!rc)
         rc = eng_fs_sync_dir(m->meta_dir);
     if (rc) {
         pthread_rwlock_unlock(&m->lock);
-        done_deleting(m, name);
+        release(m, name);
         return eng_fail(err, rc, "removing metadata of topic '%s': %s", name, eng_strerror(rc));
     }
     memmove(&m->topics[i], &m->topics[i + 1], (m->ntopics - (size_t)i - 1) * sizeof *m->topics);
@@ -380,7 +415,7 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
             ENG_WARN("out of memory: %s is removed at the next start", to);
     }
     eng_fs_sync_dir(m->dir);
-    done_deleting(m, name);
+    release(m, name);
     for (int32_t p = 0; gone && p < t->meta.partitions; p++) {
         if (gone[p])
             eng__remove_in_background(gone[p]);
@@ -398,42 +433,54 @@ int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, 
     ssize_t i = eng__topic_find(m, name, NULL);
     int rc = 0;
     if (i < 0) {
-        rc = no_topic(err, name);
-        goto unlock;
+        pthread_rwlock_unlock(&m->lock);
+        return no_topic(err, name);
     }
     eng_topic *t = m->topics[i];
-    if (total < t->meta.partitions || total > 100000) {
+    int32_t old = t->meta.partitions;
+    if (total < old || total > 100000) {
         eng_errdetail_key(err, "partitions");
         rc = eng_fail(err, ENG_EINVAL, "topic '%s' has %d partitions; it can grow but never shrink",
-                      name, t->meta.partitions);
-        goto unlock;
+                      name, old);
+    } else if (total > old && !(rc = check_fd_budget(name, total - old, err))) {
+        rc = reserve(m, name, err);
     }
-    if (total == t->meta.partitions || (rc = check_fd_budget(name, total - t->meta.partitions, err)))
-        goto unlock;
-    eng_partition **parts = realloc(t->parts, (size_t)total * sizeof *parts);
-    if (!parts) {
-        rc = -ENOMEM;
-        goto unlock;
-    }
-    t->parts = parts;
-    int32_t old = t->meta.partitions;
-    int32_t opened = old;
-    while (opened < total && !(rc = eng__open_partition(m, t, opened, NULL, &t->parts[opened])))
-        opened++;
-    if (!rc) {
-        t->meta.partitions = total;
-        if ((rc = write_meta(m, &t->meta)))
-            t->meta.partitions = old;
-    }
-    if (rc) {
-        eng_fail(err, rc, "adding partitions to '%s': %s", name, eng_strerror(rc));
-        for (int32_t p = old; p < opened; p++)
-            eng_partition_unref(t->parts[p]);
-        for (int32_t p = old; p <= opened && p < total; p++)
-            remove_partition_dir(m, name, p);
-    }
-unlock:
+    /* A copy to open the new partitions from: t's own fields may change
+     * under the lock meanwhile (configs), and the reservation keeps t. */
+    eng_topic proto = {.meta = t->meta, .cfg = t->cfg};
     pthread_rwlock_unlock(&m->lock);
+    if (rc || total == old)
+        return rc;
+    eng_partition **parts = calloc((size_t)total, sizeof *parts);
+    if (!parts)
+        rc = -ENOMEM;
+    else
+        rc = open_new_partitions(m, &proto, parts, old, total, err);
+    if (!rc) {
+        pthread_rwlock_wrlock(&m->lock);
+        memcpy(parts, t->parts, (size_t)old * sizeof *parts);
+        t->meta.partitions = total;
+        if ((rc = write_meta(m, &t->meta))) {
+            t->meta.partitions = old;
+            eng_fail(err, rc, "adding partitions to '%s': %s", name, eng_strerror(rc));
+        } else {
+            free(t->parts);
+            t->parts = parts;
+            /* A config change while they opened reached only the old ones. */
+            for (int32_t p = old; p < total; p++)
+                eng_partition_set_config(parts[p], &t->cfg);
+            parts = NULL;
+        }
+        pthread_rwlock_unlock(&m->lock);
+        if (rc) {
+            for (int32_t p = old; p < total; p++)
+                eng_partition_unref(parts[p]);
+            for (int32_t p = old; p < total; p++)
+                remove_partition_dir(m, name, p);
+        }
+    }
+    free(parts);
+    release(m, name);
     return rc;
 }
 

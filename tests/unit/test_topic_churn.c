@@ -2,7 +2,8 @@
  * test_topic_churn.c - a topic deleted and created again under the same name
  * while other threads keep using partitions they looked up before: appends,
  * reads, rolls, retention passes, delete-records and cleanings of the old
- * partitions race the delete, and a second thread keeps creating the name.  Every call answers 0 or an expected refusal;
+ * partitions race the delete, and a second thread keeps creating the name
+ * and adding a partition to it.  Every call answers 0 or an expected refusal;
  * nothing deadlocks; and the last topic of the name, reopened after a clean
  * stop, holds exactly its own records, contiguous from offset 0, with no file
  * of an earlier generation in its directory.  (Before partitions were retired
@@ -40,7 +41,7 @@ typedef struct shared {
     _Atomic bool stop;
     _Atomic int unexpected; /* a return code no race explains */
     _Atomic long ops;
-    _Atomic int busy; /* creates refused while a delete moved directories */
+    _Atomic int busy; /* changes refused while another one held the name */
     char first_bad[200];
     pthread_mutex_t mu;
 } shared;
@@ -117,8 +118,8 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* A second creator racing the deletes: the name is free, taken, or still
- * being deleted (409 busy over HTTP), nothing else. */
+/* A second thread creating and growing the name, racing the deletes: the
+ * name is free, taken, or being changed (409 busy over HTTP), nothing else. */
 static void *creator(void *arg)
 {
     shared *sh = arg;
@@ -130,6 +131,12 @@ static void *creator(void *arg)
         else if (rc != 0 && rc != ENG_ETOPICEXISTS)
             expect_rc(sh, "create", rc);
         sleep_us(100);
+        /* Grown to a third partition, racing the same deletes. */
+        rc = eng_manager_add_partitions(sh->m, "churn", 3, NULL);
+        if (rc == ENG_EBUSY)
+            atomic_fetch_add(&sh->busy, 1);
+        else
+            expect_rc(sh, "grow", rc);
     }
     return NULL;
 }
@@ -163,7 +170,11 @@ static void test_delete_and_create_under_load(void **state)
     int deleted = 0;
     for (int g = 0; g < GENERATIONS; g++) {
         sleep_us(2000);
-        int rc = eng_manager_delete_topic(sh.m, "churn", &err);
+        int rc;
+        while ((rc = eng_manager_delete_topic(sh.m, "churn", &err)) == ENG_EBUSY) {
+            atomic_fetch_add(&sh.busy, 1); /* being created or grown */
+            sleep_us(50);
+        }
         if (rc != ENG_ENOTOPIC) /* the creator may not have made it again yet */
             assert_int_equal(rc, 0);
         deleted += rc == 0;
@@ -171,7 +182,7 @@ static void test_delete_and_create_under_load(void **state)
     atomic_store(&sh.stop, true);
     for (int i = 0; i <= WORKERS; i++)
         pthread_join(th[i], NULL);
-    fprintf(stderr, "# %d deletes, %ld operations, %d creates told busy\n", deleted,
+    fprintf(stderr, "# %d deletes, %ld operations, %d changes told busy\n", deleted,
             atomic_load(&sh.ops), atomic_load(&sh.busy));
     int rc = eng_manager_create_topic(sh.m, "churn", 2, keys, vals, 1, &err);
     assert_true(rc == 0 || rc == ENG_ETOPICEXISTS);
