@@ -163,6 +163,13 @@ int eng_fs_mkdir(const char *path)
     return -errno;
 }
 
+int eng_fs_mkdir_durable(const char *path)
+{
+    if (mkdir(path, 0755) == 0)
+        return eng_fs_sync_parent(path);
+    return errno == EEXIST ? 0 : -errno;
+}
+
 static int remove_at(int parent_fd, const char *name)
 {
     int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

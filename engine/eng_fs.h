@@ -29,6 +29,10 @@ int eng_fs_sync_parent(const char *file_path);
 /* mkdir that succeeds if the directory exists. */
 int eng_fs_mkdir(const char *path);
 
+/* The same, and when it made the directory, an fsync of its parent: a
+ * directory entry is durable only once the directory holding it is. */
+int eng_fs_mkdir_durable(const char *path);
+
 /* Removes a directory and everything below it (no symlinks followed). */
 int eng_fs_remove_tree(const char *path);
 

@@ -163,7 +163,7 @@ static void drop_segment_files(eng_segment *seg, eng_load_stats *st)
 
 int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_load_stats *st)
 {
-    int rc = eng_fs_mkdir(p->dir);
+    int rc = pp->defer_dir_sync ? eng_fs_mkdir(p->dir) : eng_fs_mkdir_durable(p->dir);
     if (rc)
         return rc;
     dir_scan d = {0};

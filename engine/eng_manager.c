@@ -106,6 +106,7 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx
         .topic = t->meta.name,
         .id = id,
         .dir = pdir,
+        .defer_dir_sync = !lc, /* a new topic's or grow's: synced once (eng_topics.c) */
         .config = t->cfg,
         .clean_shutdown = lc ? lc->clean : true,
         .recovery_point = lc ? eng_checkpoint_find(&lc->recovery, t->meta.name, id, 0) : 0,
@@ -365,7 +366,7 @@ int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail 
         rc = rc ? rc : -ENOMEM;
         goto fail;
     }
-    if ((rc = eng_fs_mkdir(m->dir)) || (rc = eng_fs_mkdir(m->meta_dir))) {
+    if ((rc = eng_fs_mkdir_durable(m->dir)) || (rc = eng_fs_mkdir_durable(m->meta_dir))) {
         eng_fail(err, rc, "cannot create log dir %s: %s", m->dir, eng_strerror(rc));
         goto fail;
     }

@@ -53,6 +53,9 @@ typedef struct eng_partition_params {
     const char *topic;
     int32_t id;
     const char *dir;          /* the partition directory, created if missing */
+    bool defer_dir_sync;      /* the caller fsyncs the directory holding dir once
+                               * it made all its partitions; else a created dir's
+                               * parent is synced here */
     eng_config config;
     bool clean_shutdown;      /* the data dir had .kafka_cleanshutdown */
     int64_t recovery_point;   /* from the checkpoint; 0 if none */

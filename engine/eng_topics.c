@@ -10,6 +10,7 @@
  */
 #include "eng_manager_impl.h"
 
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 
@@ -220,7 +221,9 @@ static int open_new_partitions(eng_manager *m, const eng_topic *t, eng_partition
     int rc = 0;
     while (opened < to && !(rc = eng__open_partition(m, (eng_topic *)t, opened, NULL, &parts[opened])))
         opened++;
-    if (!rc)
+    /* Their directory entries, in one fsync: an acknowledged durable
+     * append must not lose the directory holding it. */
+    if (!rc && !(rc = ENG_FAULT("topic.sync_dir")) && !(rc = eng_fs_sync_dir(m->dir)))
         return 0;
     eng_fail(err, rc, "creating partitions of topic '%s': %s", t->meta.name, eng_strerror(rc));
     for (int32_t i = from; i < opened; i++) {

@@ -453,6 +453,10 @@ static void test_failed_create_or_grow_leaves_nothing(void **state)
     assert_int_equal(create(m, "mid", 5, NULL, NULL, &err), -EIO);
     eng_fault_set("partition.open=eio@2");
     assert_int_equal(eng_manager_add_partitions(m, "small", 6, &grow_err), -EIO);
+    /* The data dir's fsync, which makes the new directories durable, fails. */
+    eng_fault_set("topic.sync_dir=eio@1,topic.sync_dir=eio@2");
+    assert_int_equal(create(m, "mid", 5, NULL, NULL, &err), -EIO);
+    assert_int_equal(eng_manager_add_partitions(m, "small", 6, &grow_err), -EIO);
     eng_fault_set(NULL);
     expect_nothing_created(f, ".lock,meta,small-0,small-1", "small.json");
     eng_topic_desc d;
