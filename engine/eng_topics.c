@@ -4,9 +4,13 @@
  *
  * Topics live in an array sorted by name under the manager's rwlock:
  * lookups (every request) take it shared for a binary search and a
- * partition reference; create, delete and add-partitions take it exclusive.
- * Partition handles are reference counted, so deleting a topic never frees
- * a partition a request is still reading.
+ * partition reference.  Create, delete and add-partitions take it exclusive
+ * only to check and change the table: they reserve the name, make or move
+ * directories without the lock (seconds of fsyncs for thousands of
+ * partitions), and come back to install the result.  Partition handles are
+ * reference counted, so deleting a topic never frees a partition a request
+ * still holds; it retires them instead (eng_partition_retire), so none of
+ * them touches the paths the next topic of that name will own.
  */
 #include "eng_manager_impl.h"
 
