@@ -182,7 +182,11 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
         if (parse_long(text, &v.i))
             return bad(err, d, text, d->type == ENG_CFG_INT ? "expected an int" : "expected a long");
         if (v.i < d->min || v.i > d->max) {
-            if (d->max == LMAX || (d->type == ENG_CFG_INT && d->max == IMAX))
+            /* An open-ended range names its lower bound, unless the value
+             * is past the type's top (2147483648 for an int). */
+            if (v.i > d->max && d->type == ENG_CFG_INT && d->max == IMAX)
+                snprintf(why, sizeof why, "an int is at most %lld", (long long)IMAX);
+            else if (d->max == LMAX || (d->type == ENG_CFG_INT && d->max == IMAX))
                 snprintf(why, sizeof why, "must be at least %lld", (long long)d->min);
             else
                 snprintf(why, sizeof why, "must be in [%lld, %lld]", (long long)d->min,

@@ -124,6 +124,9 @@ static void test_bounds_and_types(void **state)
     assert_int_equal(eng_config_parse(ENG_CFG_SEGMENT_BYTES, "1000", &v, &err), ENG_ECONFIG);
     assert_string_equal(err.key, "segment.bytes");
     assert_non_null(strstr(err.message, "1048576"));
+    /* Past an int's top, the message says so (not "at least 1048576"). */
+    assert_int_equal(eng_config_parse(ENG_CFG_SEGMENT_BYTES, "2147483648", &v, &err), ENG_ECONFIG);
+    assert_non_null(strstr(err.message, "an int is at most 2147483647"));
     /* Not numbers. */
     static const char *const junk[] = {"", "abc", "12x", "1.5", "0x10", " "};
     for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
