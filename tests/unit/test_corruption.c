@@ -31,23 +31,15 @@
  *   - a .swap left by an interrupted swap is completed (the cleaned segment
  *     replaces the old one, its index rebuilt); a .swap of an unfinished
  *     clean (a .cleaned at or below it) is dropped;
- *   manager level (eng_manager with the service's metadata codec, so the
- *   clean-shutdown marker and the checkpoint files are the real ones)
- *   - .index and .timeindex deleted, or garbled, WITH the marker: rebuilt,
- *     byte-identical to what the appends wrote;
- *   - recovery-point-offset-checkpoint with a wrong count or garbage: full
- *     recovery even with the marker (a good one without the marker
- *     recovers the active segment only, with the marker nothing);
- *   - log-start-offset-checkpoint garbage: ignored, start = first base;
- *   - cleaner-offset-checkpoint garbage: ignored, the next clean works
- *     from the log start and writes a valid checkpoint.
+ *   (the manager-level rows, with the real marker and checkpoint files:
+ *   test_corruption_mgr.c)
  */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "../crash/crash_check.h"
+#include "corruption_fixture.h"
 #include "eng_batch.h"
 #include "eng_cleaner.h"
 #include "eng_config.h"
@@ -71,11 +63,6 @@ const char *__asan_default_options(void)
     return "max_allocation_size_mb=64";
 }
 
-#define T0 1700000000000LL
-#define NB 15
-#define SEG1 5 /* first batch of segment 1 */
-#define SEG2 10
-
 static char *g_tmp;
 static char g_dir[512];       /* the working partition dir */
 static size_t g_bsize[NB];    /* batch sizes */
@@ -90,38 +77,6 @@ typedef struct tfile {
 static tfile g_files[16];
 static int g_nfiles;
 
-static int64_t seg_base(int b)
-{
-    return b >= SEG2 ? 3 * SEG2 : b >= SEG1 ? 3 * SEG1 : 0;
-}
-
-static void value_of(int64_t off, char *buf, size_t len)
-{
-    int n = snprintf(buf, len, "val-%03lld-", (long long)off);
-    size_t want = (size_t)n + (size_t)(off * 7 % 40);
-    for (size_t i = (size_t)n; i < want && i + 1 < len; i++)
-        buf[i] = 'x';
-    buf[want < len ? want : len - 1] = 0;
-}
-
-static size_t batch(uint8_t *buf, size_t cap, int b)
-{
-    char keys[3][16], vals[3][64];
-    eng_record_spec recs[3];
-    for (int i = 0; i < 3; i++) {
-        int64_t off = 3 * b + i;
-        snprintf(keys[i], sizeof keys[i], "k-%03lld", (long long)off);
-        value_of(off, vals[i], sizeof vals[i]);
-        recs[i] = (eng_record_spec){.timestamp = T0 + b, .key = (const uint8_t *)keys[i],
-                                    .key_len = (int32_t)strlen(keys[i]),
-                                    .value = (const uint8_t *)vals[i],
-                                    .value_len = (int32_t)strlen(vals[i])};
-    }
-    eng_batch_params bp;
-    eng_batch_params_init(&bp);
-    return eng_batch_encode(buf, cap, &bp, recs, 3);
-}
-
 static eng_partition *open_at(const char *dir, bool clean, int64_t rp, eng_load_stats *st)
 {
     eng_partition_params pp = {.topic = "orders", .id = 0, .dir = dir, .config = g_cfg,
@@ -132,18 +87,6 @@ static eng_partition *open_at(const char *dir, bool clean, int64_t rp, eng_load_
     if (rc)
         fail_msg("eng_partition_open: %s", eng_strerror(rc));
     return p;
-}
-
-static void append_batch(eng_partition *p, int b)
-{
-    uint8_t buf[1024];
-    size_t len = batch(buf, sizeof buf, b);
-    eng_append_opts o = {.expected_offset = -1};
-    eng_append_result res;
-    eng_errdetail err = {0};
-    if (eng_partition_append(p, buf, len, &o, &res, &err))
-        fail_msg("append: %s", err.message);
-    assert_int_equal(res.base_offset, 3 * b);
 }
 
 /* ---- template and file surgery ------------------------------------------------ */
@@ -261,36 +204,11 @@ static void flip(int64_t base, uint64_t pos, int bit)
 
 /* The dir passes the checker, ends at leo with nsegs segments, and holds
  * every written record in [from, leo); p (if given) agrees. */
+/* The working partition dir holds records [from, leo) in nsegs segments,
+ * and p (if given) agrees. */
 static void expect(eng_partition *p, int64_t from, int64_t leo, int nsegs)
 {
-    cc_part d;
-    if (cc_check_partition(g_dir, &d))
-        fail_msg("checker: %s", d.err);
-    if (d.next_offset != leo || d.nsegments != nsegs)
-        fail_msg("files end at %lld with %d segments, expected %lld with %d",
-                 (long long)d.next_offset, d.nsegments, (long long)leo, nsegs);
-    for (int64_t off = from; off < leo; off++) {
-        const cc_record *r = cc_find(&d, off);
-        char key[32], val[64];
-        snprintf(key, sizeof key, "k-%03lld", (long long)off);
-        value_of(off, val, sizeof val);
-        if (!r || strcmp(r->key, key) || strcmp(r->value, val))
-            fail_msg("offset %lld is %s", (long long)off, r ? "different" : "missing");
-    }
-    assert_int_equal(d.nrecs, (size_t)(leo - from));
-    cc_part_free(&d);
-    if (!p)
-        return;
-    assert_int_equal(eng_partition_log_end_offset(p), leo);
-    assert_int_equal(eng_partition_high_watermark(p), leo);
-    if (leo > 0) { /* the last record reads back through the engine */
-        eng_fetch f;
-        eng_errdetail err = {0};
-        assert_int_equal(eng_partition_read(p, leo - 1, 1 << 20, &f, &err), 0);
-        assert_true(f.len > 0);
-        assert_int_equal(f.next_offset, leo);
-        eng_fetch_free(&f);
-    }
+    expect_files(g_dir, p, from, leo, nsegs);
 }
 
 /* ---- partition level ---------------------------------------------------------------- */
@@ -615,215 +533,6 @@ static void test_swap_completed(void **state)
     eng_partition_unref(p);
 }
 
-/* ---- manager level ---------------------------------------------------------------------- */
-
-typedef struct mfix {
-    char data[400], pdir[512];
-    eng_manager_opts opts;
-} mfix;
-static mfix g_m;
-
-static eng_manager *mopen(void)
-{
-    eng_manager *m = NULL;
-    eng_errdetail err = {0};
-    int rc = eng_manager_open(&g_m.opts, &m, &err);
-    if (rc)
-        fail_msg("eng_manager_open: %s (%s)", eng_strerror(rc), err.message);
-    return m;
-}
-
-static void mpath(const char *name, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s/%s", g_m.data, name);
-}
-
-static void write_text(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-}
-
-/* A fresh data dir with topic orders (3 segments, as the template), closed
- * cleanly: marker and checkpoints written. */
-static void mbuild(const char *policy)
-{
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s/mgr", g_tmp);
-    ts_rmtree(dir);
-    snprintf(g_m.data, sizeof g_m.data, "%s", dir);
-    snprintf(g_m.pdir, sizeof g_m.pdir, "%s/orders-0", dir);
-    g_m.opts.log_dir = g_m.data;
-    eng_config_defaults_init(&g_m.opts.defaults);
-    g_m.opts.codec = svc_meta_codec();
-    eng_jobs_opts_default(&g_m.opts.jobs);
-    eng_manager *m = mopen();
-    const char *keys[] = {"index.interval.bytes", "cleanup.policy"};
-    const char *vals[] = {"100", policy};
-    eng_errdetail err = {0};
-    assert_int_equal(eng_manager_create_topic(m, "orders", 1, keys, vals, 2, &err), 0);
-    eng_partition *p;
-    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
-    for (int b = 0; b < NB; b++) {
-        int64_t nb;
-        if (b == SEG1 || b == SEG2)
-            assert_int_equal(eng_partition_roll(p, &nb), 0);
-        append_batch(p, b);
-    }
-    eng_partition_unref(p);
-    eng_manager_close(m);
-    char marker[1024];
-    mpath(".kafka_cleanshutdown", marker, sizeof marker);
-    assert_true(eng_fs_exists(marker));
-}
-
-static void mreport(eng_manager *m, eng_startup_report *r)
-{
-    eng_manager_startup_report(m, r);
-}
-
-/* Reads every index file of the partition into bufs (for byte comparison). */
-static void snapshot_indexes(uint8_t *bufs[6], size_t lens[6])
-{
-    for (int i = 0; i < 6; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%020d%s", g_m.pdir, 15 * (i / 2), i % 2 ? ".timeindex" : ".index");
-        assert_int_equal(ts_read_file(path, &bufs[i], &lens[i]), 0);
-    }
-}
-
-static void test_indexes_rebuilt_with_marker(void **state)
-{
-    (void)state;
-    for (int row = 0; row < 2; row++) {
-        mbuild("delete");
-        uint8_t *want[6], *got[6];
-        size_t wl[6], gl[6];
-        snapshot_indexes(want, wl);
-        char path[1024];
-        for (int i = 0; i < 6; i++) {
-            snprintf(path, sizeof path, "%s/%020d%s", g_m.pdir, 15 * (i / 2), i % 2 ? ".timeindex" : ".index");
-            if (row == 0 && i != 3) /* missing: every file but 15.timeindex */
-                assert_int_equal(unlink(path), 0);
-            if (row == 1 && i < 4) { /* garbled: same size, nonsense entries */
-                int fd = open(path, O_WRONLY);
-                uint8_t junk[512];
-                memset(junk, 0xAB, sizeof junk);
-                assert_int_equal(pwrite(fd, junk, wl[i] < sizeof junk ? wl[i] : sizeof junk, 0) >= 0, 1);
-                close(fd);
-            }
-        }
-        eng_manager *m = mopen();
-        eng_startup_report r;
-        mreport(m, &r);
-        assert_true(r.clean_shutdown);
-        /* Deleted: every segment lacks a file; garbled: segments 0 and 15. */
-        assert_int_equal(r.segments_recovered, row == 0 ? 3 : 2);
-        assert_int_equal(r.bytes_truncated, 0);
-        eng_manager_close(m); /* trims the active segment's indexes again */
-        snapshot_indexes(got, gl);
-        for (int i = 0; i < 6; i++) {
-            if (gl[i] != wl[i] || memcmp(got[i], want[i], wl[i]))
-                fail_msg("row %d: index file %d differs from what the appends wrote", row, i);
-            free(got[i]);
-            free(want[i]);
-        }
-        snprintf(g_dir, sizeof g_dir, "%s", g_m.pdir);
-        expect(NULL, 0, 3 * NB, 3);
-    }
-    snprintf(g_dir, sizeof g_dir, "%s/work/orders-0", g_tmp);
-}
-
-static void test_recovery_checkpoint_garbage(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *text; /* NULL: keep the good one */
-        bool marker;
-        uint32_t recovered;
-    } rows[] = {
-        {NULL, true, 0},                      /* clean: nothing recovered */
-        {NULL, false, 1},                     /* unclean: from the recovery point (the active) */
-        {"0\n3\norders 0 45\n", true, 3},     /* wrong count: full recovery, even with the marker */
-        {"0\n1\norders 0 45\nextra 0 1\n", false, 3},
-        {"this is not a checkpoint\n", true, 3},
-        {"1\n1\norders 0 45\n", true, 3},     /* unknown version */
-        {"0\n1\norders zero 45\n", false, 3},
-    };
-    char ckpt[1024], marker[1024];
-    mpath("recovery-point-offset-checkpoint", ckpt, sizeof ckpt);
-    mpath(".kafka_cleanshutdown", marker, sizeof marker);
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        mbuild("delete");
-        if (rows[i].text)
-            write_text(ckpt, rows[i].text);
-        if (!rows[i].marker)
-            assert_int_equal(unlink(marker), 0);
-        eng_manager *m = mopen();
-        eng_startup_report r;
-        mreport(m, &r);
-        if (r.segments_recovered != rows[i].recovered)
-            fail_msg("row %zu: %u segments recovered, expected %u", i, r.segments_recovered,
-                     rows[i].recovered);
-        assert_int_equal(r.clean_shutdown, rows[i].marker);
-        eng_partition *p;
-        assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
-        assert_int_equal(eng_partition_log_end_offset(p), 3 * NB);
-        eng_partition_unref(p);
-        eng_manager_close(m);
-    }
-}
-
-static void test_start_offset_checkpoint_garbage(void **state)
-{
-    (void)state;
-    mbuild("delete");
-    char path[1024];
-    mpath("log-start-offset-checkpoint", path, sizeof path);
-    write_text(path, "0\n2\norders 0 9\n");
-    eng_manager *m = mopen();
-    eng_partition *p;
-    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
-    assert_int_equal(eng_partition_log_start_offset(p), 0); /* not 9: the file is not trusted */
-    eng_partition_unref(p);
-    eng_manager_close(m);
-}
-
-static void test_cleaner_checkpoint_garbage(void **state)
-{
-    (void)state;
-    mbuild("compact");
-    char path[1024];
-    mpath("cleaner-offset-checkpoint", path, sizeof path);
-    write_text(path, "0\n1\norders 0 forty\n");
-    eng_cleaner_opts co;
-    eng_cleaner_opts_default(&co);
-    co.threads = 0;
-    co.dedupe_buffer_bytes = 1 << 20;
-    g_m.opts.cleaner = &co;
-    eng_manager *m = mopen();
-    g_m.opts.cleaner = NULL;
-    assert_int_equal(eng_manager_start_cleaner(m), 0);
-    eng_cleaner *c = eng_manager_cleaner(m);
-    assert_int_equal(eng_cleaner_checkpoint(c, "orders", 0), -1); /* ignored */
-    eng_partition *p;
-    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
-    eng_clean_stats st;
-    assert_int_equal(eng_cleaner_clean_now(c, p, false, &st), 0);
-    assert_int_equal(st.first_dirty, 0); /* from the log start */
-    assert_int_equal(st.end_offset, 3 * SEG2);
-    eng_partition_unref(p);
-    eng_manager_close(m);
-    uint8_t *txt;
-    size_t len;
-    assert_int_equal(ts_read_file(path, &txt, &len), 0);
-    assert_int_equal(len, strlen("0\n1\norders 0 30\n"));
-    assert_memory_equal(txt, "0\n1\norders 0 30\n", len);
-    free(txt);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -835,10 +544,6 @@ int main(void)
         cmocka_unit_test(test_huge_and_negative_lengths),
         cmocka_unit_test(test_stray_files),
         cmocka_unit_test(test_swap_completed),
-        cmocka_unit_test(test_indexes_rebuilt_with_marker),
-        cmocka_unit_test(test_recovery_checkpoint_garbage),
-        cmocka_unit_test(test_start_offset_checkpoint_garbage),
-        cmocka_unit_test(test_cleaner_checkpoint_garbage),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
