@@ -111,14 +111,45 @@ bool api_media_type_is(const char *ct, const char *type)
            (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
 }
 
+/* The charset parameter of a media type, if any: its value (quotes
+ * stripped) into buf; false when there is none. */
+static bool charset_of(const char *ct, char *buf, size_t len)
+{
+    for (const char *p = strchr(ct, ';'); p; p = strchr(p + 1, ';')) {
+        const char *k = p + 1;
+        while (*k == ' ' || *k == '\t')
+            k++;
+        if (strncasecmp(k, "charset=", 8))
+            continue;
+        const char *v = k + 8;
+        bool quoted = *v == '"';
+        v += quoted;
+        size_t n = strcspn(v, quoted ? "\"" : "; \t");
+        snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), v);
+        return true;
+    }
+    return false;
+}
+
 bool api_json_content_type(const api_request *req, api_response *resp)
 {
     const char *ct = api_header(req, "Content-Type");
-    if (!ct || api_media_type_is(ct, "application/json"))
+    if (!ct)
         return true;
-    api_error(resp, req, "unsupported_media_type", NULL,
-              "Content-Type %.80s is not supported here; send application/json", ct);
-    return false;
+    if (!api_media_type_is(ct, "application/json")) {
+        api_error(resp, req, "unsupported_media_type", NULL,
+                  "Content-Type %.80s is not supported here; send application/json", ct);
+        return false;
+    }
+    /* JSON is UTF-8 (RFC 8259): a body declared in another charset would
+     * be stored as the wrong characters, not refused. */
+    char cs[32];
+    if (charset_of(ct, cs, sizeof cs) && strcasecmp(cs, "utf-8") && strcasecmp(cs, "utf8")) {
+        api_error(resp, req, "unsupported_media_type", NULL,
+                  "charset %.31s is not supported; JSON bodies are UTF-8", cs);
+        return false;
+    }
+    return true;
 }
 
 json_t *api_body_object(const api_request *req, api_response *resp, bool allow_empty)
