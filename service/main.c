@@ -5,7 +5,7 @@
  * before anything touches the disk); the data dir lock is taken before the
  * port opens (a second process on the same dir exits at once); the port opens
  * before the logs load, so /health/ready can say "loading" with progress;
- * the stop on SIGTERM/SIGINT closes the port, drains requests, then closes
+ * the stop on SIGTERM/SIGINT/SIGHUP closes the port, drains requests, then closes
  * the engine, which writes the clean-shutdown marker last.
  *
  * Signals are blocked in every thread and taken synchronously with sigwait
@@ -126,6 +126,9 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    /* A closed terminal (make run in a shell that goes away) stops the
+     * server cleanly instead of killing it, as the JVM does for Kafka. */
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -216,7 +219,8 @@ int main(int argc, char **argv)
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    ENG_INFO("received %s; stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    ENG_INFO("received %s; stopping",
+             sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
     atomic_store(&ctx.state, API_STOPPING);
     api_server_stop(srv);
     atomic_store(&ctx.mgr, NULL);

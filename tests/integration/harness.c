@@ -180,9 +180,14 @@ int ls_start(ls_server *s, const char *const *extra)
 
 int ls_stop(ls_server *s)
 {
+    return ls_stop_signal(s, SIGTERM);
+}
+
+int ls_stop_signal(ls_server *s, int sig)
+{
     if (s->pid <= 0)
         return -1;
-    kill(s->pid, SIGTERM);
+    kill(s->pid, sig);
     int st = 0;
     for (int i = 0; i < 1200; i++) {
         if (waitpid(s->pid, &st, WNOHANG) == s->pid) {

@@ -48,6 +48,9 @@ int ls_start_dir(ls_server *s, const char *dir, const char *const *extra, bool w
 /* SIGTERM and wait; returns the exit status (or -1). */
 int ls_stop(ls_server *s);
 
+/* The same with another signal (SIGINT, SIGHUP). */
+int ls_stop_signal(ls_server *s, int sig);
+
 /* SIGKILL and wait. */
 void ls_kill9(ls_server *s);
 

@@ -1,6 +1,8 @@
 /*
  * test_smoke.c - the walk-through a new user does: start, create a topic,
- * append, read back, stop cleanly, restart and read again.
+ * append, read back, stop cleanly, restart and read again; and the other
+ * signals that stop it cleanly (SIGINT from a terminal, SIGHUP when the
+ * terminal goes away).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +11,7 @@
 
 #include "harness.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -60,10 +63,33 @@ static void test_walkthrough(void **state)
     ls_cleanup(&s);
 }
 
+static void test_sigint_and_sighup_stop_cleanly(void **state)
+{
+    (void)state;
+    static const int sigs[] = {SIGINT, SIGHUP};
+    static const char *const names[] = {"SIGINT", "SIGHUP"};
+    for (int i = 0; i < 2; i++) {
+        ls_server s;
+        assert_int_equal(ls_start(&s, NULL), 0);
+        assert_int_equal(ls_create_topic(&s, "sig", 1, NULL), 201);
+        assert_int_equal(ls_append_json(&s, "sig", 0, "{\"records\":[{\"value\":\"v\"}]}"), 200);
+        assert_int_equal(ls_stop_signal(&s, sigs[i]), 0);
+        char want[64];
+        snprintf(want, sizeof want, "received %s; stopping", names[i]);
+        assert_true(ls_file_contains(s.log_path, want));
+        assert_true(ls_file_contains(s.log_path, "stopped cleanly"));
+        char marker[400];
+        snprintf(marker, sizeof marker, "%s/.kafka_cleanshutdown", s.dir);
+        assert_true(ls_file_size(marker) >= 0);
+        ls_cleanup(&s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_walkthrough),
+        cmocka_unit_test(test_sigint_and_sighup_stop_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
