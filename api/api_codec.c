@@ -132,17 +132,22 @@ static int parse_record(json_t *rec, size_t i, int64_t now_ms, api_append_body *
     const char *bad;
     if (!json_is_object(rec))
         return fail(err, "invalid_request", "record %zu must be an object", i);
-    if (!only_keys(rec, rec_keys, &bad))
+    json_t *key = json_object_get(rec, "key"), *value = json_object_get(rec, "value");
+    json_t *ts = json_object_get(rec, "timestamp"), *part = json_object_get(rec, "partition");
+    json_t *hs = json_object_get(rec, "headers");
+    /* Every field was looked up anyway: an unknown one shows as a count
+     * that does not add up, and only then are the names compared (the
+     * comparisons were 2% of a 100-record append). */
+    size_t known = !!key + !!value + !!ts + !!part + !!hs;
+    if (known != json_object_size(rec) && !only_keys(rec, rec_keys, &bad))
         return fail(err, "invalid_request", "record %zu: unknown field '%.64s'", i, bad);
     eng_record_spec *r = &b->recs[i];
-    if (take_bytes(json_object_get(rec, "key"), b->base64, arena, &r->key, &r->key_len, "key", i, err))
+    if (take_bytes(key, b->base64, arena, &r->key, &r->key_len, "key", i, err))
         return -1;
-    json_t *value = json_object_get(rec, "value");
     if (!value)
         return fail(err, "invalid_request", "record %zu: value is required (null for a tombstone)", i);
     if (take_bytes(value, b->base64, arena, &r->value, &r->value_len, "value", i, err))
         return -1;
-    json_t *ts = json_object_get(rec, "timestamp");
     if (!ts || json_is_null(ts)) {
         r->timestamp = now_ms;
     } else if (!json_is_integer(ts)) {
@@ -153,7 +158,6 @@ static int parse_record(json_t *rec, size_t i, int64_t now_ms, api_append_body *
             return fail(err, "invalid_timestamp", "record %zu: timestamp %lld is negative", i,
                         (long long)r->timestamp);
     }
-    json_t *part = json_object_get(rec, "partition");
     b->partitions[i] = -1;
     if (part && !json_is_null(part)) {
         if (!json_is_integer(part) || json_integer_value(part) < 0 ||
@@ -161,7 +165,6 @@ static int parse_record(json_t *rec, size_t i, int64_t now_ms, api_append_body *
             return fail(err, "invalid_request", "record %zu: partition must be a non-negative integer", i);
         b->partitions[i] = (int32_t)json_integer_value(part);
     }
-    json_t *hs = json_object_get(rec, "headers");
     if (hs && !json_is_null(hs)) {
         if (!json_is_array(hs))
             return fail(err, "invalid_request", "record %zu: headers must be an array", i);
