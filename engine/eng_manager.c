@@ -119,9 +119,16 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx
     if (!rc)
         rc = eng_partition_open(&pp, out, &st);
     if (!rc) {
-        rc = write_partition_files(pdir, t->meta.topic_id, eng_partition_log_start_offset(*out));
-        if (rc)
+        rc = ENG_FAULT("partition.files");
+        if (!rc)
+            rc = write_partition_files(pdir, t->meta.topic_id, eng_partition_log_start_offset(*out));
+        if (rc) {
+            /* Fix: *out was left pointing at the freed partition, and the
+             * caller's undo unref'd it again (a full disk at topic create
+             * crashed the server: use after free under ASan). */
             eng_partition_unref(*out);
+            *out = NULL;
+        }
     }
     if (rc) {
         if (!existed)

@@ -453,6 +453,11 @@ static void test_failed_create_or_grow_leaves_nothing(void **state)
     assert_int_equal(create(m, "mid", 5, NULL, NULL, &err), -EIO);
     eng_fault_set("partition.open=eio@2");
     assert_int_equal(eng_manager_add_partitions(m, "small", 6, &grow_err), -EIO);
+    /* A partition opens but its partition.metadata cannot be written (a
+     * full disk): it was freed, then freed again by the undo. */
+    eng_fault_set("partition.files=enospc@2,partition.files=enospc@5");
+    assert_int_equal(create(m, "mid", 3, NULL, NULL, &err), -ENOSPC);
+    assert_int_equal(eng_manager_add_partitions(m, "small", 6, &grow_err), -ENOSPC);
     /* The data dir's fsync, which makes the new directories durable, fails. */
     eng_fault_set("topic.sync_dir=eio@1,topic.sync_dir=eio@2");
     assert_int_equal(create(m, "mid", 5, NULL, NULL, &err), -EIO);
