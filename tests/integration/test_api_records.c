@@ -24,6 +24,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "group_server.h"
 #include "harness.h"
 
 #include <stdint.h>
@@ -31,31 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static ls_server g_srv;
-static ls_server *S = &g_srv;
-
-#define CHECK_ERR(r, st, code) assert_int_equal(ls_check_error(&(r), (st), (code)), 0)
-
-/* Asserts the data dir listing still equals before (ls_dir_listing); frees it. */
-static void assert_same_dir(char *before)
-{
-    assert_int_equal(ls_dir_same(S->dir, before), 0);
-}
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return ls_start(S, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    ls_stop(S);
-    ls_cleanup(S);
-    return 0;
-}
 
 static long long now_ms(void)
 {

@@ -26,36 +26,12 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "group_server.h"
 #include "harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static ls_server g_srv;
-static ls_server *S = &g_srv;
-
-#define CHECK_ERR(r, st, code) assert_int_equal(ls_check_error(&(r), (st), (code)), 0)
-
-/* Asserts the data dir listing still equals before (ls_dir_listing); frees it. */
-static void assert_same_dir(char *before)
-{
-    assert_int_equal(ls_dir_same(S->dir, before), 0);
-}
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return ls_start(S, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    ls_stop(S);
-    ls_cleanup(S);
-    return 0;
-}
 
 /* POST /v1/topics with a raw JSON body; returns the response in *r. */
 static void create_raw(const char *body, ls_resp *r)
@@ -95,27 +71,6 @@ static long long get_int(const char *path, const char *field)
     long long v = ls_jint(&r, field);
     ls_resp_free(&r);
     return v;
-}
-
-/* DELETE path: 204 with no body. */
-static void delete_ok(const char *path)
-{
-    ls_resp r;
-    assert_int_equal(ls_delete(S, path, &r), 0);
-    assert_int_equal(r.status, 204);
-    assert_int_equal(r.len, 0);
-    ls_resp_free(&r);
-}
-
-/* Number of topics GET /v1/topics lists. */
-static size_t topic_count(void)
-{
-    ls_resp r;
-    assert_int_equal(ls_get(S, "/v1/topics", &r), 0);
-    assert_int_equal(r.status, 200);
-    size_t n = json_array_size(ls_jget(&r, "topics"));
-    ls_resp_free(&r);
-    return n;
 }
 
 /* ---- health and info ------------------------------------------------------ */

@@ -20,7 +20,10 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+/* The group server runs with a broker default set, for the sources. */
+#define GROUP_SETTINGS ((const char *const[]){"log.retention.hours=24", NULL})
 #include "configs_util.h"
+#include "group_server.h"
 #include "harness.h"
 
 #include <ctype.h>
@@ -30,26 +33,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static ls_server g_srv;
-static ls_server *S = &g_srv;
-static const char *const GROUP_SETTINGS[] = {"log.retention.hours=24", NULL};
-
-#define CHECK_ERR(r, st, code) assert_int_equal(ls_check_error(&(r), (st), (code)), 0)
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return ls_start(S, GROUP_SETTINGS);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    ls_stop(S);
-    ls_cleanup(S);
-    return 0;
-}
 
 static int64_t now_ms(void)
 {
