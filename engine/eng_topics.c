@@ -298,8 +298,9 @@ int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partition
                 remove_partition_dir(m, name, i);
         }
     }
-    if (rc && rc != ENG_EBUSY && !eng__topic_meta_path(m, name, path, sizeof path))
-        unlink(path);
+    /* Undone durably: a crash must not bring back the topic, empty. */
+    if (rc && !eng__topic_meta_path(m, name, path, sizeof path) && unlink(path) == 0)
+        eng_fs_sync_dir(m->meta_dir);
     release(m, name);
     if (rc) {
         eng__topic_free(t);
