@@ -131,10 +131,13 @@ void api_h_cleaner(api_ctx *ctx, const api_request *req, const api_params *param
         json_array_append_new(runs, o);
     }
     for (size_t i = 0; i < s.nuncleanable; i++)
-        json_array_append_new(unc, json_pack("{s:s,s:i,s:I,s:s}", "topic", s.uncleanable[i].topic,
-                                             "partition", (int)s.uncleanable[i].partition,
-                                             "since_ms", (json_int_t)s.uncleanable[i].since_ms,
-                                             "reason", s.uncleanable[i].reason));
+        json_array_append_new(
+            unc, json_pack("{s:s,s:i,s:I,s:s,s:o}", "topic", s.uncleanable[i].topic, "partition",
+                           (int)s.uncleanable[i].partition, "since_ms",
+                           (json_int_t)s.uncleanable[i].since_ms, "reason", s.uncleanable[i].reason,
+                           "retry_ms", s.uncleanable[i].retry_ms
+                                           ? json_integer(s.uncleanable[i].retry_ms)
+                                           : json_null()));
     eng_partition **all;
     size_t n;
     if (eng_manager_all_partitions(api_mgr(ctx), &all, &n) == 0) {

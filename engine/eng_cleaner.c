@@ -168,6 +168,19 @@ static ssize_t find_uncleanable(eng_cleaner *c, const char *topic, int32_t part)
     return -1;
 }
 
+/* True while the threads must leave partition i alone (c->lock held). */
+static bool skipped(eng_cleaner *c, ssize_t i, int64_t now_ms)
+{
+    if (i < 0)
+        return false;
+    eng_uncleanable *u = &c->uncleanable[i];
+    if (u->retry_ms == 0 || now_ms < u->retry_ms)
+        return true;
+    ENG_INFO("%s-%d: trying to clean it again (%s)", u->topic, u->partition, u->reason);
+    c->uncleanable[i] = c->uncleanable[--c->nuncleanable];
+    return false;
+}
+
 static void set_uncleanable(eng_cleaner *c, eng_partition *p, int rc)
 {
     if (find_uncleanable(c, eng_partition_topic(p), eng_partition_id(p)) >= 0)
@@ -181,8 +194,19 @@ static void set_uncleanable(eng_cleaner *c, eng_partition *p, int rc)
     u->partition = eng_partition_id(p);
     u->since_ms = eng_now_ms();
     snprintf(u->reason, sizeof u->reason, "cleaning failed: %s", eng_strerror(rc));
-    ENG_ERROR("%s-%d: marked uncleanable (%s); the cleaner skips it until restart", u->topic,
-              u->partition, u->reason);
+    /* Kafka marks any failure uncleanable until a restart; a full disk or
+     * too many open files passes, and cleaning is what frees the disk. */
+    bool passes = rc == -ENOSPC || rc == -EDQUOT || rc == -EMFILE || rc == -ENFILE;
+    /* Four backoffs (a minute by default): a failed attempt may have read
+     * its whole dirty range before it found no room to write. */
+    int64_t wait = 4 * (int64_t)c->o.backoff_ms;
+    u->retry_ms = passes ? u->since_ms + wait : 0;
+    if (passes)
+        ENG_WARN("%s-%d: %s; the cleaner tries again in %lld ms", u->topic, u->partition,
+                 u->reason, (long long)wait);
+    else
+        ENG_ERROR("%s-%d: marked uncleanable (%s); the cleaner skips it until restart", u->topic,
+                  u->partition, u->reason);
 }
 
 static void clear_uncleanable(eng_cleaner *c, eng_partition *p)
@@ -260,12 +284,14 @@ static eng_partition *choose(eng_cleaner *c)
         eng_partitions_release(v, n);
         return NULL;
     }
+    int64_t now_ms = eng_now_ms();
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < n; i++) {
         eng_config cfg;
         eng_partition_get_config(v[i], &cfg);
         bool skip = !(cfg.v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT) || in_progress(c, v[i]) ||
-                    find_uncleanable(c, eng_partition_topic(v[i]), eng_partition_id(v[i])) >= 0;
+                    skipped(c, find_uncleanable(c, eng_partition_topic(v[i]), eng_partition_id(v[i])),
+                            now_ms);
         ckpt[i] = skip ? INT64_MIN : ckpt_get(c, eng_partition_topic(v[i]), eng_partition_id(v[i]));
     }
     pthread_mutex_unlock(&c->lock);

@@ -59,6 +59,9 @@ typedef struct eng_uncleanable {
     char topic[ENG_TOPIC_NAME_MAX + 1];
     int32_t partition;
     int64_t since_ms;
+    /* Out of disk space or descriptors, which pass: tried again from this
+     * wall-clock time.  0: skipped until a restart or an on-demand clean. */
+    int64_t retry_ms;
     char reason[200];
 } eng_uncleanable;
 

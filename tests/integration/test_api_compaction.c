@@ -354,6 +354,7 @@ static void test_cleaner_status(void **state)
     assert_string_equal(ls_jstr(&r, "uncleanable.0.topic"), "broken");
     assert_int_equal(ls_jint(&r, "uncleanable.0.partition"), 0);
     assert_non_null(strstr(ls_jstr(&r, "uncleanable.0.reason"), "cleaning failed"));
+    assert_true(json_is_null(ls_jget(&r, "uncleanable.0.retry_ms"))); /* until a restart */
     /* Compacted partitions only, each with its checkpoint and ratio. */
     json_t *o;
     size_t i;

@@ -15,6 +15,8 @@
  *     with a reason, logged, reported in the status, skipped by the threads
  *     and refused again on demand, while another partition still gets
  *     cleaned;
+ *   - a clean that runs out of disk space is tried again after four
+ *     backoffs (not marked uncleanable until restart), and then works;
  *   - a partition the range says has nothing cleanable (a checkpoint inside
  *     a segment that min.compaction.lag.ms keeps) is not picked again and
  *     again: the thread backs off;
@@ -31,6 +33,7 @@
 
 #include "compact_util.h"
 #include "eng_cleaner.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 #include "eng_manager.h"
@@ -416,6 +419,48 @@ static void test_uncleanable(void **state)
     eng_manager_close(m);
 }
 
+/* A clean that runs out of disk space (or descriptors) is not marked
+ * uncleanable until a restart, as other failures are: the disk frees up,
+ * and cleaning is what frees it.  The threads try again after four
+ * backoffs, and this time it works. */
+static void test_out_of_room_tried_again(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f, false);
+    topic(m, "full", 1, NULL, NULL, NULL, NULL);
+    eng_partition *p = part(m, "full", 0);
+    write_keys(p, 10, 5, CU_T0);
+    eng_fault_set("segment.append.partial=enospc"); /* the cleaner's first write */
+    assert_int_equal(eng_manager_start_cleaner(m), 0);
+    eng_cleaner *c = eng_manager_cleaner(m);
+    bool saw_retry = false;
+    for (int i = 0; i < 300 && !saw_retry; i++) {
+        eng_cleaner_status s = {0};
+        assert_int_equal(eng_cleaner_status_get(c, &s), 0);
+        saw_retry = s.nuncleanable == 1 && s.uncleanable[0].retry_ms >= s.uncleanable[0].since_ms + 80;
+        eng_cleaner_status_free(&s);
+        if (!saw_retry)
+            sleep_ms(5);
+    }
+    assert_true(saw_retry || eng_cleaner_checkpoint(c, "full", 0) == 50); /* may already be done */
+    assert_true(wait_checkpoint(c, "full", 50, 5000));
+    eng_fault_set(NULL);
+    assert_true(logged(f, "full-0: cleaning failed: No space left on device; the cleaner tries "
+                          "again in 80 ms"));
+    assert_true(logged(f, "full-0: trying to clean it again"));
+    assert_false(logged(f, "marked uncleanable"));
+    eng_cleaner_status s = {0};
+    assert_int_equal(eng_cleaner_status_get(c, &s), 0);
+    assert_int_equal(s.nuncleanable, 0);
+    eng_cleaner_status_free(&s);
+    assert_int_equal(count_records(p), 10);
+    char pdir[700];
+    snprintf(pdir, sizeof pdir, "%s/full-0", f->data);
+    assert_int_equal(cu_count_suffix(pdir, ".cleaned"), 0);
+    eng_partition_unref(p);
+    eng_manager_close(m);
+}
+
 /* A checkpoint inside a segment that min.compaction.lag.ms keeps: nothing is
  * cleanable, so an idle thread must back off instead of picking it again. */
 static void test_nothing_cleanable_backs_off(void **state)
@@ -514,6 +559,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_background_and_ratio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_file_and_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_uncleanable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_room_tried_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nothing_cleanable_backs_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_delete_retention, setup, teardown),
     };
