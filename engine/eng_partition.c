@@ -467,6 +467,9 @@ int eng_partition_flush(eng_partition *p)
 
 /* ---- append ------------------------------------------------------------- */
 
+/* How often a partition's failing rolls are logged. */
+#define ROLL_ERROR_LOG_MS 10000
+
 int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll_reason why)
 {
     eng_segview *v = p->view;
@@ -479,8 +482,17 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
     eng_segment *seg;
     int rc = eng_segment_create(p->dir, new_base, &o, &seg);
     if (rc) {
-        ENG_ERROR("%s-%d: cannot create segment %020lld: %s", p->topic, p->id, (long long)new_base,
-                  eng_strerror(rc));
+        int64_t now = eng_mono_ms();
+        if (p->roll_error_logged_ms && now - p->roll_error_logged_ms < ROLL_ERROR_LOG_MS) {
+            p->roll_errors_unlogged++;
+            return rc;
+        }
+        ENG_ERROR("%s-%d: cannot create segment %020lld: %s (%llu more failed since the last "
+                  "report)",
+                  p->topic, p->id, (long long)new_base, eng_strerror(rc),
+                  (unsigned long long)p->roll_errors_unlogged);
+        p->roll_error_logged_ms = now;
+        p->roll_errors_unlogged = 0;
         return rc;
     }
     (void)ENG_FAULT("roll.after_create");

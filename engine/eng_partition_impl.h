@@ -71,6 +71,10 @@ struct eng_partition {
     _Atomic bool index_sync_owed;
     int64_t unflushed_records;  /* appended since the last flush (append_lock) */
     _Atomic int64_t last_flush_ms; /* monotonic */
+    /* Failed rolls are logged at most every ROLL_ERROR_LOG_MS (append_lock):
+     * out of space or descriptors, every append tries again. */
+    int64_t roll_error_logged_ms; /* monotonic; 0: never */
+    uint64_t roll_errors_unlogged;
     _Atomic uint64_t appended_records, appended_bytes, read_records, read_bytes;
 };
 

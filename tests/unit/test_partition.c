@@ -25,6 +25,7 @@
 #include "eng_endian.h"
 #include "eng_error.h"
 #include "eng_fs.h" /* eng_now_ms */
+#include "eng_logger.h"
 #include "eng_partition.h"
 #include "partition_fixture.h"
 #include "support.h"
@@ -355,6 +356,13 @@ static void test_refusals_write_nothing(void **state)
 /* Out of descriptors, a roll fails cleanly: the append is refused with
  * -EMFILE, no file of the new segment stays, the dir stays online, and once
  * files can be opened again the append rolls. */
+static void count_roll_errors(eng_log_level level, const char *line, void *ctx)
+{
+    (void)level;
+    if (strstr(line, "cannot create segment"))
+        (*(int *)ctx)++;
+}
+
 static void test_roll_out_of_descriptors(void **state)
 {
     fixture *f = *state;
@@ -374,6 +382,9 @@ static void test_roll_out_of_descriptors(void **state)
     eng_errdetail err = {0};
     /* Run out before each file a new segment opens, one more each time,
      * until the roll goes through. */
+    static int logged; /* static: the sink may outlive a failed assertion */
+    logged = 0;
+    eng_logger_set_sink(count_roll_errors, &logged, ENG_LOG_INFO);
     long extra = 0;
     for (;; extra++) {
         struct rlimit saved;
@@ -391,7 +402,9 @@ static void test_roll_out_of_descriptors(void **state)
         assert_int_equal(atomic_load(&offline), 0);
         assert_int_equal(eng_partition_log_end_offset(p), 10);
     }
+    eng_logger_set_sink(NULL, NULL, ENG_LOG_INFO);
     assert_true(extra >= 2); /* the .log and at least one index */
+    assert_int_equal(logged, 1); /* every append tries again; the log says so once */
     assert_int_equal(eng_partition_log_end_offset(p), 20);
     assert_int_equal(file_size(f->pdir, 10, ".log"), 2731);
     assert_int_equal(read_and_check(p, 0, 250), 20);
