@@ -287,6 +287,19 @@ static bool holds_nothing(const char *dir)
     return empty;
 }
 
+/* The startup error; out of descriptors, it says what to raise. */
+static int load_failed(const eng_manager *m, int rc, eng_errdetail *err)
+{
+    long headroom, limit;
+    if ((rc == -EMFILE || rc == -ENFILE) && eng_fs_fd_headroom(&headroom, &limit) == 0)
+        return eng_fail(err, rc,
+                        "loading %s failed: %s: this process may open %ld files and every "
+                        "segment holds 3; raise the open-files limit (ulimit -n, LimitNOFILE, "
+                        "docker run --ulimit nofile=...)",
+                        m->dir, eng_strerror(rc), limit);
+    return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
+}
+
 static int load_all(eng_manager *m, bool clean)
 {
     load_ctx lc = {.clean = clean, .last_progress_ms = eng_mono_ms()};
@@ -414,7 +427,7 @@ int eng_manager_load(eng_manager *m, eng_errdetail *err)
     atomic_store(&g_loaded, 0);
     atomic_store(&g_total, 0);
     if ((rc = load_all(m, m->report.clean_shutdown)))
-        return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
+        return load_failed(m, rc, err);
     m->report.duration_ms = eng_mono_ms() - t0;
     m->report.first_start = fresh && m->report.topics == 0 && !m->report.clean_shutdown;
     ENG_INFO("loaded %u topics, %u partitions from %s in %lld ms (%s, %u segments "

@@ -210,7 +210,8 @@ static void test_invalid_partition_counts(void **state)
 
 /* A server allowed 256 open files says so at start and refuses a topic it
  * could not keep open (3 files a partition) with 507, creating nothing; a
- * smaller one still goes in. */
+ * smaller one still goes in.  Restarted with too few, it will not start,
+ * and says why. */
 static void test_open_files_limit(void **state)
 {
     (void)state;
@@ -236,6 +237,12 @@ static void test_open_files_limit(void **state)
     free(after);
     assert_int_equal(ls_create_topic(&small, "narrow", 20, NULL), 201);
     assert_int_equal(ls_stop(&small), 0);
+    /* Restarted with room for fewer files than its segments hold, it
+     * refuses to start and says what to raise. */
+    small.max_open_files = 48;
+    assert_int_equal(ls_restart(&small, NULL), -1);
+    assert_true(ls_file_contains(small.log_path, "raise the open-files limit (ulimit -n"));
+    assert_true(ls_file_contains(small.log_path, "this process may open 48 files"));
     ls_cleanup(&small);
 }
 
