@@ -49,6 +49,11 @@ bool eng_fs_exists(const char *path);
  * means it cannot tell (no /proc, say). */
 int eng_fs_fd_headroom(long *headroom, long *limit);
 
+/* What an error that ran out of descriptors tells the operator to do. */
+#define ENG_FD_LIMIT_HINT \
+    "raise the open-files limit (ulimit -n, LimitNOFILE, docker run --ulimit nofile=...)"
+
+
 /* Wall clock in milliseconds since the epoch. */
 int64_t eng_now_ms(void);
 

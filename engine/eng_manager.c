@@ -294,8 +294,7 @@ static int load_failed(const eng_manager *m, int rc, eng_errdetail *err)
     if ((rc == -EMFILE || rc == -ENFILE) && eng_fs_fd_headroom(&headroom, &limit) == 0)
         return eng_fail(err, rc,
                         "loading %s failed: %s: this process may open %ld files and every "
-                        "segment holds 3; raise the open-files limit (ulimit -n, LimitNOFILE, "
-                        "docker run --ulimit nofile=...)",
+                        "segment holds 3; " ENG_FD_LIMIT_HINT,
                         m->dir, eng_strerror(rc), limit);
     return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
 }

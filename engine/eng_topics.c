@@ -151,8 +151,7 @@ static int check_fd_budget(const char *name, int32_t adding, eng_errdetail *err)
     return eng_fail(err, -EMFILE,
                     "%d new partitions of '%.200s' need %ld open files, and %ld of this "
                     "process's limit of %ld are free (%ld kept for connections and segment "
-                    "rolls); raise the open-files limit (ulimit -n, LimitNOFILE, docker run "
-                    "--ulimit nofile=...)",
+                    "rolls); " ENG_FD_LIMIT_HINT,
                     (int)adding, name, need, headroom, limit, reserve);
 }
 
@@ -213,11 +212,24 @@ static void release(eng_manager *m, const char *name)
     pthread_rwlock_unlock(&m->lock);
 }
 
+/* Takes back new partitions [from, to): closes those opened (parts[i] may
+ * be NULL) and then removes their directories (out of descriptors,
+ * removing a tree needs one). */
+static void undo_new_partitions(eng_manager *m, const char *name, eng_partition **parts,
+                                int32_t from, int32_t to)
+{
+    for (int32_t i = from; i < to; i++) {
+        eng_partition_unref(parts[i]);
+        parts[i] = NULL;
+    }
+    for (int32_t i = from; i < to; i++)
+        remove_partition_dir(m, name, i);
+}
+
 /* Opens partitions [from, to) of t into parts[from..to), creating their
  * directories, without m->lock: a topic of thousands of partitions takes
  * seconds of fsyncs, and every lookup would wait.  On failure nothing of
- * them stays: the partitions close first (out of descriptors, removing a
- * tree needs one), then their directories go, the failed one's too. */
+ * them stays, the failed one's directory included. */
 static int open_new_partitions(eng_manager *m, const eng_topic *t, eng_partition **parts,
                                int32_t from, int32_t to, eng_errdetail *err)
 {
@@ -230,12 +242,7 @@ static int open_new_partitions(eng_manager *m, const eng_topic *t, eng_partition
     if (!rc && !(rc = ENG_FAULT("topic.sync_dir")) && !(rc = eng_fs_sync_dir(m->dir)))
         return 0;
     eng_fail(err, rc, "creating partitions of topic '%s': %s", t->meta.name, eng_strerror(rc));
-    for (int32_t i = from; i < opened; i++) {
-        eng_partition_unref(parts[i]);
-        parts[i] = NULL;
-    }
-    for (int32_t i = from; i <= opened && i < to; i++)
-        remove_partition_dir(m, t->meta.name, i);
+    undo_new_partitions(m, t->meta.name, parts, from, opened < to ? opened + 1 : to);
     return rc;
 }
 
@@ -289,14 +296,8 @@ int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partition
         pthread_rwlock_wrlock(&m->lock);
         rc = eng__topic_insert(m, t);
         pthread_rwlock_unlock(&m->lock);
-        if (rc) { /* out of memory: take it all back */
-            for (int32_t i = 0; i < partitions; i++) {
-                eng_partition_unref(t->parts[i]);
-                t->parts[i] = NULL;
-            }
-            for (int32_t i = 0; i < partitions; i++)
-                remove_partition_dir(m, name, i);
-        }
+        if (rc) /* out of memory: take it all back */
+            undo_new_partitions(m, name, t->parts, 0, partitions);
     }
     /* Undone durably: a crash must not bring back the topic, empty. */
     if (rc && !eng__topic_meta_path(m, name, path, sizeof path) && unlink(path) == 0)
@@ -480,12 +481,8 @@ int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, 
             parts = NULL;
         }
         pthread_rwlock_unlock(&m->lock);
-        if (rc) {
-            for (int32_t p = old; p < total; p++)
-                eng_partition_unref(parts[p]);
-            for (int32_t p = old; p < total; p++)
-                remove_partition_dir(m, name, p);
-        }
+        if (rc)
+            undo_new_partitions(m, name, parts, old, total);
     }
     free(parts);
     release(m, name);

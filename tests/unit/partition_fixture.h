@@ -110,43 +110,17 @@ static inline void append_ok(eng_partition *p, int64_t first, int n, int64_t ts,
         fail_msg("append: %s (%s)", eng_strerror(rc), err.message);
 }
 
-typedef int (*rec_check_fn)(const eng_record *r, void *ctx);
-
-/* Walks the batches of a fetch, validating each (CRC, framing) and checking
- * every record from `from` on, whose offsets must follow each other.
- * Returns the offset after the last record, or -1. */
-static inline int64_t walk_fetch(const eng_fetch *ft, int64_t from, rec_check_fn check, void *ctx)
-{
-    int64_t expect = from;
-    for (size_t pos = 0; pos < ft->len;) {
-        eng_batch_header h;
-        if (eng_batch_header_decode(ft->data + pos, ft->len - pos, &h) ||
-            eng_batch_size(&h) > ft->len - pos ||
-            eng_batch_validate(ft->data + pos, eng_batch_size(&h), &h))
-            return -1;
-        eng_record_iter it;
-        eng_record r;
-        eng_record_iter_init(&it, &h, ft->data + pos + ENG_BATCH_OVERHEAD,
-                             eng_batch_size(&h) - ENG_BATCH_OVERHEAD);
-        while (eng_record_iter_next(&it, &r) == 1)
-            if (r.offset >= from && (r.offset != expect++ || check(&r, ctx)))
-                return -1;
-        pos += eng_batch_size(&h);
-    }
-    return expect;
-}
-
 /* Reads [from, to) fetch by fetch, checking every record; returns the
  * offset reached or -1. */
 static inline int64_t read_range(eng_partition *p, int64_t from, int64_t to, size_t max_bytes,
-                                 rec_check_fn check, void *ctx)
+                                 ts_rec_check check, void *ctx)
 {
     int64_t off = from;
     while (off < to) {
         eng_fetch ft;
         if (eng_partition_read(p, off, max_bytes, &ft, NULL) || ft.len == 0)
             return -1;
-        int64_t next = walk_fetch(&ft, off, check, ctx), want = ft.next_offset;
+        int64_t next = ts_walk_fetch(&ft, off, check, ctx), want = ft.next_offset;
         eng_fetch_free(&ft);
         if (next < 0 || next != want)
             return -1;
@@ -155,16 +129,10 @@ static inline int64_t read_range(eng_partition *p, int64_t from, int64_t to, siz
     return off;
 }
 
-/* A record written by ts_build_batch (ctx: its value length). */
-static inline int record_intact(const eng_record *r, void *ctx)
-{
-    return ts_record_intact(r, *(int *)ctx) ? 0 : -1;
-}
-
 /* Reads [from, HW) and checks every record; returns the records seen or -1. */
 static inline int64_t read_and_check(eng_partition *p, int64_t from, int vlen)
 {
-    int64_t end = read_range(p, from, eng_partition_high_watermark(p), 64 * 1024, record_intact,
+    int64_t end = read_range(p, from, eng_partition_high_watermark(p), 64 * 1024, ts_check_intact,
                              &vlen);
     return end < 0 ? -1 : end - from;
 }

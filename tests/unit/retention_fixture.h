@@ -265,40 +265,13 @@ static inline char *listing(const char *dir)
     return out;
 }
 
-/* Checks every record of a fetch from `from` on: consecutive offsets from
- * `from`, key and value intact, CRC valid.  Returns the offset after the
- * last record, or -1. */
-static inline int64_t walk_fetch(const eng_fetch *ft, int64_t from, int vlen)
-{
-    int64_t expect = from;
-    for (size_t pos = 0; pos < ft->len;) {
-        eng_batch_header h;
-        if (eng_batch_header_decode(ft->data + pos, ft->len - pos, &h) ||
-            eng_batch_size(&h) > ft->len - pos ||
-            eng_batch_validate(ft->data + pos, eng_batch_size(&h), &h))
-            return -1;
-        eng_record_iter it;
-        eng_record r;
-        eng_record_iter_init(&it, &h, ft->data + pos + ENG_BATCH_OVERHEAD,
-                             eng_batch_size(&h) - ENG_BATCH_OVERHEAD);
-        while (eng_record_iter_next(&it, &r) == 1) {
-            if (r.offset < from)
-                continue;
-            if (r.offset != expect++ || !ts_record_intact(&r, vlen))
-                return -1;
-        }
-        pos += eng_batch_size(&h);
-    }
-    return expect;
-}
-
 /* Reads from off and checks the records up to want_next (0: expects none). */
 static inline void read_from(eng_partition *p, int64_t off, int64_t want_next)
 {
     eng_fetch ft;
     assert_int_equal(eng_partition_read(p, off, 4096, &ft, NULL), 0);
     if (want_next)
-        assert_int_equal(walk_fetch(&ft, off, 50), want_next);
+        assert_int_equal(ts_walk_intact(&ft, off, 50), want_next);
     else
         assert_int_equal(ft.len, 0);
     eng_fetch_free(&ft);

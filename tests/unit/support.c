@@ -245,3 +245,34 @@ bool ts_record_intact(const eng_record *r, int vlen)
     ts_fill_value(want, vlen, r->offset);
     return memcmp(r->value, want, (size_t)vlen) == 0;
 }
+
+int64_t ts_walk_fetch(const eng_fetch *ft, int64_t from, ts_rec_check check, void *ctx)
+{
+    int64_t expect = from;
+    for (size_t pos = 0; pos < ft->len;) {
+        eng_batch_header h;
+        if (eng_batch_header_decode(ft->data + pos, ft->len - pos, &h) ||
+            eng_batch_size(&h) > ft->len - pos ||
+            eng_batch_validate(ft->data + pos, eng_batch_size(&h), &h))
+            return -1;
+        eng_record_iter it;
+        eng_record r;
+        eng_record_iter_init(&it, &h, ft->data + pos + ENG_BATCH_OVERHEAD,
+                             eng_batch_size(&h) - ENG_BATCH_OVERHEAD);
+        while (eng_record_iter_next(&it, &r) == 1)
+            if (r.offset >= from && (r.offset != expect++ || check(&r, ctx)))
+                return -1;
+        pos += eng_batch_size(&h);
+    }
+    return expect;
+}
+
+int ts_check_intact(const eng_record *r, void *vlen)
+{
+    return ts_record_intact(r, *(const int *)vlen) ? 0 : -1;
+}
+
+int64_t ts_walk_intact(const eng_fetch *ft, int64_t from, int vlen)
+{
+    return ts_walk_fetch(ft, from, ts_check_intact, &vlen);
+}

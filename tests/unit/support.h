@@ -64,4 +64,18 @@ size_t ts_build_batch(uint8_t *buf, size_t cap, int64_t first, int n, int64_t ts
 /* True if r is record r->offset as ts_build_batch writes it with vlen. */
 bool ts_record_intact(const eng_record *r, int vlen);
 
+/* A check of one record: 0 if it is right. */
+typedef int (*ts_rec_check)(const eng_record *r, void *ctx);
+
+/* Walks the batches of a fetch, validating each (CRC, framing) and checking
+ * every record from `from` on, whose offsets must follow each other.
+ * Returns the offset after the last record, or -1. */
+int64_t ts_walk_fetch(const eng_fetch *ft, int64_t from, ts_rec_check check, void *ctx);
+
+/* ts_record_intact as a check (vlen: an int *). */
+int ts_check_intact(const eng_record *r, void *vlen);
+
+/* ts_walk_fetch with ts_check_intact as the check. */
+int64_t ts_walk_intact(const eng_fetch *ft, int64_t from, int vlen);
+
 #endif

@@ -165,7 +165,7 @@ static void *reader(void *arg)
                 eng_fetch_free(&ft);
                 break;
             }
-            int64_t next = walk_fetch(&ft, off, VLEN);
+            int64_t next = ts_walk_intact(&ft, off, VLEN);
             if (next < 0 || next != ft.next_offset || next <= off) {
                 race_fail(r, "records read from %lld are not intact or not from there: the fetch "
                           "holds [%lld, %lld), log start now %lld",
