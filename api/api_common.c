@@ -182,21 +182,6 @@ json_t *api_body_object(const api_request *req, api_response *resp, bool allow_e
     return doc;
 }
 
-bool api_query_only(const api_request *req, api_response *resp, const char *const *allowed)
-{
-    for (size_t i = 0; i < req->nquery; i++) {
-        bool ok = false;
-        for (size_t k = 0; allowed[k] && !ok; k++)
-            ok = strcmp(req->query[i].key, allowed[k]) == 0;
-        if (!ok) {
-            api_error(resp, req, "invalid_request", NULL, "unknown query parameter '%.64s'",
-                      req->query[i].key);
-            return false;
-        }
-    }
-    return true;
-}
-
 void api_arena_close(const api_request *req, api_response *resp, size_t size_hint)
 {
     int frozen = api_resp_freeze(resp, size_hint);
@@ -212,9 +197,7 @@ void api_arena_close(const api_request *req, api_response *resp, size_t size_hin
 static bool maintenance_args(const api_request *req, api_response *resp, int64_t *only,
                              bool *dry_run)
 {
-    static const char *const allowed[] = {"partition", NULL};
-    if (!api_query_only(req, resp, allowed) ||
-        !api_query_i64(req, resp, "partition", -1, 0, INT32_MAX, only))
+    if (!api_query_i64(req, resp, "partition", -1, 0, INT32_MAX, only))
         return false;
     json_t *body = api_body_object(req, resp, true);
     if (!body)

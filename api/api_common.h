@@ -26,9 +26,6 @@ bool api_query_i64(const api_request *req, api_response *resp, const char *key, 
 bool api_query_bool(const api_request *req, api_response *resp, const char *key, bool dflt,
                     bool *out);
 
-/* Refuses any query parameter not in allowed (NULL-terminated), so a typo
- * like ?offest=5 is an error instead of a silently different request. */
-bool api_query_only(const api_request *req, api_response *resp, const char *const *allowed);
 
 /* Looks up {topic}/{partition}; on success *out is referenced. */
 bool api_lookup_partition(api_ctx *ctx, const api_request *req, const api_params *params,

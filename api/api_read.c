@@ -106,11 +106,6 @@ static bool parse_read(const api_request *req, api_response *resp, eng_partition
 {
     memset(rr, 0, sizeof *rr);
     static const char *const selectors[] = {"offset", "earliest", "latest", "timestamp", "tail"};
-    static const char *const allowed[] = {"offset", "earliest", "latest", "timestamp", "tail",
-                                          "max_records", "max_bytes", "until_timestamp",
-                                          "encoding", "clamp", "wait_ms", "min_bytes", NULL};
-    if (!api_query_only(req, resp, allowed))
-        return false;
     size_t nsel = 0;
     for (size_t i = 0; i < 5; i++)
         nsel += api_query_count(req, selectors[i]);

@@ -72,6 +72,34 @@ static bool parse_body(api_ctx *ctx, const api_request *req, api_response *resp,
     return true;
 }
 
+/* What a JSON body sent to one partition's URL may not contradict: records
+ * naming another partition, or an expected_offset given both in the body and
+ * (as binary appends take it) in the query with different values.  Sets
+ * *expected to the one given, -1 for none. */
+static bool partition_body_ok(const api_request *req, api_response *resp, int32_t partition,
+                              const api_append_body *body, int64_t *expected)
+{
+    for (size_t i = 0; i < body->n; i++) {
+        if (body->partitions[i] >= 0 && body->partitions[i] != partition) {
+            api_error(resp, req, "invalid_request", NULL,
+                      "record %zu names partition %d but was sent to partition %d's URL", i,
+                      (int)body->partitions[i], (int)partition);
+            return false;
+        }
+    }
+    if (!api_query_i64(req, resp, "expected_offset", -1, 0, INT64_MAX, expected))
+        return false;
+    if (body->expected_offset >= 0 && *expected >= 0 && body->expected_offset != *expected) {
+        api_error(resp, req, "invalid_request", NULL,
+                  "expected_offset is %lld in the body but %lld in the query",
+                  (long long)body->expected_offset, (long long)*expected);
+        return false;
+    }
+    if (*expected < 0)
+        *expected = body->expected_offset;
+    return true;
+}
+
 /* A durable append waiting for its group commit, answered from the
  * committing thread. */
 typedef struct durable_wait {
@@ -142,10 +170,8 @@ static void append_answer(eng_partition *p, eng_append_result *res, const api_re
  * are copied once: from the request into the page cache. */
 static void append_binary(eng_partition *p, const api_request *req, api_response *resp)
 {
-    static const char *const allowed[] = {"expected_offset", NULL};
     int64_t expected;
-    if (!api_query_only(req, resp, allowed) ||
-        !api_query_i64(req, resp, "expected_offset", -1, 0, INT64_MAX, &expected))
+    if (!api_query_i64(req, resp, "expected_offset", -1, 0, INT64_MAX, &expected))
         return;
     if (!req->body || req->body_len == 0) {
         api_error(resp, req, "corrupt_record", NULL, "the body holds no record batch");
@@ -191,13 +217,16 @@ void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params
     api_json_arena_begin();
     api_append_body body;
     if (parse_body(ctx, req, resp, &body)) {
-        eng_append_result res;
-        eng_errdetail d = {0};
-        int rc = append_specs(p, body.recs, body.n, body.expected_offset, true, &res, &d);
-        if (rc)
-            api_error_from_engine(resp, req, rc, &d);
-        else
-            append_answer(p, &res, req, resp);
+        int64_t expected;
+        if (partition_body_ok(req, resp, eng_partition_id(p), &body, &expected)) {
+            eng_append_result res;
+            eng_errdetail d = {0};
+            int rc = append_specs(p, body.recs, body.n, expected, true, &res, &d);
+            if (rc)
+                api_error_from_engine(resp, req, rc, &d);
+            else
+                append_answer(p, &res, req, resp);
+        }
         api_append_body_free(&body);
     }
     api_arena_close(req, resp, 512);

@@ -14,43 +14,46 @@
 #define E API_ROUTE_NEEDS_ENGINE
 #define B API_ROUTE_BODY
 #define TP "/v1/topics/{topic}/partitions/{partition}"
+#define READ_QUERY                                                                             \
+    "offset earliest latest timestamp tail max_records max_bytes until_timestamp encoding "   \
+    "clamp wait_ms min_bytes"
 
 static const api_route routes[] = {
-    {"GET", "/", api_h_dashboard, API_ROLE_NONE, 0},
-    {"GET", "/health/live", api_h_health_live, API_ROLE_NONE, 0},
-    {"GET", "/health/ready", api_h_health_ready, API_ROLE_NONE, 0},
-    {"GET", "/metrics", api_h_metrics, API_ROLE_READ, 0},
-    {"GET", "/v1/info", api_h_info, API_ROLE_READ, 0},
-    {"GET", "/v1/topics", api_h_topics_list, API_ROLE_READ, E},
-    {"POST", "/v1/topics", api_h_topic_create, API_ROLE_ADMIN, E | B},
-    {"GET", "/v1/topics/{topic}", api_h_topic_get, API_ROLE_READ, E},
-    {"DELETE", "/v1/topics/{topic}", api_h_topic_delete, API_ROLE_ADMIN, E},
-    {"PATCH", "/v1/topics/{topic}", api_h_topic_patch, API_ROLE_ADMIN, E | B},
-    {"POST", "/v1/topics/{topic}/records", api_h_append_keyed, API_ROLE_WRITE, E | B},
-    {"GET", TP, api_h_partition_get, API_ROLE_READ, E},
-    {"GET", TP "/offsets", api_h_offsets, API_ROLE_READ, E},
-    {"POST", TP "/records", api_h_append, API_ROLE_WRITE, E | B},
-    {"GET", TP "/records", api_h_read, API_ROLE_READ, E},
-    {"GET", TP "/records/{offset}", api_h_read_one, API_ROLE_READ, E},
-    {"GET", TP "/segments", api_h_segments, API_ROLE_READ, E},
-    {"POST", TP "/segments:roll", api_h_segment_roll, API_ROLE_ADMIN, E | B},
-    {"GET", TP "/segments/{base}/index", api_h_segment_index, API_ROLE_READ, E},
-    {"GET", TP "/segments/{base}/timeindex", api_h_segment_timeindex, API_ROLE_READ, E},
-    {"GET", TP "/segments/{base}/batches", api_h_segment_batches, API_ROLE_READ, E},
-    {"POST", TP "/records:delete", api_h_delete_records, API_ROLE_WRITE, E | B},
-    {"POST", "/v1/topics/{topic}/retention:run", api_h_topic_retention, API_ROLE_ADMIN, E | B},
-    {"POST", "/v1/admin/retention:run", api_h_admin_retention, API_ROLE_ADMIN, E | B},
-    {"GET", "/v1/jobs", api_h_jobs, API_ROLE_READ, E},
-    {"POST", "/v1/topics/{topic}/compaction:run", api_h_topic_compaction, API_ROLE_ADMIN, E | B},
-    {"POST", "/v1/admin/compaction:run", api_h_admin_compaction, API_ROLE_ADMIN, E | B},
-    {"GET", "/v1/cleaner", api_h_cleaner, API_ROLE_READ, E},
-    {"GET", "/v1/topics/{topic}/configs", api_h_configs_get, API_ROLE_READ, E},
-    {"POST", "/v1/topics/{topic}/configs:alter", api_h_configs_alter, API_ROLE_ADMIN, E | B},
-    {"PUT", "/v1/topics/{topic}/configs/{name}", api_h_config_put, API_ROLE_ADMIN, E | B},
-    {"DELETE", "/v1/topics/{topic}/configs/{name}", api_h_config_delete, API_ROLE_ADMIN, E},
-    {"GET", "/v1/configs/defaults", api_h_configs_defaults, API_ROLE_READ, E},
-    {"GET", "/v1/log-dirs", api_h_log_dirs, API_ROLE_READ, E},
-    {NULL, NULL, NULL, API_ROLE_NONE, 0},
+    {"GET", "/", api_h_dashboard, API_ROLE_NONE, 0, NULL},
+    {"GET", "/health/live", api_h_health_live, API_ROLE_NONE, 0, NULL},
+    {"GET", "/health/ready", api_h_health_ready, API_ROLE_NONE, 0, NULL},
+    {"GET", "/metrics", api_h_metrics, API_ROLE_READ, 0, NULL},
+    {"GET", "/v1/info", api_h_info, API_ROLE_READ, 0, NULL},
+    {"GET", "/v1/topics", api_h_topics_list, API_ROLE_READ, E, NULL},
+    {"POST", "/v1/topics", api_h_topic_create, API_ROLE_ADMIN, E | B, NULL},
+    {"GET", "/v1/topics/{topic}", api_h_topic_get, API_ROLE_READ, E, NULL},
+    {"DELETE", "/v1/topics/{topic}", api_h_topic_delete, API_ROLE_ADMIN, E, NULL},
+    {"PATCH", "/v1/topics/{topic}", api_h_topic_patch, API_ROLE_ADMIN, E | B, NULL},
+    {"POST", "/v1/topics/{topic}/records", api_h_append_keyed, API_ROLE_WRITE, E | B, NULL},
+    {"GET", TP, api_h_partition_get, API_ROLE_READ, E, NULL},
+    {"GET", TP "/offsets", api_h_offsets, API_ROLE_READ, E, "spec timestamp"},
+    {"POST", TP "/records", api_h_append, API_ROLE_WRITE, E | B, "expected_offset"},
+    {"GET", TP "/records", api_h_read, API_ROLE_READ, E, READ_QUERY},
+    {"GET", TP "/records/{offset}", api_h_read_one, API_ROLE_READ, E, "encoding"},
+    {"GET", TP "/segments", api_h_segments, API_ROLE_READ, E, NULL},
+    {"POST", TP "/segments:roll", api_h_segment_roll, API_ROLE_ADMIN, E | B, NULL},
+    {"GET", TP "/segments/{base}/index", api_h_segment_index, API_ROLE_READ, E, "start limit"},
+    {"GET", TP "/segments/{base}/timeindex", api_h_segment_timeindex, API_ROLE_READ, E, "start limit"},
+    {"GET", TP "/segments/{base}/batches", api_h_segment_batches, API_ROLE_READ, E, "start limit"},
+    {"POST", TP "/records:delete", api_h_delete_records, API_ROLE_WRITE, E | B, NULL},
+    {"POST", "/v1/topics/{topic}/retention:run", api_h_topic_retention, API_ROLE_ADMIN, E | B, "partition"},
+    {"POST", "/v1/admin/retention:run", api_h_admin_retention, API_ROLE_ADMIN, E | B, "partition"},
+    {"GET", "/v1/jobs", api_h_jobs, API_ROLE_READ, E, NULL},
+    {"POST", "/v1/topics/{topic}/compaction:run", api_h_topic_compaction, API_ROLE_ADMIN, E | B, "partition"},
+    {"POST", "/v1/admin/compaction:run", api_h_admin_compaction, API_ROLE_ADMIN, E | B, "partition"},
+    {"GET", "/v1/cleaner", api_h_cleaner, API_ROLE_READ, E, NULL},
+    {"GET", "/v1/topics/{topic}/configs", api_h_configs_get, API_ROLE_READ, E, NULL},
+    {"POST", "/v1/topics/{topic}/configs:alter", api_h_configs_alter, API_ROLE_ADMIN, E | B, NULL},
+    {"PUT", "/v1/topics/{topic}/configs/{name}", api_h_config_put, API_ROLE_ADMIN, E | B, NULL},
+    {"DELETE", "/v1/topics/{topic}/configs/{name}", api_h_config_delete, API_ROLE_ADMIN, E, NULL},
+    {"GET", "/v1/configs/defaults", api_h_configs_defaults, API_ROLE_READ, E, NULL},
+    {"GET", "/v1/log-dirs", api_h_log_dirs, API_ROLE_READ, E, NULL},
+    {NULL, NULL, NULL, API_ROLE_NONE, 0, NULL},
 };
 
 const api_route *api_routes(void)
@@ -118,6 +121,39 @@ const api_route *api_route_match(const char *method, const char *path, api_param
     return NULL;
 }
 
+/* True when every query parameter of req is one the route takes, each given
+ * once (else a 400 in resp): a second value is never silently dropped. */
+static bool query_known(const api_route *r, const api_request *req, api_response *resp)
+{
+    for (size_t i = 0; i < req->nquery; i++) {
+        const char *key = req->query[i].key;
+        size_t klen = strlen(key);
+        bool ok = false;
+        for (const char *w = r->query; w && *w && !ok;) {
+            size_t wlen = strcspn(w, " ");
+            ok = wlen == klen && strncmp(w, key, klen) == 0;
+            w += wlen + (w[wlen] == ' ');
+        }
+        if (!ok) {
+            if (r->query)
+                api_error(resp, req, "invalid_request", NULL,
+                          "unknown query parameter '%.64s' (this URL takes: %s)", key, r->query);
+            else
+                api_error(resp, req, "invalid_request", NULL,
+                          "unknown query parameter '%.64s' (this URL takes none)", key);
+            return false;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(req->query[j].key, key) == 0) {
+                api_error(resp, req, "invalid_request", NULL,
+                          "query parameter '%.64s' is given more than once", key);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
 {
     api_params params = {0};
@@ -138,6 +174,8 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
         }
     } else if (!api_auth_check(ctx->auth, req, r, &params, resp)) {
         /* 401 / 403 already in resp */
+    } else if (!query_known(r, req, resp)) {
+        /* 400 already in resp */
     } else if ((r->flags & API_ROUTE_NEEDS_ENGINE) &&
                (atomic_load(&ctx->state) != API_READY || !atomic_load(&ctx->mgr))) {
         int st = atomic_load(&ctx->state);

@@ -62,9 +62,6 @@ static bool segment_param(api_ctx *ctx, const api_request *req, const api_params
                           api_response *resp, eng_partition **p, eng_segment **seg, int64_t *start,
                           int64_t *limit)
 {
-    static const char *const allowed[] = {"start", "limit", NULL};
-    if (!api_query_only(req, resp, allowed))
-        return false;
     int64_t base;
     if (!api_parse_i64(api_param(params, "base"), &base) || base < 0) {
         api_error(resp, req, "invalid_request", NULL, "segment base offset must be an integer");

@@ -289,9 +289,6 @@ void api_h_partition_get(api_ctx *ctx, const api_request *req, const api_params 
 void api_h_offsets(api_ctx *ctx, const api_request *req, const api_params *params,
                    api_response *resp)
 {
-    static const char *const allowed[] = {"spec", "timestamp", NULL};
-    if (!api_query_only(req, resp, allowed))
-        return;
     bool has_spec, has_ts;
     const char *spec = api_query(req, "spec", &has_spec);
     api_query(req, "timestamp", &has_ts);

@@ -364,6 +364,47 @@ static void test_record_list_shape(void **state)
     ls_resp_free(&r);
 }
 
+/* ---- query parameters ------------------------------------------------------------ */
+
+/* Every route takes a fixed set of query parameters; anything else, or one
+ * given twice, is refused rather than ignored, so a conditional append whose
+ * expected_offset went to the wrong place never writes unconditionally. */
+static void test_query_parameters(void **state)
+{
+    (void)state;
+    const char *rec = "{\"records\":[{\"value\":\"q\"}]}";
+    expect_rejected(BAD "?expected_ofset=0", rec, 400, "invalid_request");
+    expect_rejected("/v1/topics/bad/records?expected_offset=0", rec, 400, "invalid_request");
+    expect_rejected_h("DELETE", "/v1/topics/bad?force=true", NULL, NULL, 0, NULL, 400,
+                      "invalid_request");
+    expect_rejected_h("GET", BAD "?offset=0&offset=1", NULL, NULL, 0, NULL, 400, "invalid_request");
+    expect_rejected_h("GET", BAD "?max_records=1&max_records=5", NULL, NULL, 0, NULL, 400,
+                      "invalid_request");
+    expect_rejected_h("GET", "/v1/topics?limit=5", NULL, NULL, 0, NULL, 400, "invalid_request");
+
+    /* The JSON append takes expected_offset in the query, as the binary one does. */
+    long long leo = ls_log_end_offset(S, "bad", 0);
+    char path[128], body[128];
+    snprintf(path, sizeof path, BAD "?expected_offset=%lld", leo + 5);
+    expect_rejected(path, rec, 412, "expected_offset_mismatch");
+    snprintf(body, sizeof body, "{\"expected_offset\":%lld,\"records\":[{\"value\":\"q\"}]}", leo + 1);
+    snprintf(path, sizeof path, BAD "?expected_offset=%lld", leo);
+    expect_rejected(path, body, 400, "invalid_request");
+    ls_resp r;
+    assert_int_equal(ls_post(S, path, rec, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ls_jint(&r, "base_offset"), leo);
+    ls_resp_free(&r);
+
+    /* A record naming another partition is not quietly put in this one. */
+    expect_rejected(BAD, "{\"records\":[{\"value\":\"a\",\"partition\":1}]}", 400,
+                    "invalid_request");
+    assert_int_equal(ls_post(S, BAD, "{\"records\":[{\"value\":\"a\",\"partition\":0}]}", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    append_still_works();
+}
+
 /* ---- sizes ---------------------------------------------------------------------- */
 
 /* {"records":[{"value":"xxx..."}]} of exactly total bytes. */
@@ -566,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_null_key_on_compacted_topic),
         cmocka_unit_test(test_record_list_shape),
+        cmocka_unit_test(test_query_parameters),
         cmocka_unit_test(test_body_too_large),
         cmocka_unit_test(test_batch_over_max_message_bytes),
         cmocka_unit_test(test_unknown_topic_or_partition),
