@@ -477,6 +477,12 @@ static void start_stream(api_ctx *ctx, eng_partition *p, read_req *rr, read_mode
                           .until_timestamp = rr->until_ts, .base64 = rr->base64,
                           .heartbeat_ms = ctx->heartbeat_ms};
     memcpy(so.request_id, req->request_id, sizeof so.request_id);
+    if (api_is_head(req)) {
+        /* The headers a stream would start with, and no stream to follow. */
+        resp->status = 200;
+        resp->content_type = mode == MODE_SSE ? "text/event-stream" : "application/x-ndjson";
+        return;
+    }
     if (!ctx->waiters || !req->transport) {
         api_error(resp, req, "invalid_request", NULL, "streaming is not available on this transport");
         return;
@@ -506,7 +512,8 @@ void api_h_read(api_ctx *ctx, const api_request *req, const api_params *params, 
             read_out out;
             answer_page(p, &rr, req, resp, &out);
             /* Long-poll: too little, and the client is willing to wait. */
-            if (resp->status == 200 && rr.wait_ms > 0 && out.bytes < rr.min_bytes) {
+            if (resp->status == 200 && rr.wait_ms > 0 && out.bytes < rr.min_bytes &&
+                !api_is_head(req)) {
                 api_response_clear(resp);
                 if (!park_read(ctx, p, &rr, out.next_offset, req, resp))
                     answer_page(p, &rr, req, resp, &out);

@@ -34,6 +34,11 @@ size_t api_query_count(const api_request *r, const char *key)
     return n;
 }
 
+bool api_is_head(const api_request *r)
+{
+    return r->method && strcmp(r->method, "HEAD") == 0;
+}
+
 const char *api_header(const api_request *r, const char *name)
 {
     for (size_t i = 0; i < r->nheaders; i++)

@@ -93,6 +93,10 @@ const char *api_query(const api_request *r, const char *key, bool *present);
 /* Number of times key appears in the query. */
 size_t api_query_count(const api_request *r, const char *key);
 
+/* A HEAD request: answered by the GET route, whose body the transport drops;
+ * handlers that would park or stream answer at once instead. */
+bool api_is_head(const api_request *r);
+
 /* Case-insensitive header lookup; NULL if absent. */
 const char *api_header(const api_request *r, const char *name);
 

@@ -105,18 +105,21 @@ const api_route *api_route_match(const char *method, const char *path, api_param
     if (allow_len)
         allow[0] = 0;
     size_t used = 0;
+    /* HEAD is GET without the body (RFC 9110 §9.3.2): every GET route takes it. */
+    bool head = strcmp(method, "HEAD") == 0;
     for (const api_route *r = routes; r->method; r++) {
         api_params tmp;
         if (!match_pattern(r->pattern, path, &tmp))
             continue;
-        if (strcmp(r->method, method) == 0) {
+        bool get = strcmp(r->method, "GET") == 0;
+        if (strcmp(r->method, method) == 0 || (head && get)) {
             *params = tmp;
             return r;
         }
         *path_known = true;
         if (used < allow_len)
-            used += (size_t)snprintf(allow + used, allow_len - used, "%s%s", used ? ", " : "",
-                                     r->method);
+            used += (size_t)snprintf(allow + used, allow_len - used, "%s%s%s", used ? ", " : "",
+                                     r->method, get ? ", HEAD" : "");
     }
     return NULL;
 }

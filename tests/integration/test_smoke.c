@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "read_util.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -63,6 +64,57 @@ static void test_walkthrough(void **state)
     ls_cleanup(&s);
 }
 
+/* HEAD answers every GET route with the GET's status and headers and no body;
+ * one that would wait or stream answers at once. */
+static void test_head(void **state)
+{
+    (void)state;
+    ls_server s;
+    assert_int_equal(ls_start(&s, NULL), 0);
+    assert_int_equal(ls_create_topic(&s, "h", 1, NULL), 201);
+    ls_resp r;
+    assert_int_equal(ls_post(&s, "/v1/topics/h/partitions/0/records", "{\"records\":[{\"value\":\"x\"}]}", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    static const struct {
+        const char *path, *accept, *ctype;
+        long status;
+    } cases[] = {
+        {"/health/live", NULL, "application/json", 200},
+        {"/v1/topics/h", NULL, "application/json", 200},
+        {"/v1/topics/nope", NULL, "application/json", 404},
+        {"/v1/topics/h/partitions/0/records?offset=0", NULL, "application/json", 200},
+        {"/v1/topics/h/partitions/0/records?offset=9", NULL, "application/json", 416},
+        {"/v1/topics/h/partitions/0/records?offset=latest&wait_ms=20000", NULL, "application/json", 200},
+        {"/v1/topics/h/partitions/0/records?offset=latest", "Accept: text/event-stream", "text/event-stream", 200},
+        {"/v1/topics/h/partitions/0/records?offset=0", "Accept: application/octet-stream",
+         "application/octet-stream", 200},
+        {"/metrics", NULL, "text/plain", 200},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *const hdrs[] = {cases[i].accept, NULL};
+        long long t0 = ru_mono_ms();
+        assert_int_equal(ls_http(&s, "HEAD", cases[i].path, NULL, NULL, 0, cases[i].accept ? hdrs : NULL, &r), 0);
+        assert_int_equal(r.status, cases[i].status);
+        assert_int_equal(r.len, 0);
+        assert_non_null(strstr(r.headers, cases[i].ctype));
+        assert_true(ru_mono_ms() - t0 < 10000); /* not parked for wait_ms */
+        ls_resp_free(&r);
+    }
+    /* A HEAD of the raw read says how long the GET's body is. */
+    assert_int_equal(ls_http(&s, "HEAD", "/v1/topics/h/partitions/0/records?offset=0", NULL, NULL, 0,
+                             (const char *const[]){"Accept: application/octet-stream", NULL}, &r), 0);
+    assert_non_null(strstr(r.headers, "X-Next-Offset: 1"));
+    ls_resp_free(&r);
+    /* 405 lists HEAD beside GET. */
+    assert_int_equal(ls_http(&s, "PUT", "/v1/topics/h", NULL, NULL, 0, NULL, &r), 0);
+    assert_int_equal(r.status, 405);
+    assert_non_null(strstr(r.headers, "Allow: GET, HEAD, DELETE, PATCH"));
+    ls_resp_free(&r);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
 static void test_sigint_and_sighup_stop_cleanly(void **state)
 {
     (void)state;
@@ -89,6 +141,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_walkthrough),
+        cmocka_unit_test(test_head),
         cmocka_unit_test(test_sigint_and_sighup_stop_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
