@@ -168,7 +168,12 @@ static void test_routes(void **state)
     assert_string_equal(api_param(&p, "offset"), "17");
     assert_null(api_route_match("PUT", "/v1/topics/t1", &p, &known, allow, sizeof allow));
     assert_true(known);
-    assert_string_equal(allow, "GET, DELETE, PATCH");
+    assert_string_equal(allow, "GET, HEAD, DELETE, PATCH");
+    /* HEAD takes the GET route; no route is HEAD-only or answers HEAD for POST. */
+    const api_route *g = api_route_match("GET", "/v1/topics/t1", &p, &known, allow, sizeof allow);
+    assert_ptr_equal(api_route_match("HEAD", "/v1/topics/t1", &p, &known, allow, sizeof allow), g);
+    assert_null(api_route_match("HEAD", "/v1/topics/t1/records", &p, &known, allow, sizeof allow));
+    assert_true(known);
     assert_null(api_route_match("GET", "/v1/nothing", &p, &known, allow, sizeof allow));
     assert_false(known);
     assert_null(api_route_match("GET", "/v1/topics//partitions/0", &p, &known, allow, sizeof allow));
