@@ -94,7 +94,7 @@ static void test_health(void **state)
     /* A wrong method on a health path is a 405 like any other. */
     assert_int_equal(ls_send_json(S, "POST", "/health/live", "{}", &r), 0);
     CHECK_ERR(r, 405, "method_not_allowed");
-    assert_string_equal(ls_header(&r, "Allow"), "GET");
+    assert_string_equal(ls_header(&r, "Allow"), "GET, HEAD");
     ls_resp_free(&r);
 }
 
@@ -333,15 +333,15 @@ static void test_method_not_allowed(void **state)
     static const struct {
         const char *method, *path, *allow;
     } cases[] = {
-        {"PUT", "/v1/topics", "GET, POST"},
-        {"DELETE", "/v1/topics", "GET, POST"},
-        {"POST", "/v1/topics/meth", "GET, DELETE, PATCH"},
-        {"PUT", "/v1/topics/meth", "GET, DELETE, PATCH"},
-        {"DELETE", "/v1/topics/meth/partitions/0", "GET"},
-        {"POST", "/v1/info", "GET"},
-        {"PUT", "/v1/topics/meth/partitions/0/records", "POST, GET"},
+        {"PUT", "/v1/topics", "GET, HEAD, POST"},
+        {"DELETE", "/v1/topics", "GET, HEAD, POST"},
+        {"POST", "/v1/topics/meth", "GET, HEAD, DELETE, PATCH"},
+        {"PUT", "/v1/topics/meth", "GET, HEAD, DELETE, PATCH"},
+        {"DELETE", "/v1/topics/meth/partitions/0", "GET, HEAD"},
+        {"POST", "/v1/info", "GET, HEAD"},
+        {"PUT", "/v1/topics/meth/partitions/0/records", "POST, GET, HEAD"},
         {"GET", "/v1/topics/meth/partitions/0/segments:roll", "POST"},
-        {"DELETE", "/v1/topics/meth/partitions/0/records/0", "GET"},
+        {"DELETE", "/v1/topics/meth/partitions/0/records/0", "GET, HEAD"},
         {"GET", "/v1/topics/meth/records", "POST"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
