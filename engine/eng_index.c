@@ -8,6 +8,12 @@
  *
  * Writers are serialized by the owning segment (one appender per partition);
  * readers rely only on the release/acquire pair on `entries`.
+ *
+ * Only a writable index keeps its file descriptor.  A read-only one closes it
+ * once mapped, and a sealed one (its segment rolled) once its entries are on
+ * disk, as Kafka's AbstractIndex does: a partition's old segments then cost
+ * one descriptor each (the .log), not three.  sync_lock orders that close
+ * against a concurrent fsync of the same descriptor.
  */
 #include "eng_index.h"
 
@@ -16,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -23,7 +30,9 @@
 #include <unistd.h>
 
 struct eng_index {
-    int fd;
+    int fd;             /* -1 once closed (read-only, or sealed and synced) */
+    pthread_mutex_t sync_lock;
+    bool sealed;        /* under sync_lock: no more entries or trims */
     eng_index_kind kind;
     int64_t base_offset;
     uint8_t *map;       /* read-only view of map_len bytes, NULL if empty */
@@ -87,6 +96,12 @@ int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, s
         }
         idx->map_len = len;
     }
+    if (!writable) {
+        close(idx->fd);
+        idx->fd = -1;
+        idx->sealed = true;
+    }
+    pthread_mutex_init(&idx->sync_lock, NULL);
     *out = idx;
     return 0;
 fail:
@@ -102,7 +117,9 @@ void eng_index_close(eng_index *idx)
         return;
     if (idx->map)
         munmap(idx->map, idx->map_len);
-    close(idx->fd);
+    if (idx->fd >= 0)
+        close(idx->fd);
+    pthread_mutex_destroy(&idx->sync_lock);
     free(idx);
 }
 
@@ -139,6 +156,8 @@ int eng_index_trim(eng_index *idx)
     uint64_t want = (uint64_t)eng_index_entries(idx) * idx->entry_size;
     if (want == idx->file_len)
         return 0;
+    if (idx->fd < 0)
+        return ENG_EINVAL;
     if (ftruncate(idx->fd, (off_t)want) < 0)
         return -errno;
     idx->file_len = want;
@@ -149,13 +168,26 @@ int eng_index_trim(eng_index *idx)
 
 int eng_index_sync(eng_index *idx)
 {
-    if (!atomic_exchange(&idx->dirty, false))
-        return 0;
-    if (fdatasync(idx->fd) < 0) {
+    pthread_mutex_lock(&idx->sync_lock);
+    int rc = 0;
+    if (atomic_exchange(&idx->dirty, false) && fdatasync(idx->fd) < 0) {
+        rc = -errno;
         atomic_store(&idx->dirty, true);
-        return -errno;
     }
-    return 0;
+    if (!rc && idx->sealed && idx->fd >= 0) {
+        close(idx->fd);
+        idx->fd = -1;
+    }
+    pthread_mutex_unlock(&idx->sync_lock);
+    return rc;
+}
+
+void eng_index_seal(eng_index *idx)
+{
+    pthread_mutex_lock(&idx->sync_lock);
+    idx->sealed = true;
+    idx->writable = false;
+    pthread_mutex_unlock(&idx->sync_lock);
 }
 
 void eng_index_reset(eng_index *idx)

@@ -43,8 +43,14 @@ void eng_index_close(eng_index *idx);
 /* Truncates the file to exactly entries x entry size.  The mapping stays. */
 int eng_index_trim(eng_index *idx);
 
-/* Flushes written entries to disk (fdatasync). */
+/* Flushes written entries to disk (fdatasync).  A sealed index closes its
+ * descriptor once it is clean. */
 int eng_index_sync(eng_index *idx);
+
+/* Marks the index finished (its segment rolled, after the final trim): no
+ * more entries; the next eng_index_sync that leaves it clean closes its
+ * file descriptor. */
+void eng_index_seal(eng_index *idx);
 
 /* Drops every entry (for a rebuild); the file keeps its size. */
 void eng_index_reset(eng_index *idx);

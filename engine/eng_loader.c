@@ -12,7 +12,8 @@
  *   4. after a clean stop, any segment whose index is missing or fails its
  *      consistency check is recovered as well;
  *   5. log end offset = end of the last segment; log start offset =
- *      max(checkpoint, first base).
+ *      max(checkpoint, first base); recovery point = log end offset after a
+ *      clean stop, else min(checkpoint, log end offset).
  */
 #include "eng_partition_impl.h"
 
@@ -287,7 +288,12 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
     atomic_store(&p->log_end_offset, leo);
     atomic_store(&p->high_watermark, leo);
     atomic_store(&p->log_start_offset, lso);
-    atomic_store(&p->recovery_point, leo);
+    /* After an unclean stop, what recovery read past the checkpoint may be
+     * in the page cache only (the process died, the machine did not): the
+     * recovery point stays at the checkpoint until a flush syncs the rest,
+     * as in Kafka's LogLoader, so a second crash recovers it again. */
+    int64_t rp = pp->clean_shutdown || pp->recovery_point > leo ? leo : pp->recovery_point;
+    atomic_store(&p->recovery_point, rp);
 done:
     for (size_t i = 0; i < nsegs; i++)
         eng_segment_unref(segs[i]);

@@ -40,30 +40,35 @@ void eng_jobs_opts_default(eng_jobs_opts *o)
 
 typedef struct flush_arg {
     eng_partition *p;
+    eng_segment *sealed;
     int64_t upto;
 } flush_arg;
+
+static void drop_flush_log(void *varg)
+{
+    flush_arg *a = varg;
+    eng_segment_unref(a->sealed);
+    eng_partition_unref(a->p);
+    free(a);
+}
 
 static int job_flush_log(void *varg, char *note, size_t len)
 {
     flush_arg *a = varg;
     int rc = eng_partition_flush_upto(a->p, a->upto);
+    /* When an earlier flush had already passed the sealed segment, the
+     * flush above skips it; its indexes' final trim still goes to disk, and
+     * then they close their descriptors (a no-op when the flush synced them). */
+    if (!rc)
+        rc = eng_segment_sync_indexes(a->sealed);
     snprintf(note, len, "%s-%d up to %" PRId64, eng_partition_topic(a->p), eng_partition_id(a->p),
              a->upto);
-    eng_partition_unref(a->p);
-    free(a);
+    drop_flush_log(a);
     return rc;
-}
-
-static void drop_flush_log(void *varg)
-{
-    flush_arg *a = varg;
-    eng_partition_unref(a->p);
-    free(a);
 }
 
 static void on_roll(eng_partition *p, eng_segment *sealed, int64_t new_base, void *ctx)
 {
-    (void)sealed;
     eng_manager *m = ctx;
     eng_scheduler *sched = atomic_load(&m->sched);
     if (!sched)
@@ -72,7 +77,9 @@ static void on_roll(eng_partition *p, eng_segment *sealed, int64_t new_base, voi
     if (!a)
         return; /* the next flush or the close covers it */
     eng_partition_ref(p);
+    eng_segment_ref(sealed);
     a->p = p;
+    a->sealed = sealed;
     a->upto = new_base;
     eng_scheduler_add_once(sched, "flush-log", 0, job_flush_log, a, drop_flush_log);
 }

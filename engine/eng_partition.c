@@ -168,6 +168,8 @@ void eng_partition_unref(eng_partition *p)
     free(p);
 }
 
+static int sync_from(eng_partition *p, int64_t from, bool data_only);
+
 int eng_partition_close(eng_partition *p)
 {
     pthread_mutex_lock(&p->append_lock);
@@ -176,8 +178,15 @@ int eng_partition_close(eng_partition *p)
         p->closed = true;
         eng_segment *active = p->view->segs[p->view->n - 1];
         rc = eng_segment_seal(active);
+        /* Everything past the last flush, not just the active segment: a
+         * rolled segment whose flush-log job the stop dropped, or segments
+         * recovered at startup, are covered by the recovery point (and the
+         * clean-shutdown marker) written after this. */
+        pthread_mutex_lock(&p->flush_lock);
+        int64_t from = p->flushed_offset;
+        pthread_mutex_unlock(&p->flush_lock);
         if (!rc)
-            rc = eng_segment_sync(active);
+            rc = sync_from(p, from, false);
         if (!rc)
             atomic_store(&p->recovery_point, atomic_load(&p->log_end_offset));
     }

@@ -582,6 +582,10 @@ int eng_segment_seal(eng_segment *s)
         return rc;
     if (ti && (rc = eng_index_trim(ti)))
         return rc;
+    if (oi)
+        eng_index_seal(oi);
+    if (ti)
+        eng_index_seal(ti);
     if (s->preallocated && ftruncate(s->log_fd, (off_t)eng_segment_size(s)) < 0)
         return -errno;
     atomic_store(&s->active, false);

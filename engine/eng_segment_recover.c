@@ -126,7 +126,10 @@ int eng_segment_recover(eng_segment *s, eng_recover_stats *st)
     atomic_store(&s->offset_of_max_ts, off_of_max);
     atomic_store(&s->max_ts_loaded, true);
     s->bytes_since_index = 0;
-    if (eng_segment_is_active(s)) {
+    if (!eng_segment_is_active(s)) {
+        eng_index_seal(oi); /* its descriptors close at the next sync */
+        eng_index_seal(ti);
+    } else {
         /* The active segment keeps growing: expand its indexes again. */
         if ((rc = eng__segment_open_indexes(s, true)))
             goto done;

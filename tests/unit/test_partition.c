@@ -578,6 +578,60 @@ static void test_offset_for_timestamp_and_max(void **state)
     eng_partition_unref(p);
 }
 
+static int open_fds(void)
+{
+    long headroom, limit;
+    assert_int_equal(eng_fs_fd_headroom(&headroom, &limit), 0);
+    return (int)(limit - headroom);
+}
+
+/* An old segment keeps its .log open and nothing else: its indexes close
+ * their descriptors once they are on disk (after a roll and a flush), and
+ * indexes mapped lazily after a restart never keep one. */
+static void test_old_segments_hold_one_descriptor(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 4000;
+    enum { SEGS = 30 };
+    int before = open_fds();
+    eng_partition *p = open_part(f, true, 0, NULL);
+    for (int i = 0; i < SEGS; i++)
+        append_ok(p, i * 10, 10, T0, 250); /* 2,731 bytes: one batch a segment */
+    assert_int_equal(eng_partition_flush_upto(p, eng_partition_log_end_offset(p)), 0);
+    int held = open_fds() - before;
+    /* SEGS .log files, plus the active segment's two indexes */
+    assert_in_range(held, SEGS, SEGS + 3);
+    assert_int_equal(read_and_check(p, 0, 250), SEGS * 10);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    assert_int_equal(open_fds(), before);
+
+    /* A close syncs every segment rolled since the last flush (the stop
+     * drops pending flush-log jobs, and the recovery point it leaves claims
+     * them): their indexes, synced, hold no descriptor. */
+    p = open_part(f, true, SEGS * 10, NULL);
+    for (int i = SEGS; i < 2 * SEGS; i++)
+        append_ok(p, i * 10, 10, T0, 250);
+    assert_in_range(open_fds() - before, 2 * SEGS, 2 * SEGS + 3 * SEGS + 3); /* unsynced */
+    assert_int_equal(eng_partition_close(p), 0);
+    held = open_fds() - before;
+    /* All but segment 290's: active at the reopen, fully flushed before it
+     * rolled, so the close's sync starts past it (the service's flush-log
+     * job syncs and closes those too). */
+    assert_int_equal(held, 2 * SEGS + 2);
+    assert_int_equal(eng_partition_recovery_point(p), 2 * SEGS * 10);
+    eng_partition_unref(p);
+    assert_int_equal(open_fds(), before);
+
+    p = open_part(f, true, 2 * SEGS * 10, NULL);
+    assert_int_equal(read_and_check(p, 0, 250), 2 * SEGS * 10); /* maps every index */
+    int64_t off, found_ts;
+    assert_int_equal(eng_partition_offset_for_timestamp(p, T0, &off, &found_ts), 0);
+    held = open_fds() - before;
+    assert_in_range(held, 2 * SEGS, 2 * SEGS + 3);
+    eng_partition_unref(p);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -588,6 +642,7 @@ int main(void)
         T(test_listing_during_rolls),
         T(test_refusals_write_nothing),
         T(test_roll_out_of_descriptors),
+        T(test_old_segments_hold_one_descriptor),
         T(test_compacted_null_key),
         T(test_timestamp_limits),
         T(test_log_append_time),

@@ -112,6 +112,42 @@ static void test_reopen_unclean_truncates_garbage(void **state)
     eng_partition_unref(p);
 }
 
+/* After an unclean stop, what recovery read may be in the page cache only
+ * (the process died, the machine did not): the recovery point stays at the
+ * first segment it rewrote until a flush, so a second crash recovers it
+ * again and a checkpoint never claims unsynced bytes. */
+static void test_unclean_reopen_recovery_point_waits_for_flush(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 6000; /* two 2,731-byte batches a segment */
+    eng_partition *p = open_part(f, true, 0, NULL);
+    for (int i = 0; i < 6; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 250);
+    eng_partition_unref(p); /* no close: a crash, the last checkpoint saying 20 */
+
+    eng_load_stats st;
+    p = open_part(f, false, 20, &st);
+    assert_int_equal(st.segments_recovered, 2); /* 20 and 40 */
+    assert_int_equal(eng_partition_log_end_offset(p), 60);
+    assert_int_equal(eng_partition_recovery_point(p), 20);
+    assert_true(eng_partition_has_unflushed(p));
+    assert_int_equal(eng_partition_flush_upto(p, 60), 0);
+    assert_int_equal(eng_partition_recovery_point(p), 60);
+    eng_partition_unref(p);
+
+    /* A crash with everything flushed: recovery rereads the last segment
+     * (Kafka's rule) but what the checkpoint covers was on disk already. */
+    p = open_part(f, false, 60, &st);
+    assert_int_equal(st.segments_recovered, 1);
+    assert_int_equal(eng_partition_recovery_point(p), 60);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    p = open_part(f, true, 60, &st); /* after a clean stop */
+    assert_int_equal(st.segments_recovered, 0);
+    assert_int_equal(eng_partition_recovery_point(p), 60);
+    eng_partition_unref(p);
+}
+
 /* preallocate=true: a crash leaves the active .log padded with zeros. */
 static void test_reopen_unclean_preallocated(void **state)
 {
@@ -282,6 +318,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_roll_close_reopen_clean),
         T(test_reopen_unclean_truncates_garbage),
+        T(test_unclean_reopen_recovery_point_waits_for_flush),
         T(test_reopen_unclean_preallocated),
         T(test_reopen_unclean_damaged_middle_segment),
         T(test_flush_messages_one),
