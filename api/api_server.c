@@ -255,6 +255,8 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     for (size_t i = 0; i < resp->nheaders; i++)
         MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
+    if (atomic_load(&s->ctx->state) == API_STOPPING)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     return ret;
@@ -559,8 +561,14 @@ void api_server_stop(api_server *s)
 {
     if (!s)
         return;
-    MHD_quiesce_daemon(s->daemon);
-    /* Parked readers are answered now and streams told to end.  Then, as
+    /* No MHD_quiesce_daemon: with epoll and a thread pool, libmicrohttpd
+     * 0.9.75 races its own workers removing the listen socket from their
+     * epoll sets and aborts the process ("Failed to remove listen FD from
+     * epoll set", seen in test_api_retention).  The socket stays open until
+     * MHD_stop_daemon instead; the state is API_STOPPING, so a request that
+     * arrives meanwhile gets 503 shutting_down with Connection: close.
+     *
+     * Parked readers are answered now and streams told to end.  Then, as
      * libmicrohttpd must not stop with suspended connections, every deferred
      * answer (durable appends, long-polls) is waited for until it has been
      * sent, not only resumed: stopping right after the resume closed the

@@ -12,9 +12,14 @@
 #include "harness.h"
 #include "read_util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static void test_walkthrough(void **state)
 {
@@ -115,6 +120,63 @@ static void test_head(void **state)
     ls_cleanup(&s);
 }
 
+/* While a stop drains (here: an SSE client that stopped reading holds it
+ * for its grace period), the listening socket stays open and a new request
+ * is answered 503 shutting_down with Connection: close, then the server
+ * exits cleanly.  (It used to quiesce the listener, which libmicrohttpd
+ * 0.9.75 can turn into an abort.) */
+static void test_requests_during_stop(void **state)
+{
+    (void)state;
+    ls_server s;
+    assert_int_equal(ls_start(&s, NULL), 0);
+    assert_int_equal(ls_create_topic(&s, "big", 1, NULL), 201);
+    char *body = malloc(200 * 1100 + 64);
+    assert_non_null(body);
+    size_t n = (size_t)sprintf(body, "{\"records\":[");
+    for (int i = 0; i < 200; i++)
+        n += (size_t)sprintf(body + n, "%s{\"value\":\"%01000d\"}", i ? "," : "", i);
+    strcpy(body + n, "]}");
+    ls_resp r;
+    for (int i = 0; i < 40; i++) { /* 8 MB: more than the sockets buffer */
+        assert_int_equal(ls_post(&s, "/v1/topics/big/partitions/0/records", body, &r), 0);
+        assert_int_equal(r.status, 200);
+        ls_resp_free(&r);
+    }
+    free(body);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s.port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    const char *get = "GET /v1/topics/big/partitions/0/records?offset=0 HTTP/1.1\r\n"
+                      "Host: x\r\nAccept: text/event-stream\r\n\r\n";
+    assert_int_equal(send(fd, get, strlen(get), MSG_NOSIGNAL), (ssize_t)strlen(get));
+    usleep(300 * 1000); /* the stream fills both socket buffers; fd is never read */
+
+    assert_int_equal(kill(s.pid, SIGTERM), 0);
+    long status = 0;
+    long long end = ru_mono_ms() + 1500;
+    while (status != 503 && ru_mono_ms() < end) {
+        assert_int_equal(ls_get(&s, "/v1/topics", &r), 0);
+        status = r.status;
+        if (status == 503) {
+            assert_int_equal(ls_check_error(&r, 503, "shutting_down"), 0);
+            assert_non_null(ls_header(&r, "Connection"));
+            assert_string_equal(ls_header(&r, "Connection"), "close");
+            assert_non_null(ls_header(&r, "Retry-After"));
+        }
+        ls_resp_free(&r);
+        usleep(20 * 1000);
+    }
+    assert_int_equal(status, 503);
+    close(fd);
+    assert_int_equal(ls_stop(&s), 0); /* already stopping: waits for the exit */
+    ls_cleanup(&s);
+}
+
 static void test_sigint_and_sighup_stop_cleanly(void **state)
 {
     (void)state;
@@ -142,6 +204,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_walkthrough),
         cmocka_unit_test(test_head),
+        cmocka_unit_test(test_requests_during_stop),
         cmocka_unit_test(test_sigint_and_sighup_stop_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
