@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define E API_ROUTE_NEEDS_ENGINE
 #define B API_ROUTE_BODY
@@ -157,6 +158,21 @@ static bool query_known(const api_route *r, const api_request *req, api_response
     return true;
 }
 
+/* A compressed request body would be read as JSON or record batches and
+ * refused for the wrong reason (or, for a body that happens to parse, stored
+ * as the compressed bytes): say what is wrong (RFC 9110 §8.4: 415). */
+static bool identity_encoding(const api_request *req, api_response *resp)
+{
+    const char *ce = api_header(req, "Content-Encoding");
+    if (!ce || !*ce || strcasecmp(ce, "identity") == 0)
+        return true;
+    api_error(resp, req, "unsupported_media_type", NULL,
+              "Content-Encoding %.40s is not supported; send the body uncompressed (record "
+              "batches may carry Kafka's own compression)", ce);
+    api_resp_header(resp, "Accept-Encoding", "identity");
+    return false;
+}
+
 void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
 {
     api_params params = {0};
@@ -179,6 +195,8 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
         /* 401 / 403 already in resp */
     } else if (!query_known(r, req, resp)) {
         /* 400 already in resp */
+    } else if ((r->flags & API_ROUTE_BODY) && !identity_encoding(req, resp)) {
+        /* 415 already in resp */
     } else if ((r->flags & API_ROUTE_NEEDS_ENGINE) &&
                (atomic_load(&ctx->state) != API_READY || !atomic_load(&ctx->mgr))) {
         int st = atomic_load(&ctx->state);

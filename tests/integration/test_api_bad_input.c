@@ -556,6 +556,18 @@ static void test_wrong_content_type(void **state)
     assert_int_equal(ls_http(S, "POST", BAD, "Application/JSON", rec, strlen(rec), NULL, &r), 0);
     assert_int_equal(r.status, 200);
     ls_resp_free(&r);
+    /* A compressed body is refused for what it is, not as malformed JSON or
+     * a corrupt batch; identity is no encoding at all. */
+    const char *const gz[] = {"Content-Encoding: gzip", NULL};
+    expect_rejected_h("POST", BAD, JSON, rec, strlen(rec), gz, 415, "unsupported_media_type");
+    expect_rejected_h("POST", BAD, "application/octet-stream", rec, strlen(rec), gz, 415,
+                      "unsupported_media_type");
+    expect_rejected_h("POST", "/v1/topics", JSON, "{\"name\":\"gz\"}", 13, gz, 415,
+                      "unsupported_media_type");
+    const char *const id[] = {"Content-Encoding: identity", NULL};
+    assert_int_equal(ls_http(S, "POST", BAD, JSON, rec, strlen(rec), id, &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
 }
 
 static void test_bad_partition_in_path(void **state)
