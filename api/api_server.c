@@ -526,7 +526,10 @@ int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, c
                                         o->connection_limit ? o->connection_limit : 10000, NULL};
     opts[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s, NULL};
     opts[k++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s};
-    opts[k++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
+    /* Not MHD_OPTION_LISTENING_ADDRESS_REUSE=1: that is SO_REUSEPORT, which
+     * let a second server (another data dir, say) bind the same port and
+     * take half the connections.  libmicrohttpd's default, SO_REUSEADDR,
+     * still lets a restart bind at once past TIME_WAIT. */
     opts[k++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_keep_nul, NULL};
     if (o->memory_limit)
         opts[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)o->memory_limit, NULL};

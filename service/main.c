@@ -55,7 +55,8 @@ static void raise_open_files_limit(void)
     if (rl.rlim_cur == RLIM_INFINITY)
         ENG_INFO("open-files limit: unlimited");
     else
-        ENG_INFO("open-files limit: %llu (each segment holds 3)", (unsigned long long)rl.rlim_cur);
+        ENG_INFO("open-files limit: %llu (a segment holds 1, an active one 3, a connection 1)",
+                 (unsigned long long)rl.rlim_cur);
 }
 
 /* The engine's high-watermark hook: wakes parked readers of that partition. */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void test_walkthrough(void **state)
@@ -177,6 +178,50 @@ static void test_requests_during_stop(void **state)
     ls_cleanup(&s);
 }
 
+/* Runs the server binary with a listener and a data dir that must make it
+ * refuse to start; returns its exit status, its output in out. */
+static int start_refused(const char *listener, const char *dir, char *out, size_t len)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "timeout 20 %s --set listeners=%s --set log.dirs=%s 2>&1", ls_binary(),
+             listener, dir);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A second server can take neither the port nor the data dir of a running
+ * one: it used to bind the same port (SO_REUSEPORT) and take half of the
+ * connections to a store of its own. */
+static void test_port_and_dir_taken(void **state)
+{
+    (void)state;
+    ls_server s;
+    assert_int_equal(ls_start(&s, NULL), 0);
+    char listener[64], other_dir[600], out[8192];
+    snprintf(listener, sizeof listener, "http://127.0.0.1:%d", s.port);
+    snprintf(other_dir, sizeof other_dir, "%s-other", s.dir);
+    int st = start_refused(listener, other_dir, out, sizeof out);
+    if (st == 0 || st == 124)
+        fprintf(stderr, "# second server on port %d: status %d\n%s", s.port, st, out);
+    assert_int_not_equal(st, 0);
+    assert_int_not_equal(st, 124); /* refused, not left running until the timeout */
+    assert_non_null(strstr(out, "cannot listen"));
+    st = start_refused("http://127.0.0.1:0", s.dir, out, sizeof out);
+    assert_int_not_equal(st, 0);
+    assert_int_not_equal(st, 124);
+    assert_non_null(strstr(out, "in use by another process"));
+    assert_int_equal(ls_live_status(&s), 200);
+    char rm[700];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", other_dir);
+    assert_int_equal(system(rm), 0);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
 static void test_sigint_and_sighup_stop_cleanly(void **state)
 {
     (void)state;
@@ -205,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_walkthrough),
         cmocka_unit_test(test_head),
         cmocka_unit_test(test_requests_during_stop),
+        cmocka_unit_test(test_port_and_dir_taken),
         cmocka_unit_test(test_sigint_and_sighup_stop_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
