@@ -185,6 +185,16 @@ void api_h_segment_batches(api_ctx *ctx, const api_request *req, const api_param
 void api_h_segment_roll(api_ctx *ctx, const api_request *req, const api_params *params,
                         api_response *resp)
 {
+    /* No options yet: a body that asks for something is refused, not ignored. */
+    json_t *body = api_body_object(req, resp, true);
+    if (!body)
+        return;
+    size_t fields = json_object_size(body);
+    json_decref(body);
+    if (fields) {
+        api_error(resp, req, "invalid_request", NULL, "segments:roll takes no body (or {})");
+        return;
+    }
     eng_partition *p;
     if (!api_lookup_partition(ctx, req, params, resp, &p))
         return;

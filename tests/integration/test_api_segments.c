@@ -293,6 +293,10 @@ static void test_matches_sample_segment(void **state)
     for (int b = 0; b < 6; b++)
         append_batch("six", b);
     ls_resp r;
+    /* It takes no options: a body asking for one is refused and rolls nothing. */
+    assert_int_equal(ls_post(S, "/v1/topics/six/partitions/0/segments:roll", "{\"force\":true}", &r), 0);
+    assert_int_equal(ls_check_error(&r, 400, "invalid_request"), 0);
+    ls_resp_free(&r);
     assert_int_equal(ls_post(S, "/v1/topics/six/partitions/0/segments:roll", "", &r), 0);
     assert_int_equal(r.status, 200);
     assert_true(json_is_true(ls_jget(&r, "rolled")));
