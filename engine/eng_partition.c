@@ -672,9 +672,16 @@ int eng_partition_roll(eng_partition *p, int64_t *new_base)
     eng_config cfg;
     eng_partition_get_config(p, &cfg);
     pthread_mutex_lock(&p->append_lock);
-    int rc = atomic_load(&p->retired) ? ENG_ENOTOPIC
-             : p->closed                ? ENG_ESHUTDOWN
-                                        : eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE);
+    int rc = atomic_load(&p->retired)                      ? ENG_ENOTOPIC
+             : p->closed                                   ? ENG_ESHUTDOWN
+             : p->dir_offline && atomic_load(p->dir_offline) ? ENG_EOFFLINE
+                                                           : 0;
+    if (!rc && (rc = eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE))) {
+        /* As when an append's roll fails: the dir went bad (its directory
+         * removed, an I/O error), unless it is only out of room. */
+        take_offline(p, rc, "segment roll");
+        rc = offline_code(p, rc);
+    }
     if (!rc)
         *new_base = eng_segment_base(p->view->segs[p->view->n - 1]);
     pthread_mutex_unlock(&p->append_lock);

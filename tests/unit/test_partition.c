@@ -411,6 +411,38 @@ static void test_roll_out_of_descriptors(void **state)
     eng_partition_unref(p);
 }
 
+/* A roll asked for by the API fails the way an append's roll does: out of
+ * descriptors it is refused and the dir stays online; with the partition's
+ * directory gone the dir goes offline (it used to answer a bare ENOENT and
+ * keep appending to files no longer in the directory). */
+static void test_requested_roll_failures(void **state)
+{
+    fixture *f = *state;
+    _Atomic int offline = 0;
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
+                               .clean_shutdown = true, .log_start_offset = -1,
+                               .dir_offline = &offline};
+    eng_partition *p = NULL;
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    append_ok(p, 0, 10, T0, 250);
+    int64_t base = -1;
+    struct rlimit saved;
+    ts_fd_limit(0, &saved);
+    int rc = eng_partition_roll(p, &base);
+    ts_fd_limit_restore(&saved);
+    assert_int_equal(rc, -EMFILE);
+    assert_int_equal(atomic_load(&offline), 0);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 10);
+    append_ok(p, 10, 10, T0, 250);
+
+    ts_rmtree(f->pdir);
+    assert_int_equal(eng_partition_roll(p, &base), ENG_EOFFLINE);
+    assert_int_equal(atomic_load(&offline), 1);
+    assert_int_equal(eng_partition_roll(p, &base), ENG_EOFFLINE); /* and stays refused */
+    eng_partition_unref(p);
+}
+
 static void test_compacted_null_key(void **state)
 {
     fixture *f = *state;
@@ -643,6 +675,7 @@ int main(void)
         T(test_refusals_write_nothing),
         T(test_roll_out_of_descriptors),
         T(test_old_segments_hold_one_descriptor),
+        T(test_requested_roll_failures),
         T(test_compacted_null_key),
         T(test_timestamp_limits),
         T(test_log_append_time),
