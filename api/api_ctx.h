@@ -37,6 +37,8 @@ typedef struct api_ctx {
     int64_t heartbeat_ms;         /* SSE heartbeat interval */
     json_t *server_settings;      /* [{"name","value","source"}] from service/; borrowed */
     struct api_auth *auth;        /* bearer tokens; NULL: authentication is off */
+    const char *cors_origins;     /* http.cors.allowed.origins (api_cors.h); NULL or "": off;
+                                   * borrowed */
 } api_ctx;
 
 /* Initializes ctx with defaults (state LOADING, no manager). */

@@ -4,6 +4,7 @@
 #include "api_router.h"
 
 #include "api_auth.h"
+#include "api_cors.h"
 #include "api_errors.h"
 
 #include <openssl/rand.h>
@@ -181,7 +182,9 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
     const api_route *r = api_route_match(req->method, req->path, &params, &known, allow, sizeof allow);
     resp->route = r ? (int)(r - routes) : -1;
     if (!r) {
-        if (!api_auth_known(ctx->auth, req, resp)) {
+        if (known && api_cors_preflight(ctx, req, allow, resp)) {
+            /* 204; a preflight carries no token, so it comes before auth */
+        } else if (!api_auth_known(ctx->auth, req, resp)) {
             /* 401 already in resp */
         } else if (known) {
             api_error(resp, req, "method_not_allowed", NULL, "%s is not allowed on %s (allowed: %s)",

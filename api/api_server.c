@@ -11,6 +11,7 @@
 #include "api_wait.h"
 
 #include "api_auth.h"
+#include "api_cors.h"
 #include "api_errors.h"
 #include "api_router.h"
 #include "eng_fs.h"
@@ -257,6 +258,16 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
         MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
     if (atomic_load(&s->ctx->state) == API_STOPPING)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    /* Every answer, errors and refusals before the body included, so a
+     * cross-origin dashboard can read why a request failed. */
+    bool wildcard;
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (api_cors_allowed(s->ctx->cors_origins, origin, &wildcard)) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", wildcard ? "*" : origin);
+        if (!wildcard)
+            MHD_add_response_header(r, "Vary", "Origin");
+        MHD_add_response_header(r, "Access-Control-Expose-Headers", API_CORS_EXPOSE_HEADERS);
+    }
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     return ret;

@@ -140,6 +140,7 @@ int main(int argc, char **argv)
     ctx.limits.max_records_per_request = (size_t)s.max_records_per_request;
     ctx.limits.default_partitions = (int32_t)s.num_partitions;
     ctx.heartbeat_ms = s.sse_heartbeat_ms;
+    ctx.cors_origins = s.text[SVC_HTTP_CORS_ALLOWED_ORIGINS];
     ctx.server_settings = svc_settings_json(&s);
     int rc = api_waiters_start(2, (size_t)s.max_waiters, &ctx.waiters);
     if (rc) {

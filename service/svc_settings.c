@@ -10,6 +10,7 @@
 #include "svc_settings.h"
 
 #include "api_auth.h"
+#include "api_cors.h"
 #include "svc_log.h"
 #include "svc_version.h"
 
@@ -50,6 +51,8 @@ static const svc_setting_def defs[SVC_COUNT] = {
                               "Most parked long-polls and idle streams; past it, 429."},
     [SVC_HTTP_SSE_HEARTBEAT_MS] = {"http.sse.heartbeat.ms", "15000", 100, 3600000,
                                    "Comment line sent on an idle SSE stream this often."},
+    [SVC_HTTP_CORS_ALLOWED_ORIGINS] = {"http.cors.allowed.origins", "", TEXT,
+                                       "Origins whose browser scripts may call the API (comma-separated, or *); unset = none."},
     [SVC_NUM_PARTITIONS] = {"num.partitions", "1", 1, 100000,
                             "Partitions of a topic created without a partition count."},
     [SVC_LOG_LEVEL] = {"log.level", "INFO", TEXT, "DEBUG, INFO, WARN or ERROR."},
@@ -405,6 +408,11 @@ static int resolve(svc_settings *s)
         s->log_dir = s->text[SVC_LOG_DIR];
     if (strchr(s->log_dir, ',')) {
         fprintf(stderr, "logstore: log.dirs takes one directory, got '%s'\n", s->log_dir);
+        return -1;
+    }
+    char cors_err[400];
+    if (!api_cors_check_setting(s->text[SVC_HTTP_CORS_ALLOWED_ORIGINS], cors_err, sizeof cors_err)) {
+        fprintf(stderr, "logstore: %s\n", cors_err);
         return -1;
     }
     eng_errdetail err = {0};
