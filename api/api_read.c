@@ -44,6 +44,7 @@ typedef struct read_req {
     bool bounded;     /* max_records or until_timestamp given (streams end there) */
     int64_t wait_ms;
     int64_t min_bytes;
+    bool raw;         /* Accept: application/octet-stream: the stored batches */
 } read_req;
 
 typedef struct read_out {
@@ -252,6 +253,27 @@ static void answer_page(eng_partition *p, const read_req *rr, const api_request 
                                    (size_t)out->count * 120 + 256);
 }
 
+static void answer_raw(eng_partition *p, const read_req *rr, const api_request *req,
+                       api_response *resp, int64_t *next_offset);
+
+/* Either answer: the JSON page or the stored batches.  *bytes is what counts
+ * against min_bytes (record data for a page, batch bytes for a raw read);
+ * *next_offset where a reader waiting for more would resume. */
+static void answer_read(eng_partition *p, const read_req *rr, const api_request *req,
+                        api_response *resp, int64_t *bytes, int64_t *next_offset)
+{
+    if (rr->raw) {
+        *next_offset = rr->start;
+        answer_raw(p, rr, req, resp, next_offset);
+        *bytes = resp->has_file ? (int64_t)resp->file_length : 0;
+        return;
+    }
+    read_out out;
+    answer_page(p, rr, req, resp, &out);
+    *bytes = out.bytes;
+    *next_offset = out.next_offset;
+}
+
 /* ---- long-poll ------------------------------------------------------------ */
 
 typedef struct long_poll {
@@ -276,17 +298,17 @@ static void long_poll_wake(api_waiter *w, api_wake_reason why)
     api_request req = {.method = "GET", .path = ""};
     memcpy(req.request_id, lp->request_id, sizeof req.request_id);
     api_response resp = {0};
-    read_out out;
-    answer_page(lp->p, &lp->rr, &req, &resp, &out);
-    bool enough = out.bytes >= lp->rr.min_bytes;
+    int64_t bytes, next;
+    answer_read(lp->p, &lp->rr, &req, &resp, &bytes, &next);
+    bool enough = bytes >= lp->rr.min_bytes;
     if (resp.status == 200 && !enough && why == API_WAKE_DATA && eng_mono_ms() < lp->deadline_ms) {
         /* Some data came, not yet min_bytes of it: wait for more. */
-        lp->w.offset = out.next_offset;
+        lp->w.offset = next;
         api_response_clear(&resp);
         if (api_waiter_park(lp->ws, &lp->w) == 0)
             return;
         /* Cannot wait any longer (stopping): answer with what there is. */
-        answer_page(lp->p, &lp->rr, &req, &resp, &out);
+        answer_read(lp->p, &lp->rr, &req, &resp, &bytes, &next);
     }
     api_async_complete(lp->async, &resp);
     long_poll_free(lp);
@@ -297,14 +319,14 @@ static bool same_page(const read_req *a, const read_req *b)
 {
     return a->start == b->start && a->max_records == b->max_records &&
            a->max_bytes == b->max_bytes && a->until_ts == b->until_ts && a->base64 == b->base64 &&
-           a->clamp == b->clamp && a->min_bytes == b->min_bytes;
+           a->clamp == b->clamp && a->min_bytes == b->min_bytes && a->raw == b->raw;
 }
 
 /* A hash of what same_page compares: the registry groups waiters by it. */
 static uint64_t page_group(const read_req *rr)
 {
     int64_t f[] = {rr->start, rr->max_records, rr->max_bytes, rr->until_ts,
-                   rr->base64 | rr->clamp << 1, rr->min_bytes};
+                   rr->base64 | rr->clamp << 1 | rr->raw << 2, rr->min_bytes};
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
         h ^= (uint64_t)f[i];
@@ -323,6 +345,12 @@ static void long_poll_wake_many(api_waiter **ws, size_t n)
 {
     long_poll *first = (long_poll *)((char *)ws[0] - offsetof(long_poll, w));
     const read_req rr = first->rr; /* first is freed in the loop below */
+    if (rr.raw) {
+        /* Each raw answer is its own file range: nothing to share. */
+        for (size_t i = 0; i < n; i++)
+            long_poll_wake(ws[i], API_WAKE_DATA);
+        return;
+    }
     api_request req = {.method = "GET", .path = ""};
     memcpy(req.request_id, first->request_id, sizeof req.request_id);
     api_response resp = {0};
@@ -385,8 +413,8 @@ static bool park_read(api_ctx *ctx, eng_partition *p, const read_req *rr, int64_
                       "too many parked readers (%zu); retry shortly", api_waiters_parked(ctx->waiters));
             api_resp_header(&now, "Retry-After", "1");
         } else {
-            read_out out;
-            answer_page(p, rr, req, &now, &out);
+            int64_t bytes, next;
+            answer_read(p, rr, req, &now, &bytes, &next);
         }
         api_async_complete(a, &now);
         long_poll_free(lp);
@@ -397,7 +425,7 @@ static bool park_read(api_ctx *ctx, eng_partition *p, const read_req *rr, int64_
 /* ---- raw batches ------------------------------------------------------------ */
 
 static void answer_raw(eng_partition *p, const read_req *rr, const api_request *req,
-                       api_response *resp)
+                       api_response *resp, int64_t *next_offset)
 {
     eng_slice sl;
     eng_errdetail d = {0};
@@ -406,6 +434,8 @@ static void answer_raw(eng_partition *p, const read_req *rr, const api_request *
         api_error_from_engine(resp, req, rc, &d);
         return;
     }
+    if (next_offset)
+        *next_offset = sl.next_offset;
     char v[32];
     resp->status = 200;
     resp->content_type = "application/octet-stream";
@@ -507,7 +537,16 @@ void api_h_read(api_ctx *ctx, const api_request *req, const api_params *params, 
         if (mode == MODE_SSE || mode == MODE_NDJSON) {
             start_stream(ctx, p, &rr, mode, req, resp);
         } else if (mode == MODE_RAW) {
-            answer_raw(p, &rr, req, resp);
+            rr.raw = true;
+            int64_t next = rr.start;
+            answer_raw(p, &rr, req, resp, &next);
+            /* Long-poll, as for a page: min_bytes counts batch bytes. */
+            int64_t got = resp->has_file ? (int64_t)resp->file_length : 0;
+            if (resp->status == 200 && rr.wait_ms > 0 && got < rr.min_bytes && !api_is_head(req)) {
+                api_response_clear(resp);
+                if (!park_read(ctx, p, &rr, next, req, resp))
+                    answer_raw(p, &rr, req, resp, NULL);
+            }
         } else {
             read_out out;
             answer_page(p, &rr, req, resp, &out);

@@ -58,6 +58,7 @@ static inline long long proc_status(pid_t pid, const char *field)
 typedef struct poll_req {
     ls_server *s;
     char path[300];
+    const char *accept; /* NULL: JSON; else the Accept header's value (static) */
     long long t0, t1;
     int rc;
     ls_resp r;
@@ -69,19 +70,27 @@ static inline void *poll_main(void *arg)
 {
     poll_req *q = arg;
     q->t0 = ru_mono_ms();
-    q->rc = ls_get(q->s, q->path, &q->r);
+    q->rc = q->accept ? ru_get_accept(q->s, q->path, q->accept, NULL, &q->r)
+                      : ls_get(q->s, q->path, &q->r);
     q->t1 = ru_mono_ms();
     atomic_store(&q->done, 1);
     return NULL;
 }
 
-/* Starts a GET of path on its own thread; 0 or an errno. */
-static inline int poll_start(poll_req *q, ls_server *s, const char *path)
+/* Starts a GET of path on its own thread (with Accept: accept unless NULL);
+ * 0 or an errno. */
+static inline int poll_start_accept(poll_req *q, ls_server *s, const char *path, const char *accept)
 {
     memset(q, 0, sizeof *q);
     q->s = s;
+    q->accept = accept;
     snprintf(q->path, sizeof q->path, "%s", path);
     return pthread_create(&q->th, NULL, poll_main, q);
+}
+
+static inline int poll_start(poll_req *q, ls_server *s, const char *path)
+{
+    return poll_start_accept(q, s, path, NULL);
 }
 
 /* Waits until the registry holds want readers; false on timeout. */

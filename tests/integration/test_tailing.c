@@ -689,6 +689,34 @@ static void test_raw_reads(void **state)
     assert_int_equal(atoll(ls_header(&r, "X-Log-Start-Offset")), 5);
     ls_resp_free(&r);
     ls_resp_free(&all);
+
+    /* Raw reads long-poll too: parked at the high watermark, answered with
+     * the batch an append brings; and empty, with the cursor, when the wait
+     * ends.  (wait_ms used to be ignored, so a raw consumer could only spin.) */
+    long long base = parked(S);
+    poll_req q;
+    assert_int_equal(poll_start_accept(&q, S, "/v1/topics/raw/partitions/0/records?offset=9&wait_ms=10000",
+                                       "application/octet-stream"), 0);
+    assert_true(wait_parked(S, base + 1, 5000));
+    ru_sleep_ms(100);
+    assert_false(atomic_load(&q.done));
+    append_n(S, "raw", 2, 1700000000300LL); /* 9-10 */
+    pthread_join(q.th, NULL);
+    assert_int_equal(q.rc, 0);
+    assert_int_equal(q.r.status, 200);
+    assert_int_equal(ru_batch_count((uint8_t *)q.r.body, q.r.len), 1);
+    assert_int_equal((long long)ru_be64((uint8_t *)q.r.body), 9);
+    assert_int_equal(atoll(ls_header(&q.r, "X-Next-Offset")), 11);
+    assert_true(q.t1 - q.t0 >= 100);
+    ls_resp_free(&q.r);
+    assert_int_equal(poll_start_accept(&q, S, "/v1/topics/raw/partitions/0/records?offset=11&wait_ms=600",
+                                       "application/octet-stream"), 0);
+    pthread_join(q.th, NULL);
+    assert_int_equal(q.r.status, 200);
+    assert_int_equal(q.r.len, 0);
+    assert_int_equal(atoll(ls_header(&q.r, "X-Next-Offset")), 11);
+    assert_true(q.t1 - q.t0 >= 550);
+    ls_resp_free(&q.r);
 }
 
 /* ---- the cap, and stopping ---------------------------------------------------------------- */
