@@ -459,25 +459,59 @@ static void answer_raw(eng_partition *p, const read_req *rr, const api_request *
 
 typedef enum { MODE_JSON, MODE_SSE, MODE_NDJSON, MODE_RAW } read_mode;
 
+/* The q of one media range's parameters ("; q=0.5"), 1 without one. */
+static double quality_of(const char *params, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++) {
+        if ((params[i] == 'q' || params[i] == 'Q') && params[i + 1] == '=' &&
+            (i == 0 || params[i - 1] == ';' || params[i - 1] == ' ')) {
+            char buf[16];
+            size_t n = 0;
+            for (size_t k = i + 2; k < len && n < sizeof buf - 1 && params[k] != ';'; k++)
+                buf[n++] = params[k];
+            buf[n] = 0;
+            char *end;
+            double q = strtod(buf, &end);
+            return end == buf || q < 0 ? 1 : q > 1 ? 1 : q;
+        }
+    }
+    return 1;
+}
+
+/* The representation the Accept header prefers among those served here:
+ * the highest q, the earlier on a tie; q=0 refuses one; a wildcard or
+ * nothing we serve means JSON. */
 static read_mode mode_of(const api_request *req)
 {
     const char *accept = api_header(req, "Accept");
     if (!accept)
         return MODE_JSON;
-    /* The first media type we serve, in the client's order. */
     static const struct {
         const char *type;
         read_mode mode;
     } types[] = {{"text/event-stream", MODE_SSE}, {"application/x-ndjson", MODE_NDJSON},
-                 {"application/octet-stream", MODE_RAW}, {"application/json", MODE_JSON}};
-    const char *best = NULL;
+                 {"application/octet-stream", MODE_RAW}, {"application/json", MODE_JSON},
+                 {"*/*", MODE_JSON}, {"application/*", MODE_JSON}};
     read_mode mode = MODE_JSON;
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        const char *at = strcasestr(accept, types[i].type);
-        if (at && (!best || at < best)) {
-            best = at;
-            mode = types[i].mode;
+    double best = 0;
+    for (const char *s = accept; *s;) {
+        size_t len = strcspn(s, ",");
+        const char *type = s;
+        while (type < s + len && *type == ' ')
+            type++;
+        size_t tlen = strcspn(type, ";,");
+        while (tlen && type[tlen - 1] == ' ')
+            tlen--;
+        const char *params = type + strcspn(type, ";,");
+        double q = *params == ';' ? quality_of(params + 1, (size_t)(s + len - params - 1)) : 1;
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+            if (strlen(types[i].type) == tlen && strncasecmp(types[i].type, type, tlen) == 0 &&
+                q > best) {
+                best = q;
+                mode = types[i].mode;
+            }
         }
+        s += len + (s[len] == ',');
     }
     return mode;
 }

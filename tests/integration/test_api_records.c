@@ -570,6 +570,40 @@ static void test_read_one(void **state)
     expect_err("GET", "/v1/topics/sel/partitions/0/records/abc", NULL, 400, "invalid_request");
 }
 
+/* The read URL picks its answer by the Accept header's preferences: the
+ * highest q among what it serves, q=0 refusing one, whole media types only
+ * (application/json-seq is not JSON), anything else JSON. */
+static void test_accept_negotiation(void **state)
+{
+    (void)state;
+    make_sel();
+    static const struct {
+        const char *accept, *want;
+    } cases[] = {
+        {"Accept: text/event-stream;q=0, application/json", "application/json"},
+        {"Accept: application/json;q=0.5, application/octet-stream", "application/octet-stream"},
+        {"Accept: application/x-ndjson;q=0.9, text/event-stream;q=0.8", "application/x-ndjson"},
+        {"Accept: text/event-stream, application/json", "text/event-stream"},
+        {"Accept: application/json-seq, application/octet-stream;q=0.1", "application/octet-stream"},
+        {"Accept: */*", "application/json"},
+        {"Accept: application/xml", "application/json"},
+        {"Accept: TEXT/EVENT-STREAM", "text/event-stream"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *const hdrs[] = {cases[i].accept, NULL};
+        ls_resp r;
+        assert_int_equal(ls_http(S, "GET", "/v1/topics/sel/partitions/0/records?offset=0&max_records=1",
+                                 NULL, NULL, 0, hdrs, &r), 0);
+        assert_int_equal(r.status, 200);
+        const char *ct = ls_header(&r, "Content-Type");
+        if (!ct || strncmp(ct, cases[i].want, strlen(cases[i].want)))
+            fprintf(stderr, "# %s: got %s\n", cases[i].accept, ct ? ct : "(none)");
+        assert_non_null(ct);
+        assert_int_equal(strncmp(ct, cases[i].want, strlen(cases[i].want)), 0);
+        ls_resp_free(&r);
+    }
+}
+
 /* Last: a clean stop exits 0 (leaks fail the sanitizer build's exit). */
 static void test_zz_clean_stop(void **state)
 {
@@ -598,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_read_limits),
         cmocka_unit_test(test_read_out_of_range),
         cmocka_unit_test(test_read_one),
+        cmocka_unit_test(test_accept_negotiation),
         cmocka_unit_test(test_zz_clean_stop),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
