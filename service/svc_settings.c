@@ -531,10 +531,25 @@ void svc_settings_help(FILE *out)
     fprintf(out, "\nSettings come from defaults, then --config FILE (Kafka properties), then\n"
                  "LOGSTORE_<NAME> environment variables (LOGSTORE_LOG_RETENTION_HOURS=24), then\n"
                  "--set name=value.\n\nServer settings:\n");
+    /* Columns as wide as the longest name, so every line lines up. */
+    int w = 0, dw = 0;
+    for (int i = 0; i < SVC_COUNT; i++) {
+        int n = (int)strlen(defs[i].name), d = (int)strlen(defs[i].default_text);
+        w = n > w ? n : w;
+        dw = d > dw ? d : dw;
+    }
     for (int i = 0; i < SVC_COUNT; i++)
-        fprintf(out, "  %-36s default %-24s %s\n", defs[i].name,
+        fprintf(out, "  %-*s default %-*s %s\n", w, defs[i].name, dw,
                 defs[i].default_text[0] ? defs[i].default_text : "(unset)", defs[i].doc);
     fprintf(out, "\nTopic-config defaults (broker synonyms; per-topic names in parentheses):\n");
+    w = 0;
+    for (int i = 0; i < ENG_CFG_COUNT; i++) {
+        const eng_config_def *d = eng_config_def_at((eng_config_id)i);
+        for (int k = 0; k < 4 && d->synonyms[k].name; k++) {
+            int n = (int)(strlen(d->synonyms[k].name) + strlen(d->name) + 3);
+            w = n > w ? n : w;
+        }
+    }
     for (int i = 0; i < ENG_CFG_COUNT; i++) {
         const eng_config_def *d = eng_config_def_at((eng_config_id)i);
         for (int k = 0; k < 4 && d->synonyms[k].name; k++) {
@@ -549,7 +564,7 @@ void svc_settings_help(FILE *out)
                 snprintf(dflt, sizeof dflt, "(unset)");
             char label[96];
             snprintf(label, sizeof label, "%s (%s)", d->synonyms[k].name, d->name);
-            fprintf(out, "  %-56s default %-20s %s\n", label, dflt, k ? "" : d->doc);
+            fprintf(out, "  %-*s default %-20s %s\n", w, label, dflt, k ? "" : d->doc);
         }
     }
 }
