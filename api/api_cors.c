@@ -73,6 +73,18 @@ bool api_cors_allowed(const char *origins, const char *origin, bool *wildcard)
     return false;
 }
 
+bool api_cors_varies(const char *origins)
+{
+    bool any = false, wildcard = false;
+    const char *list = origins ? origins : "", *e;
+    size_t n;
+    while ((e = next_entry(&list, &n))) {
+        any = true;
+        wildcard = wildcard || (n == 1 && *e == '*');
+    }
+    return any && !wildcard;
+}
+
 bool api_cors_preflight(const api_ctx *ctx, const api_request *req, const char *allow,
                         api_response *resp)
 {

@@ -32,6 +32,11 @@ bool api_cors_check_setting(const char *origins, char *err, size_t err_len);
  * tells whether the answer should say "*" rather than echo it. */
 bool api_cors_allowed(const char *origins, const char *origin, bool *wildcard);
 
+/* Whether answers depend on the request's Origin (a list of origins is
+ * set, without "*"): they then say Vary: Origin, allowed origin or not, so
+ * a shared cache never hands one origin's answer to another. */
+bool api_cors_varies(const char *origins);
+
 /* Answers a CORS preflight for a path the router knows (allow: its methods)
  * with 204; false, leaving resp alone, when req is not one or its origin
  * is not allowed. */

@@ -39,6 +39,7 @@ struct api_server {
      * stopping waits for these, not just for the resumes. */
     _Atomic int unsent;
     _Atomic int streams;
+    bool cors_varies; /* api_cors_varies(ctx->cors_origins), computed once */
 };
 
 /* A deferred answer.  The lock orders "suspend" (the request thread) against
@@ -264,10 +265,10 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     if (api_cors_allowed(s->ctx->cors_origins, origin, &wildcard)) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", wildcard ? "*" : origin);
-        if (!wildcard)
-            MHD_add_response_header(r, "Vary", "Origin");
         MHD_add_response_header(r, "Access-Control-Expose-Headers", API_CORS_EXPOSE_HEADERS);
     }
+    if (s->cors_varies)
+        MHD_add_response_header(r, "Vary", "Origin");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     return ret;
@@ -520,6 +521,7 @@ int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, c
     if (!s)
         return -ENOMEM;
     s->ctx = ctx;
+    s->cors_varies = api_cors_varies(ctx->cors_origins);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
     bool tls = o->tls_cert_pem && o->tls_key_pem;

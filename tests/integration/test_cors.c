@@ -5,7 +5,8 @@
  * route's methods and the headers a browser may send, without a token; its
  * real requests carry Access-Control-Allow-Origin (echoed, with Vary:
  * Origin) on successes, on errors (401, 404) and on deferred answers (a
- * long-poll); another origin, or no Origin, gets no CORS header.  With "*"
+ * long-poll); another origin, or no Origin, gets no Access-Control header
+ * (but Vary: Origin, so a cache keeps the answers apart).  With "*"
  * the answer says "*".  Unset (the default) no CORS header is ever sent and
  * OPTIONS stays 405.  A malformed setting refuses the start.
  */
@@ -129,6 +130,7 @@ static void test_listed_origin_with_auth(void **state)
     request(&s, "GET", "/v1/topics", "https://evil.example", true, NULL, &r);
     assert_int_equal(r.status, 200);
     assert_null(ls_header(&r, "Access-Control-Allow-Origin"));
+    assert_string_equal(ls_header(&r, "Vary"), "Origin"); /* caches keep origins apart */
     ls_resp_free(&r);
     request(&s, "GET", "/v1/topics", NULL, true, NULL, &r);
     assert_null(ls_header(&r, "Access-Control-Allow-Origin"));
