@@ -21,9 +21,11 @@
     "clamp wait_ms min_bytes"
 
 static const api_route routes[] = {
-    {"GET", "/", api_h_dashboard, API_ROLE_NONE, 0, NULL},
-    {"GET", "/health/live", api_h_health_live, API_ROLE_NONE, 0, NULL},
-    {"GET", "/health/ready", api_h_health_ready, API_ROLE_NONE, 0, NULL},
+    /* Probes and browsers may add a query of their own (a cache buster, a
+     * load balancer's marker): these take anything and look at none of it. */
+    {"GET", "/", api_h_dashboard, API_ROLE_NONE, 0, "*"},
+    {"GET", "/health/live", api_h_health_live, API_ROLE_NONE, 0, "*"},
+    {"GET", "/health/ready", api_h_health_ready, API_ROLE_NONE, 0, "*"},
     {"GET", "/metrics", api_h_metrics, API_ROLE_READ, 0, NULL},
     {"GET", "/v1/info", api_h_info, API_ROLE_READ, 0, NULL},
     {"GET", "/v1/topics", api_h_topics_list, API_ROLE_READ, E, NULL},
@@ -130,6 +132,8 @@ const api_route *api_route_match(const char *method, const char *path, api_param
  * once (else a 400 in resp): a second value is never silently dropped. */
 static bool query_known(const api_route *r, const api_request *req, api_response *resp)
 {
+    if (r->query && strcmp(r->query, "*") == 0)
+        return true;
     for (size_t i = 0; i < req->nquery; i++) {
         const char *key = req->query[i].key;
         size_t klen = strlen(key);

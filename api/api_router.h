@@ -24,9 +24,10 @@ typedef struct api_route {
     api_handler handler;
     api_role role;           /* what a caller needs (auth) */
     unsigned flags;          /* API_ROUTE_* */
-    const char *query;       /* the query parameters it takes, space-separated; NULL: none.
-                              * Any other is refused with 400, so a misspelt or misplaced
-                              * parameter (expected_offset on the wrong URL) is never ignored. */
+    const char *query;       /* the query parameters it takes, space-separated; NULL: none;
+                              * "*": any, all ignored (health, the dashboard page).  Any other
+                              * is refused with 400, so a misspelt or misplaced parameter
+                              * (expected_offset on the wrong URL) is never ignored. */
 } api_route;
 
 #define API_ROUTE_BODY 1u        /* takes a request body */

@@ -381,6 +381,11 @@ static void test_query_parameters(void **state)
     expect_rejected_h("GET", BAD "?max_records=1&max_records=5", NULL, NULL, 0, NULL, 400,
                       "invalid_request");
     expect_rejected_h("GET", "/v1/topics?limit=5", NULL, NULL, 0, NULL, 400, "invalid_request");
+    /* Probes may add a query of their own: health ignores it. */
+    ls_resp h;
+    assert_int_equal(ls_get(S, "/health/ready?probe=lb-7", &h), 0);
+    assert_int_equal(h.status, 200);
+    ls_resp_free(&h);
 
     /* The JSON append takes expected_offset in the query, as the binary one does. */
     long long leo = ls_log_end_offset(S, "bad", 0);
