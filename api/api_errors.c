@@ -49,6 +49,7 @@ static const err_def table[] = {
     {"not_ready", 503, "LEADER_NOT_AVAILABLE", 5, true},
     {"log_dir_offline", 503, "KAFKA_STORAGE_ERROR", 56, true},
     {"shutting_down", 503, "BROKER_NOT_AVAILABLE", 8, true},
+    {"overloaded", 503, "THROTTLING_QUOTA_EXCEEDED", 89, true},
     {"disk_full", 507, "KAFKA_STORAGE_ERROR", 56, true},
     {"too_many_open_files", 507, "KAFKA_STORAGE_ERROR", 56, true},
 };

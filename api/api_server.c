@@ -40,6 +40,11 @@ struct api_server {
     _Atomic int unsent;
     _Atomic int streams;
     bool cors_varies; /* api_cors_varies(ctx->cors_origins), computed once */
+    /* Bytes of request-body buffers held, over every connection, against
+     * max_buffered: many slow or concurrent large uploads are refused
+     * (503 overloaded) instead of growing the process without bound. */
+    _Atomic size_t buffered;
+    size_t max_buffered;
 };
 
 /* A deferred answer.  The lock orders "suspend" (the request thread) against
@@ -60,8 +65,9 @@ typedef struct conn_state {
     int64_t start_us; /* first callback: where request latency starts */
     int route;        /* the answering route, kept for deferred answers */
     char *body;
-    size_t len, cap;
+    size_t len, cap; /* cap is counted in api_server.buffered */
     bool too_large;
+    bool overloaded; /* the body did not fit under api_server.max_buffered */
     bool refused; /* a response was queued before the body */
     bool unsent;  /* counted in api_server.unsent until the request ends */
     api_async *async;
@@ -292,6 +298,42 @@ static void too_large(api_server *s, const api_route *r, const api_request *req,
                   "request body is larger than http.max.request.bytes (%zu)", max);
 }
 
+/* The 503 for a body that did not fit under http.max.inflight.request.bytes
+ * (or the 401 in its place, as for too_large). */
+static void overloaded(api_server *s, const api_route *r, const api_request *req,
+                       api_response *resp)
+{
+    if (r && r->role != API_ROLE_NONE && !api_auth_known(s->ctx->auth, req, resp))
+        return;
+    api_error(resp, req, "overloaded",
+              json_pack("{s:I}", "max_inflight_bytes", (json_int_t)s->max_buffered),
+              "the server already holds http.max.inflight.request.bytes (%zu) of request "
+              "bodies; retry shortly",
+              s->max_buffered);
+    api_resp_header(resp, "Retry-After", "1");
+}
+
+/* Takes delta more bytes of body buffer from the shared budget; false when
+ * they do not fit. */
+static bool reserve_body(api_server *s, size_t delta)
+{
+    size_t now = atomic_fetch_add(&s->buffered, delta) + delta;
+    if (s->max_buffered && now > s->max_buffered) {
+        atomic_fetch_sub(&s->buffered, delta);
+        return false;
+    }
+    return true;
+}
+
+/* Frees a connection's body buffer and gives its bytes back. */
+static void release_body(api_server *s, conn_state *st)
+{
+    atomic_fetch_sub(&s->buffered, st->cap);
+    free(st->body);
+    st->body = NULL;
+    st->len = st->cap = 0;
+}
+
 /* Answers before reading the body (unknown route, oversized Content-Length). */
 static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *method,
                           const char *url, api_response *resp, api_request *req)
@@ -359,22 +401,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (st->too_large)
+        if (st->too_large || st->overloaded)
             return MHD_YES;
         if (st->len + n > s->ctx->limits.max_request_bytes) {
             st->too_large = true;
-            free(st->body);
-            st->body = NULL;
-            st->len = st->cap = 0;
+            release_body(s, st);
             return MHD_YES;
         }
         if (st->len + n > st->cap) {
             size_t cap = st->cap ? st->cap : 4096;
             while (cap < st->len + n)
                 cap *= 2;
+            if (cap > s->ctx->limits.max_request_bytes) /* the largest body takes no more */
+                cap = s->ctx->limits.max_request_bytes;
+            if (!reserve_body(s, cap - st->cap)) {
+                st->overloaded = true;
+                release_body(s, st);
+                return MHD_YES;
+            }
             char *nb = realloc(st->body, cap);
-            if (!nb)
+            if (!nb) {
+                atomic_fetch_sub(&s->buffered, cap - st->cap);
                 return MHD_NO;
+            }
             st->body = nb;
             st->cap = cap;
         }
@@ -402,11 +451,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                .client_fd = ci ? ci->connect_fd : -1};
     req.transport = &transport;
     api_response resp = {0};
-    if (st->too_large) {
+    if (st->too_large || st->overloaded) {
         api_params params;
         bool known;
         char allow[64];
-        too_large(s, api_route_match(method, url, &params, &known, allow, sizeof allow), &req, &resp, 0);
+        const api_route *r = api_route_match(method, url, &params, &known, allow, sizeof allow);
+        if (st->too_large)
+            too_large(s, r, &req, &resp, 0);
+        else
+            overloaded(s, r, &req, &resp);
         api_resp_header(&resp, "X-Request-Id", req.request_id);
     } else {
         api_dispatch(s->ctx, &req, &resp);
@@ -448,7 +501,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (st) {
         if (st->unsent)
             atomic_fetch_sub(&s->unsent, 1);
-        free(st->body);
+        release_body(s, st);
         async_free(st->async);
         free(st);
         *con_cls = NULL;
@@ -522,6 +575,7 @@ int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, c
         return -ENOMEM;
     s->ctx = ctx;
     s->cors_varies = api_cors_varies(ctx->cors_origins);
+    s->max_buffered = o->max_buffered;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
     bool tls = o->tls_cert_pem && o->tls_key_pem;

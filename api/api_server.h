@@ -24,6 +24,7 @@ typedef struct api_server_opts {
     unsigned connection_limit;
     unsigned idle_timeout_s;
     size_t memory_limit;      /* per connection: headers and buffers (0 = MHD's) */
+    size_t max_buffered;      /* request bodies held at once, all connections (0 = no cap) */
     const char *tls_cert_pem; /* both set: serve HTTPS (TLS 1.2+) */
     const char *tls_key_pem;
 } api_server_opts;

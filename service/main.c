@@ -182,6 +182,7 @@ int main(int argc, char **argv)
                           .connection_limit = (unsigned)s.max_connections,
                           .idle_timeout_s = (unsigned)((s.idle_timeout_ms + 999) / 1000),
                           .memory_limit = (size_t)s.max_header_bytes,
+                          .max_buffered = (size_t)s.max_inflight_request_bytes,
                           .tls_cert_pem = cert, .tls_key_pem = key};
     char msg[256];
     if ((rc = api_server_start(&ctx, &so, &srv, msg, sizeof msg))) {

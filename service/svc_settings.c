@@ -35,6 +35,9 @@ static const svc_setting_def defs[SVC_COUNT] = {
                           "HTTP worker threads (each serves many connections)."},
     [SVC_HTTP_MAX_REQUEST_BYTES] = {"http.max.request.bytes", "16777216", 1024, 1073741824,
                                     "Largest request body accepted; larger ones get 413 while streaming."},
+    [SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES] = {
+        "http.max.inflight.request.bytes", "268435456", 1024, INT64_MAX,
+        "Request bodies held at once over all connections; past it, 503 overloaded."},
     [SVC_HTTP_MAX_RECORDS_PER_REQUEST] = {"http.max.records.per.request", "100000", 1, 10000000,
                                           "Most records one append request may carry."},
     [SVC_HTTP_MAX_CONNECTIONS] = {"http.max.connections", "10000", 1, 1000000,
@@ -361,6 +364,7 @@ static int resolve(svc_settings *s)
 {
     if (resolve_listener(s) || resolve_int(s, SVC_HTTP_THREADS, &s->http_threads) ||
         resolve_int(s, SVC_HTTP_MAX_REQUEST_BYTES, &s->max_request_bytes) ||
+        resolve_int(s, SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES, &s->max_inflight_request_bytes) ||
         resolve_int(s, SVC_HTTP_MAX_RECORDS_PER_REQUEST, &s->max_records_per_request) ||
         resolve_int(s, SVC_HTTP_MAX_CONNECTIONS, &s->max_connections) ||
         resolve_int(s, SVC_HTTP_IDLE_TIMEOUT_MS, &s->idle_timeout_ms) ||
@@ -408,6 +412,13 @@ static int resolve(svc_settings *s)
         s->log_dir = s->text[SVC_LOG_DIR];
     if (strchr(s->log_dir, ',')) {
         fprintf(stderr, "logstore: log.dirs takes one directory, got '%s'\n", s->log_dir);
+        return -1;
+    }
+    if (s->max_inflight_request_bytes < s->max_request_bytes) {
+        fprintf(stderr,
+                "logstore: http.max.inflight.request.bytes (%lld) must be at least "
+                "http.max.request.bytes (%lld), or the largest request could never be read\n",
+                (long long)s->max_inflight_request_bytes, (long long)s->max_request_bytes);
         return -1;
     }
     char cors_err[400];

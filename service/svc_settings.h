@@ -29,6 +29,7 @@ typedef enum {
     SVC_LOG_DIR,
     SVC_HTTP_THREADS,
     SVC_HTTP_MAX_REQUEST_BYTES,
+    SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES,
     SVC_HTTP_MAX_RECORDS_PER_REQUEST,
     SVC_HTTP_MAX_CONNECTIONS,
     SVC_HTTP_IDLE_TIMEOUT_MS,
@@ -84,6 +85,7 @@ typedef struct svc_settings {
     uint16_t listen_port;
     int64_t http_threads;
     int64_t max_request_bytes;
+    int64_t max_inflight_request_bytes;
     int64_t max_records_per_request;
     int64_t max_connections;
     int64_t idle_timeout_ms;

@@ -330,12 +330,84 @@ static void test_idle_timeout(void **state)
     ls_cleanup(&s);
 }
 
+/* ---- request bodies held at once ------------------------------------------------ */
+
+/* Sends the headers of a 1,000,000-byte JSON append and its first `part`
+ * bytes on a new connection. */
+static int start_upload(int port, const char *body, size_t part)
+{
+    int fd = tcp_connect(port);
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /v1/topics/up/partitions/0/records HTTP/1.1\r\nHost: x\r\n"
+             "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", strlen(body));
+    send_all(fd, head);
+    assert_int_equal(send(fd, body, part, MSG_NOSIGNAL), (ssize_t)part);
+    return fd;
+}
+
+/* Sends the rest and returns the status line's code. */
+static int finish_upload(int fd, const char *body, size_t part, char *buf, size_t len)
+{
+    size_t rest = strlen(body) - part, got = 0;
+    assert_int_equal(send(fd, body + part, rest, MSG_NOSIGNAL), (ssize_t)rest);
+    buf[0] = 0;
+    while (!strstr(buf, "\r\n\r\n{") || !strchr(strstr(buf, "\r\n\r\n{"), '}')) {
+        ssize_t n = recv_within(fd, buf + got, len - got, 5000);
+        assert_true(n > 0); /* the whole answer comes, headers and JSON body */
+        got += (size_t)n;
+    }
+    close(fd);
+    return atoi(buf + 9);
+}
+
+/* Bodies are buffered whole before a request runs; http.max.inflight.request.bytes
+ * bounds them over every connection, so many large uploads at once get 503
+ * overloaded instead of growing the process without bound.  Two 1 MB
+ * uploads fill a 2 MiB budget; a third is refused; once they are done, one
+ * fits again. */
+static void test_inflight_body_budget(void **state)
+{
+    (void)state;
+    ls_server s;
+    const char *const extra[] = {"http.max.request.bytes=1048576",
+                                 "http.max.inflight.request.bytes=2097152", NULL};
+    assert_int_equal(ls_start(&s, extra), 0);
+    assert_int_equal(ls_create_topic(&s, "up", 1, NULL), 201);
+    enum { N = 1000000, PART = 900000 };
+    char *body = malloc(N + 1);
+    assert_non_null(body);
+    const char *head = "{\"records\":[{\"value\":\"", *tail = "\"}]}";
+    memset(body, 'x', N);
+    memcpy(body, head, strlen(head));
+    memcpy(body + N - strlen(tail), tail, strlen(tail));
+    body[N] = 0;
+    int fd[3];
+    for (int i = 0; i < 3; i++) {
+        fd[i] = start_upload(s.port, body, PART);
+        usleep(200 * 1000); /* the server takes each in turn */
+    }
+    char buf[1024];
+    assert_int_equal(finish_upload(fd[2], body, PART, buf, sizeof buf), 503);
+    assert_non_null(strstr(buf, "\"error_code\":\"overloaded\""));
+    assert_non_null(strstr(buf, "Retry-After: 1"));
+    assert_int_equal(finish_upload(fd[0], body, PART, buf, sizeof buf), 200);
+    assert_int_equal(finish_upload(fd[1], body, PART, buf, sizeof buf), 200);
+    int again = start_upload(s.port, body, PART);
+    assert_int_equal(finish_upload(again, body, PART, buf, sizeof buf), 200);
+    assert_int_equal(ls_log_end_offset(&s, "up", 0), 3); /* the refused one wrote nothing */
+    free(body);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header_and_body_limits),
         cmocka_unit_test(test_max_connections),
         cmocka_unit_test(test_idle_timeout),
+        cmocka_unit_test(test_inflight_body_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
