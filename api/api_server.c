@@ -19,6 +19,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -28,6 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* Bodies at least this large give freed heap back to the system when their
+ * request ends (see on_completed). */
+#define TRIM_AFTER_BODY_BYTES (4u << 20)
 
 struct api_server {
     struct MHD_Daemon *daemon;
@@ -501,7 +506,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (st) {
         if (st->unsent)
             atomic_fetch_sub(&s->unsent, 1);
+        /* A large body's JSON tree can take 25 times its size while parsed
+         * (16 MiB of "1," is 420 MB of jansson values); glibc keeps freed
+         * heap, so the process stayed that big.  Hand it back. */
+        bool large = st->cap >= TRIM_AFTER_BODY_BYTES;
         release_body(s, st);
+        if (large)
+            malloc_trim(0);
         async_free(st->async);
         free(st);
         *con_cls = NULL;
