@@ -127,6 +127,16 @@ check "the background jobs are listed" dom_has '<td>log-retention</td>'
 check "the cleaner section rendered" dom_has 'no compacted topics'
 check "no error line" dom_has '<p id="error" class="err"></p>'
 
+# Many topics: only 20 are drawn (a refresh costs a request per topic and
+# per partition drawn), and the page says so.
+many() { local i; for i in $(seq -w 1 25); do post /v1/topics "{\"name\":\"zz-many-$i\"}" || return 1; done; }
+check "25 more topics" many
+chromium_run "$B/" --dump-dom >"$tmp/dom-many.html"
+drawn=$(grep -oE '">[0-9]+ partition\(s\) ·' "$tmp/dom-many.html" | wc -l)
+check "20 topics drawn of 26 ($drawn)" test "$drawn" -eq 20
+check "the page says how many are shown" grep -qF 'showing 20 of 26 topics' "$tmp/dom-many.html"
+check "the first by name is drawn" grep -qF "<h3>$topic <span" "$tmp/dom-many.html"
+
 # ---- a screenshot for humans ------------------------------------------------------------------
 mkdir -p "$logdir"
 shot=$logdir/dashboard.png
