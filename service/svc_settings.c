@@ -37,7 +37,7 @@ static const svc_setting_def defs[SVC_COUNT] = {
                                     "Largest request body accepted; larger ones get 413 while streaming."},
     [SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES] = {
         "http.max.inflight.request.bytes", "268435456", 1024, INT64_MAX,
-        "Request bodies held at once over all connections; past it, 503 overloaded."},
+        "Request bodies held at once over all connections (at least http.max.request.bytes); past it, 503 overloaded."},
     [SVC_HTTP_MAX_RECORDS_PER_REQUEST] = {"http.max.records.per.request", "100000", 1, 10000000,
                                           "Most records one append request may carry."},
     [SVC_HTTP_MAX_CONNECTIONS] = {"http.max.connections", "10000", 1, 1000000,
@@ -414,6 +414,11 @@ static int resolve(svc_settings *s)
         fprintf(stderr, "logstore: log.dirs takes one directory, got '%s'\n", s->log_dir);
         return -1;
     }
+    /* The default follows a raised http.max.request.bytes rather than stop
+     * a server that was started with one before this setting existed. */
+    if (s->source[SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES] == SVC_SRC_DEFAULT &&
+        s->max_inflight_request_bytes < s->max_request_bytes)
+        s->max_inflight_request_bytes = s->max_request_bytes;
     if (s->max_inflight_request_bytes < s->max_request_bytes) {
         fprintf(stderr,
                 "logstore: http.max.inflight.request.bytes (%lld) must be at least "

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define CHECK_ERR(r, st, code) assert_int_equal(ls_check_error(&(r), (st), (code)), 0)
@@ -399,6 +400,24 @@ static void test_inflight_body_budget(void **state)
     free(body);
     assert_int_equal(ls_stop(&s), 0);
     ls_cleanup(&s);
+
+    /* Left at its default, the budget follows a raised http.max.request.bytes
+     * (a server configured before the setting existed still starts); set
+     * explicitly below it, the start is refused. */
+    const char *const big[] = {"http.max.request.bytes=536870912", NULL};
+    assert_int_equal(ls_start(&s, big), 0);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "timeout 20 %s --set log.dirs=/tmp/logstore-inflight-$$ --set listeners=http://127.0.0.1:0 "
+             "--set http.max.request.bytes=536870912 --set http.max.inflight.request.bytes=268435456 "
+             ">/dev/null 2>&1; st=$?; rm -rf /tmp/logstore-inflight-$$; exit $st",
+             ls_binary());
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_not_equal(WEXITSTATUS(st), 0);
+    assert_int_not_equal(WEXITSTATUS(st), 124);
 }
 
 int main(void)
