@@ -417,8 +417,17 @@ static int resolve(svc_settings *s)
     /* The default follows a raised http.max.request.bytes rather than stop
      * a server that was started with one before this setting existed. */
     if (s->source[SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES] == SVC_SRC_DEFAULT &&
-        s->max_inflight_request_bytes < s->max_request_bytes)
+        s->max_inflight_request_bytes < s->max_request_bytes) {
+        char v[24], *copy;
+        snprintf(v, sizeof v, "%lld", (long long)s->max_request_bytes);
+        if (!(copy = strdup(v))) {
+            fprintf(stderr, "logstore: out of memory\n");
+            return -1;
+        }
+        free(s->text[SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES]); /* what /v1/configs/defaults shows */
+        s->text[SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES] = copy;
         s->max_inflight_request_bytes = s->max_request_bytes;
+    }
     if (s->max_inflight_request_bytes < s->max_request_bytes) {
         fprintf(stderr,
                 "logstore: http.max.inflight.request.bytes (%lld) must be at least "

@@ -406,6 +406,10 @@ static void test_inflight_body_budget(void **state)
      * explicitly below it, the start is refused. */
     const char *const big[] = {"http.max.request.bytes=536870912", NULL};
     assert_int_equal(ls_start(&s, big), 0);
+    ls_resp r;
+    assert_int_equal(ls_get(&s, "/v1/configs/defaults", &r), 0);
+    assert_non_null(strstr(r.body, "\"http.max.inflight.request.bytes\",\"value\":\"536870912\""));
+    ls_resp_free(&r);
     assert_int_equal(ls_stop(&s), 0);
     ls_cleanup(&s);
     char cmd[512];
