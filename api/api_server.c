@@ -348,14 +348,20 @@ static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *m
     char allow[64];
     const api_route *r = api_route_match(method, url, &params, &known, allow, sizeof allow);
     unsigned long long declared = 0;
+    bool busy = false;
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
         char *end;
         unsigned long long n = strtoull(cl, &end, 10);
         if (*end == 0 && n > s->ctx->limits.max_request_bytes)
             declared = n;
+        /* A body that cannot fit the budget now is refused before it is
+         * sent (a client using Expect: 100-continue never sends it); one
+         * that fits is still checked chunk by chunk as it arrives. */
+        else if (*end == 0 && s->max_buffered)
+            busy = atomic_load(&s->buffered) + n > s->max_buffered;
     }
-    if (r && !declared)
+    if (r && !declared && !busy)
         return false;
     /* Refused before the body: the headers still tell whether a token came. */
     kv_list headers = {0};
@@ -364,8 +370,10 @@ static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *m
     req->nheaders = headers.n;
     if (!r)
         api_dispatch(s->ctx, req, resp); /* 401, or 404 / 405 with the usual body */
-    else
+    else if (declared)
         too_large(s, r, req, resp, declared);
+    else
+        overloaded(s, r, req, resp);
     free(headers.v);
     req->headers = NULL;
     req->nheaders = 0;

@@ -365,8 +365,10 @@ static int finish_upload(int fd, const char *body, size_t part, char *buf, size_
 /* Bodies are buffered whole before a request runs; http.max.inflight.request.bytes
  * bounds them over every connection, so many large uploads at once get 503
  * overloaded instead of growing the process without bound.  Two 1 MB
- * uploads fill a 2 MiB budget; a third is refused; once they are done, one
- * fits again. */
+ * uploads fill a 2 MiB budget.  A third that declares its length is refused
+ * from its headers alone; one sent chunked (no length to judge) is refused
+ * once its body outgrows what is left.  When the two are done, one fits
+ * again. */
 static void test_inflight_body_budget(void **state)
 {
     (void)state;
@@ -383,15 +385,43 @@ static void test_inflight_body_budget(void **state)
     memcpy(body, head, strlen(head));
     memcpy(body + N - strlen(tail), tail, strlen(tail));
     body[N] = 0;
-    int fd[3];
-    for (int i = 0; i < 3; i++) {
+    int fd[2];
+    for (int i = 0; i < 2; i++) {
         fd[i] = start_upload(s.port, body, PART);
         usleep(200 * 1000); /* the server takes each in turn */
     }
     char buf[1024];
-    assert_int_equal(finish_upload(fd[2], body, PART, buf, sizeof buf), 503);
-    assert_non_null(strstr(buf, "\"error_code\":\"overloaded\""));
+    int early = tcp_connect(s.port);
+    send_all(early, "POST /v1/topics/up/partitions/0/records HTTP/1.1\r\nHost: x\r\n"
+                    "Content-Type: application/json\r\nContent-Length: 500000\r\n"
+                    "Expect: 100-continue\r\n\r\n");
+    assert_true(recv_within(early, buf, sizeof buf, 5000) > 12);
+    assert_int_equal(atoi(buf + 9), 503);
     assert_non_null(strstr(buf, "Retry-After: 1"));
+    close(early);
+
+    int chunked = tcp_connect(s.port);
+    send_all(chunked, "POST /v1/topics/up/partitions/0/records HTTP/1.1\r\nHost: x\r\n"
+                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+    char size[32];
+    for (size_t off = 0; off < N; off += 100000) {
+        snprintf(size, sizeof size, "%x\r\n", 100000);
+        send_all(chunked, size);
+        assert_int_equal(send(chunked, body + off, 100000, MSG_NOSIGNAL), 100000);
+        send_all(chunked, "\r\n");
+    }
+    send_all(chunked, "0\r\n\r\n");
+    size_t got = 0;
+    buf[0] = 0;
+    while (!strstr(buf, "\"error_code\"")) {
+        ssize_t n = recv_within(chunked, buf + got, sizeof buf - got, 5000);
+        assert_true(n > 0);
+        got += (size_t)n;
+    }
+    assert_int_equal(atoi(buf + 9), 503);
+    assert_non_null(strstr(buf, "\"error_code\":\"overloaded\""));
+    close(chunked);
+
     assert_int_equal(finish_upload(fd[0], body, PART, buf, sizeof buf), 200);
     assert_int_equal(finish_upload(fd[1], body, PART, buf, sizeof buf), 200);
     int again = start_upload(s.port, body, PART);
