@@ -18,6 +18,7 @@ typedef enum { API_LOADING, API_READY, API_STOPPING, API_FAILED } api_state;
 
 typedef struct api_limits {
     size_t max_request_bytes;   /* http.max.request.bytes */
+    size_t max_inflight_request_bytes; /* http.max.inflight.request.bytes (reported) */
     size_t max_records_per_request;
     int32_t default_partitions; /* num.partitions */
     int max_read_records;       /* hard cap on max_records */

@@ -52,8 +52,10 @@ void api_h_info(api_ctx *ctx, const api_request *req, const api_params *params, 
                           "record_format", "Kafka RecordBatch v2", "started_ms",
                           (json_int_t)ctx->started_ms);
     json_object_set_new(o, "limits",
-                        json_pack("{s:I,s:I,s:i}", "max_request_bytes",
+                        json_pack("{s:I,s:I,s:I,s:i}", "max_request_bytes",
                                   (json_int_t)ctx->limits.max_request_bytes,
+                                  "max_inflight_request_bytes",
+                                  (json_int_t)ctx->limits.max_inflight_request_bytes,
                                   "max_records_per_request",
                                   (json_int_t)ctx->limits.max_records_per_request,
                                   "max_records_per_read", ctx->limits.max_read_records));

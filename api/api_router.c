@@ -226,6 +226,7 @@ void api_ctx_init(api_ctx *ctx, const char *version)
     atomic_store(&ctx->state, API_LOADING);
     ctx->version = version;
     ctx->limits.max_request_bytes = 16u << 20;
+    ctx->limits.max_inflight_request_bytes = 256u << 20;
     ctx->limits.max_records_per_request = 100000;
     ctx->limits.max_read_records = 10000;
     ctx->limits.default_partitions = 1;

@@ -137,6 +137,7 @@ int main(int argc, char **argv)
     api_ctx_init(&ctx, LOGSTORE_VERSION);
     ctx.started_ms = eng_now_ms();
     ctx.limits.max_request_bytes = (size_t)s.max_request_bytes;
+    ctx.limits.max_inflight_request_bytes = (size_t)s.max_inflight_request_bytes;
     ctx.limits.max_records_per_request = (size_t)s.max_records_per_request;
     ctx.limits.default_partitions = (int32_t)s.num_partitions;
     ctx.heartbeat_ms = s.sse_heartbeat_ms;

@@ -601,6 +601,7 @@ static void test_limits_reported(void **state)
     assert_int_equal(ls_get(S, "/v1/info", &r), 0);
     assert_int_equal(r.status, 200);
     assert_int_equal(ls_jint(&r, "limits.max_request_bytes"), 65536);
+    assert_int_equal(ls_jint(&r, "limits.max_inflight_request_bytes"), 268435456);
     assert_int_equal(ls_jint(&r, "limits.max_records_per_request"), 50);
     ls_resp_free(&r);
 }
