@@ -651,6 +651,37 @@ int ls_write_file(const char *path, const char *text)
     return fclose(f) == 0 ? rc : -1;
 }
 
+int ls_run_cmd(const char *cmd, char *out, size_t len)
+{
+    out[0] = 0;
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char g_scratch[64];
+
+void ls_scratch_path(char *out, size_t len, const char *name)
+{
+    if (!g_scratch[0]) {
+        snprintf(g_scratch, sizeof g_scratch, "/tmp/logstore-scratch-XXXXXX");
+        if (!mkdtemp(g_scratch))
+            g_scratch[0] = 0;
+    }
+    snprintf(out, len, "%s/%s", g_scratch[0] ? g_scratch : "/tmp", name);
+}
+
+void ls_scratch_remove(void)
+{
+    if (g_scratch[0])
+        eng_fs_remove_tree(g_scratch);
+    g_scratch[0] = 0;
+}
+
 bool ls_file_contains(const char *path, const char *needle)
 {
     size_t len;

@@ -153,6 +153,15 @@ int ls_start_opts(ls_server *s, const ls_opts *o);
 /* Writes text to path, replacing it.  0 or -1. */
 int ls_write_file(const char *path, const char *text);
 
+/* Runs a shell command line; returns its exit status (-1 if it did not
+ * exit), its output (stdout) in out, NUL-terminated. */
+int ls_run_cmd(const char *cmd, char *out, size_t len);
+
+/* A path for name in a scratch dir made on first use for this process
+ * (tokens, certificates, refused data dirs); ls_scratch_remove deletes it. */
+void ls_scratch_path(char *out, size_t len, const char *name);
+void ls_scratch_remove(void);
+
 /* True if the file at path holds needle (a log line, a token...). */
 bool ls_file_contains(const char *path, const char *needle);
 

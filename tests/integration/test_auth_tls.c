@@ -32,7 +32,6 @@
 #include <cmocka.h>
 
 #include "api_router.h"
-#include "eng_fs.h"
 #include "harness.h"
 
 #include <arpa/inet.h>
@@ -55,29 +54,6 @@
 
 #define CHECK_ERR(r, st, code) assert_int_equal(ls_check_error(&(r), (st), (code)), 0)
 
-/* A fresh temp dir for files the test writes (tokens, certificates). */
-static char g_tmp[64];
-
-static void tmp_path(char *out, size_t len, const char *name)
-{
-    if (!g_tmp[0]) {
-        snprintf(g_tmp, sizeof g_tmp, "/tmp/logstore-auth-XXXXXX");
-        assert_non_null(mkdtemp(g_tmp));
-    }
-    snprintf(out, len, "%s/%s", g_tmp, name);
-}
-
-/* Runs a shell command line; returns its exit status, output in out. */
-static int run_cmd(const char *cmd, char *out, size_t len)
-{
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, len - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* ---- tokens --------------------------------------------------------------------- */
 
 enum { T_ADMIN, T_READ, T_WRITE, T_RW, T_ORDERS, T_COUNT };
@@ -93,7 +69,7 @@ static void hash_token(const char *token, char hex[65])
 {
     char cmd[512], out[256];
     snprintf(cmd, sizeof cmd, "%s --hash-token '%s'", ls_binary(), token);
-    assert_int_equal(run_cmd(cmd, out, sizeof out), 0);
+    assert_int_equal(ls_run_cmd(cmd, out, sizeof out), 0);
     assert_int_equal(strlen(out), 65); /* 64 hex digits and a newline */
     memcpy(hex, out, 64);
     hex[64] = 0;
@@ -109,7 +85,7 @@ static int auth_setup(void **state)
         used += (size_t)snprintf(text + used, sizeof text - used, "%s %s%s\n", hex, ROLES[i],
                                  i == T_RW ? "   # trailing comment" : "");
     }
-    tmp_path(file, sizeof file, "tokens");
+    ls_scratch_path(file, sizeof file, "tokens");
     if (ls_write_file(file, text))
         return -1;
     char setting[400];
@@ -129,8 +105,7 @@ static int auth_teardown(void **state)
     ls_cleanup(A);
     ls_stop(T);
     ls_cleanup(T);
-    if (g_tmp[0])
-        eng_fs_remove_tree(g_tmp);
+    ls_scratch_remove();
     return 0;
 }
 
@@ -444,11 +419,11 @@ static void test_auth_off_is_logged(void **state)
 static int start_refused(const char *settings, char *out, size_t len)
 {
     char dir[300], cmd[2048];
-    tmp_path(dir, sizeof dir, "refused-data");
+    ls_scratch_path(dir, sizeof dir, "refused-data");
     snprintf(cmd, sizeof cmd,
              "timeout 20 %s --set log.dirs=%s --set listeners=http://127.0.0.1:0 %s 2>&1",
              ls_binary(), dir, settings);
-    int st = run_cmd(cmd, out, len);
+    int st = ls_run_cmd(cmd, out, len);
     /* a refused start still frees what it read (the sanitizer build checks) */
     if (strstr(out, "Sanitizer"))
         fprintf(stderr, "# sanitizer report from a refused start:\n%.1500s\n", out);
@@ -460,7 +435,7 @@ static void test_bad_tokens_file_refuses_start(void **state)
 {
     (void)state;
     char file[300], set[400], out[16384];
-    tmp_path(file, sizeof file, "bad-tokens");
+    ls_scratch_path(file, sizeof file, "bad-tokens");
     assert_int_equal(ls_write_file(file, "# ok so far\nnot-a-hash read\n"), 0);
     snprintf(set, sizeof set, "--set auth.tokens.file=%s", file);
     assert_int_equal(start_refused(set, out, sizeof out), 2);
@@ -516,8 +491,8 @@ static char g_cert[300], g_key[300];
 
 static void start_tls_server(void)
 {
-    tmp_path(g_cert, sizeof g_cert, "cert.pem");
-    tmp_path(g_key, sizeof g_key, "key.pem");
+    ls_scratch_path(g_cert, sizeof g_cert, "cert.pem");
+    ls_scratch_path(g_key, sizeof g_key, "key.pem");
     make_cert(g_cert, g_key);
     char c[400], k[400];
     snprintf(c, sizeof c, "tls.cert.file=%s", g_cert);
@@ -691,7 +666,7 @@ static void test_tls_settings_checked(void **state)
      * name the file, before the data dir is touched; they used to surface as
      * "cannot listen" (exit 1) after it was locked and opened. */
     char junk[300];
-    tmp_path(junk, sizeof junk, "junk.pem");
+    ls_scratch_path(junk, sizeof junk, "junk.pem");
     assert_int_equal(ls_write_file(junk, "not a certificate\n"), 0);
     snprintf(set, sizeof set, "--set listeners=https://127.0.0.1:0 --set tls.cert.file=%s "
                               "--set tls.key.file=%s", junk, g_key);

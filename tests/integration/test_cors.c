@@ -20,32 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #define DASH "https://dash.example.com"
 #define TOKEN "cors-admin-5f1e0b7c"
-
-static char g_tmp[64];
-
-static void tmp_path(char *out, size_t len, const char *name)
-{
-    if (!g_tmp[0]) {
-        snprintf(g_tmp, sizeof g_tmp, "/tmp/logstore-cors-XXXXXX");
-        assert_non_null(mkdtemp(g_tmp));
-    }
-    snprintf(out, len, "%s/%s", g_tmp, name);
-}
-
-/* Runs cmd; its exit status, and its output in out. */
-static int run_cmd(const char *cmd, char *out, size_t len)
-{
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* Starts a server allowing origins (NULL: the setting unset), with one
  * admin token when auth is true. */
@@ -60,11 +37,11 @@ static void start(ls_server *s, const char *origins, bool auth)
     }
     if (auth) {
         snprintf(cmd, sizeof cmd, "%s --hash-token '%s'", ls_binary(), TOKEN);
-        assert_int_equal(run_cmd(cmd, hex, sizeof hex), 0);
+        assert_int_equal(ls_run_cmd(cmd, hex, sizeof hex), 0);
         hex[64] = 0;
         char text[200];
         snprintf(text, sizeof text, "%s admin\n", hex);
-        tmp_path(file, sizeof file, "tokens");
+        ls_scratch_path(file, sizeof file, "tokens");
         assert_int_equal(ls_write_file(file, text), 0);
         snprintf(tokens, sizeof tokens, "auth.tokens.file=%s", file);
         extra[k++] = tokens;
@@ -188,12 +165,12 @@ static void test_bad_setting_refuses_start(void **state)
                                       "ftp://x.example", "https://a.example,null"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char dir[300], cmd[1024], out[4096];
-        tmp_path(dir, sizeof dir, "refused");
+        ls_scratch_path(dir, sizeof dir, "refused");
         snprintf(cmd, sizeof cmd,
                  "timeout 20 %s --set log.dirs=%s --set listeners=http://127.0.0.1:0 "
                  "--set 'http.cors.allowed.origins=%s' 2>&1",
                  ls_binary(), dir, bad[i]);
-        int st = run_cmd(cmd, out, sizeof out);
+        int st = ls_run_cmd(cmd, out, sizeof out);
         assert_int_not_equal(st, 0);
         assert_int_not_equal(st, 124);
         assert_non_null(strstr(out, "http.cors.allowed.origins"));
@@ -203,11 +180,7 @@ static void test_bad_setting_refuses_start(void **state)
 static int cleanup_tmp(void **state)
 {
     (void)state;
-    if (g_tmp[0]) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        return system(cmd) == 0 ? 0 : -1;
-    }
+    ls_scratch_remove();
     return 0;
 }
 

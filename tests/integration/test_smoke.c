@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static void test_walkthrough(void **state)
@@ -185,12 +184,7 @@ static int start_refused(const char *listener, const char *dir, char *out, size_
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "timeout 20 %s --set listeners=%s --set log.dirs=%s 2>&1", ls_binary(),
              listener, dir);
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return ls_run_cmd(cmd, out, len);
 }
 
 /* A second server can take neither the port nor the data dir of a running
