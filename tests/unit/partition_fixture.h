@@ -76,6 +76,20 @@ static inline eng_partition *open_part(fixture *f, bool clean, int64_t rp, eng_l
     return p;
 }
 
+/* Opens the partition after a clean stop with its dir's offline flag in
+ * *offline, so a test sees whether a failure took the dir offline. */
+static inline eng_partition *open_watched(fixture *f, _Atomic int *offline)
+{
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
+                               .clean_shutdown = true, .log_start_offset = -1,
+                               .dir_offline = offline};
+    eng_partition *p = NULL;
+    int rc = eng_partition_open(&pp, &p, NULL);
+    if (rc)
+        fail_msg("eng_partition_open: %s", eng_strerror(rc));
+    return p;
+}
+
 /* A record spec from C strings (NULL = null key or value). */
 static inline eng_record_spec rec(int64_t ts, const char *k, const char *v)
 {

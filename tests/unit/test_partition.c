@@ -368,11 +368,7 @@ static void test_roll_out_of_descriptors(void **state)
     fixture *f = *state;
     f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 4000;
     _Atomic int offline = 0;
-    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
-                               .clean_shutdown = true, .log_start_offset = -1,
-                               .dir_offline = &offline};
-    eng_partition *p = NULL;
-    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    eng_partition *p = open_watched(f, &offline);
     append_ok(p, 0, 10, T0, 250); /* 2,731 bytes: the next batch must roll */
     char before[2048], after[2048];
     ts_list_dir(f->pdir, before, sizeof before);
@@ -419,11 +415,7 @@ static void test_requested_roll_failures(void **state)
 {
     fixture *f = *state;
     _Atomic int offline = 0;
-    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
-                               .clean_shutdown = true, .log_start_offset = -1,
-                               .dir_offline = &offline};
-    eng_partition *p = NULL;
-    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    eng_partition *p = open_watched(f, &offline);
     append_ok(p, 0, 10, T0, 250);
     int64_t base = -1;
     struct rlimit saved;
