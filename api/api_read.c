@@ -253,8 +253,37 @@ static void answer_page(eng_partition *p, const read_req *rr, const api_request 
                                    (size_t)out->count * 120 + 256);
 }
 
+/* The stored batches from rr->start, sent from the segment file; the cursor
+ * headers say where to go on (*next_offset too). */
 static void answer_raw(eng_partition *p, const read_req *rr, const api_request *req,
-                       api_response *resp, int64_t *next_offset);
+                       api_response *resp, int64_t *next_offset)
+{
+    eng_slice sl;
+    eng_errdetail d = {0};
+    int rc = eng_partition_read_slice(p, rr->start, (size_t)rr->max_bytes, &sl, &d);
+    if (rc) {
+        api_error_from_engine(resp, req, rc, &d);
+        return;
+    }
+    *next_offset = sl.next_offset;
+    char v[32];
+    resp->status = 200;
+    resp->content_type = "application/octet-stream";
+    snprintf(v, sizeof v, "%lld", (long long)sl.next_offset);
+    api_resp_header(resp, "X-Next-Offset", v);
+    snprintf(v, sizeof v, "%lld", (long long)sl.high_watermark);
+    api_resp_header(resp, "X-High-Watermark", v);
+    snprintf(v, sizeof v, "%lld", (long long)sl.log_start_offset);
+    api_resp_header(resp, "X-Log-Start-Offset", v);
+    if (sl.fd >= 0) {
+        /* Raw reads count offsets delivered (compaction gaps included). */
+        eng_partition_count_read(p, (uint64_t)(sl.next_offset - rr->start), sl.length);
+        resp->has_file = true;
+        resp->file_fd = sl.fd;
+        resp->file_offset = sl.position;
+        resp->file_length = sl.length;
+    }
+}
 
 /* Either answer: the JSON page or the stored batches.  *bytes is what counts
  * against min_bytes (record data for a page, batch bytes for a raw read);
@@ -422,39 +451,6 @@ static bool park_read(api_ctx *ctx, eng_partition *p, const read_req *rr, int64_
     return true;
 }
 
-/* ---- raw batches ------------------------------------------------------------ */
-
-static void answer_raw(eng_partition *p, const read_req *rr, const api_request *req,
-                       api_response *resp, int64_t *next_offset)
-{
-    eng_slice sl;
-    eng_errdetail d = {0};
-    int rc = eng_partition_read_slice(p, rr->start, (size_t)rr->max_bytes, &sl, &d);
-    if (rc) {
-        api_error_from_engine(resp, req, rc, &d);
-        return;
-    }
-    if (next_offset)
-        *next_offset = sl.next_offset;
-    char v[32];
-    resp->status = 200;
-    resp->content_type = "application/octet-stream";
-    snprintf(v, sizeof v, "%lld", (long long)sl.next_offset);
-    api_resp_header(resp, "X-Next-Offset", v);
-    snprintf(v, sizeof v, "%lld", (long long)sl.high_watermark);
-    api_resp_header(resp, "X-High-Watermark", v);
-    snprintf(v, sizeof v, "%lld", (long long)sl.log_start_offset);
-    api_resp_header(resp, "X-Log-Start-Offset", v);
-    if (sl.fd >= 0) {
-        /* Raw reads count offsets delivered (compaction gaps included). */
-        eng_partition_count_read(p, (uint64_t)(sl.next_offset - rr->start), sl.length);
-        resp->has_file = true;
-        resp->file_fd = sl.fd;
-        resp->file_offset = sl.position;
-        resp->file_length = sl.length;
-    }
-}
-
 /* ---- the handler ------------------------------------------------------------- */
 
 typedef enum { MODE_JSON, MODE_SSE, MODE_NDJSON, MODE_RAW } read_mode;
@@ -570,26 +566,16 @@ void api_h_read(api_ctx *ctx, const api_request *req, const api_params *params, 
     if (parse_read(req, resp, p, &rr)) {
         if (mode == MODE_SSE || mode == MODE_NDJSON) {
             start_stream(ctx, p, &rr, mode, req, resp);
-        } else if (mode == MODE_RAW) {
-            rr.raw = true;
-            int64_t next = rr.start;
-            answer_raw(p, &rr, req, resp, &next);
-            /* Long-poll, as for a page: min_bytes counts batch bytes. */
-            int64_t got = resp->has_file ? (int64_t)resp->file_length : 0;
+        } else {
+            /* A page or the stored batches; both long-poll when there is too
+             * little and the client is willing to wait. */
+            rr.raw = mode == MODE_RAW;
+            int64_t got, next;
+            answer_read(p, &rr, req, resp, &got, &next);
             if (resp->status == 200 && rr.wait_ms > 0 && got < rr.min_bytes && !api_is_head(req)) {
                 api_response_clear(resp);
                 if (!park_read(ctx, p, &rr, next, req, resp))
-                    answer_raw(p, &rr, req, resp, NULL);
-            }
-        } else {
-            read_out out;
-            answer_page(p, &rr, req, resp, &out);
-            /* Long-poll: too little, and the client is willing to wait. */
-            if (resp->status == 200 && rr.wait_ms > 0 && out.bytes < rr.min_bytes &&
-                !api_is_head(req)) {
-                api_response_clear(resp);
-                if (!park_read(ctx, p, &rr, out.next_offset, req, resp))
-                    answer_page(p, &rr, req, resp, &out);
+                    answer_read(p, &rr, req, resp, &got, &next);
             }
         }
     }
