@@ -32,7 +32,6 @@
 struct eng_index {
     int fd;             /* -1 once closed (read-only, or sealed and synced) */
     pthread_mutex_t sync_lock;
-    bool sealed;        /* under sync_lock: no more entries or trims */
     eng_index_kind kind;
     int64_t base_offset;
     uint8_t *map;       /* read-only view of map_len bytes, NULL if empty */
@@ -41,7 +40,7 @@ struct eng_index {
     uint32_t max_entries;
     _Atomic uint32_t entries;
     uint64_t file_len;
-    bool writable;
+    bool writable;      /* false once sealed (set under sync_lock): no more entries */
     _Atomic bool dirty; /* written since the last sync: a clean index needs no fsync */
 };
 
@@ -99,7 +98,6 @@ int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, s
     if (!writable) {
         close(idx->fd);
         idx->fd = -1;
-        idx->sealed = true;
     }
     pthread_mutex_init(&idx->sync_lock, NULL);
     *out = idx;
@@ -174,7 +172,7 @@ int eng_index_sync(eng_index *idx)
         rc = -errno;
         atomic_store(&idx->dirty, true);
     }
-    if (!rc && idx->sealed && idx->fd >= 0) {
+    if (!rc && !idx->writable && idx->fd >= 0) {
         close(idx->fd);
         idx->fd = -1;
     }
@@ -185,7 +183,6 @@ int eng_index_sync(eng_index *idx)
 void eng_index_seal(eng_index *idx)
 {
     pthread_mutex_lock(&idx->sync_lock);
-    idx->sealed = true;
     idx->writable = false;
     pthread_mutex_unlock(&idx->sync_lock);
 }
