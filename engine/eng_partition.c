@@ -303,6 +303,11 @@ static bool out_of_room(int rc)
     return rc == -ENOSPC || rc == -EMFILE || rc == -ENFILE;
 }
 
+static bool dir_is_offline(const eng_partition *p)
+{
+    return p->dir_offline && atomic_load(p->dir_offline);
+}
+
 static void take_offline(eng_partition *p, int rc, const char *what)
 {
     if (out_of_room(rc))
@@ -319,7 +324,7 @@ static void take_offline(eng_partition *p, int rc, const char *what)
  * tests/crash/test_faults.c (segment.append.partial=eio answered 500). */
 static int offline_code(const eng_partition *p, int rc)
 {
-    return !out_of_room(rc) && p->dir_offline && atomic_load(p->dir_offline) ? ENG_EOFFLINE : rc;
+    return !out_of_room(rc) && dir_is_offline(p) ? ENG_EOFFLINE : rc;
 }
 
 /* Waits until everything below `upto` is on disk, running the flush itself
@@ -584,7 +589,7 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         rc = eng_fail(err, ENG_ESHUTDOWN, "partition %s-%d is closed", p->topic, p->id);
         goto unlock;
     }
-    if (p->dir_offline && atomic_load(p->dir_offline)) {
+    if (dir_is_offline(p)) {
         rc = eng_fail(err, ENG_EOFFLINE, "the log dir holding %s-%d is offline", p->topic, p->id);
         goto unlock;
     }
@@ -672,10 +677,10 @@ int eng_partition_roll(eng_partition *p, int64_t *new_base)
     eng_config cfg;
     eng_partition_get_config(p, &cfg);
     pthread_mutex_lock(&p->append_lock);
-    int rc = atomic_load(&p->retired)                      ? ENG_ENOTOPIC
-             : p->closed                                   ? ENG_ESHUTDOWN
-             : p->dir_offline && atomic_load(p->dir_offline) ? ENG_EOFFLINE
-                                                           : 0;
+    int rc = atomic_load(&p->retired) ? ENG_ENOTOPIC
+             : p->closed                ? ENG_ESHUTDOWN
+             : dir_is_offline(p)        ? ENG_EOFFLINE
+                                        : 0;
     if (!rc && (rc = eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE))) {
         /* As when an append's roll fails: the dir went bad (its directory
          * removed, an I/O error), unless it is only out of room. */
