@@ -490,10 +490,10 @@ void eng_partitions_release(eng_partition **v, size_t n)
     free(v);
 }
 
-void eng_manager_close(eng_manager *m)
+bool eng_manager_close(eng_manager *m)
 {
     if (!m)
-        return;
+        return true;
     /* The cleaner stops first (an unfinished clean leaves only .cleaned
      * files, removed at the next start), then the jobs: running ones finish,
      * pending one-shots are dropped (flushes are covered by the close below,
@@ -526,10 +526,13 @@ void eng_manager_close(eng_manager *m)
     if (ok && eng_fs_join(path, sizeof path, m->dir, ".kafka_cleanshutdown") == 0) {
         static const char marker[] = "{\"version\":0,\"brokerEpoch\":0}";
         rc = eng_fs_write_atomic(path, marker, sizeof marker - 1);
-        if (rc)
+        if (rc) {
+            ok = false;
             ENG_ERROR("writing the clean-shutdown marker: %s", eng_strerror(rc));
+        }
     }
     manager_free(m);
+    return ok;
 }
 
 void eng_manager_startup_report(const eng_manager *m, eng_startup_report *out)

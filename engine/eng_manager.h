@@ -105,8 +105,10 @@ int eng_manager_load(eng_manager *m, eng_errdetail *err);
 void eng_manager_abandon(eng_manager *m);
 
 /* Clean stop: closes every partition (final index entries, trims, fsync),
- * writes checkpoints, then the clean-shutdown marker, then unlocks. */
-void eng_manager_close(eng_manager *m);
+ * writes checkpoints, then the clean-shutdown marker, then unlocks.  Frees m
+ * either way; returns false when any of that failed (a full disk, an offline
+ * dir), so no marker was written and the next start recovers. */
+bool eng_manager_close(eng_manager *m);
 
 /* Progress while eng_manager_open runs on another thread: partitions loaded
  * so far and in total (0 total before the count is known). */

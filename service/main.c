@@ -228,13 +228,17 @@ int main(int argc, char **argv)
     atomic_store(&ctx.state, API_STOPPING);
     api_server_stop(srv);
     atomic_store(&ctx.mgr, NULL);
-    eng_manager_close(m);
+    bool clean = eng_manager_close(m);
     api_waiters_free(ctx.waiters);
     json_decref(ctx.server_settings);
     api_auth_free(ctx.auth);
     free(cert);
     free(key);
-    ENG_INFO("stopped cleanly");
+    if (clean)
+        ENG_INFO("stopped cleanly");
+    else
+        ENG_WARN("stopped without the clean-shutdown marker (see the errors above); the next start "
+                 "recovers what follows the last recovery point");
     svc_settings_free(&s);
     return 0;
 }

@@ -598,7 +598,7 @@ static void test_close_writes_marker_and_checkpoints(void **state)
     assert_int_equal(create(m, "orders", 2, NULL, NULL, NULL), 0);
     append_records(m, "orders", 0, 30);
     append_records(m, "orders", 1, 10);
-    eng_manager_close(m);
+    assert_true(eng_manager_close(m));
 
     char path[700];
     snprintf(path, sizeof path, "%s/.kafka_cleanshutdown", f->data);
@@ -655,6 +655,34 @@ static void test_close_writes_marker_and_checkpoints(void **state)
     eng_manager_close(m);
 }
 
+/* A full disk at stop: the checkpoint cannot be written, so close says the
+ * stop was not clean and leaves no marker; the next start recovers. */
+static void test_close_without_space_is_unclean(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    assert_int_equal(create(m, "orders", 1, NULL, NULL, NULL), 0);
+    append_records(m, "orders", 0, 20);
+    eng_fault_set("fs.write_atomic.mid=enospc@1");
+    assert_false(eng_manager_close(m));
+    eng_fault_set(NULL);
+    assert_non_null(strstr(f->log, "writing checkpoints: No space left on device"));
+    char path[700];
+    snprintf(path, sizeof path, "%s/.kafka_cleanshutdown", f->data);
+    assert_int_equal(ts_file_size(path), -1);
+
+    m = open_mgr(f);
+    eng_startup_report rep;
+    eng_manager_startup_report(m, &rep);
+    assert_false(rep.clean_shutdown);
+    assert_int_equal(rep.segments_recovered, 1);
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 20);
+    eng_partition_unref(p);
+    assert_true(eng_manager_close(m));
+}
+
 /* Unreadable metadata is skipped, not fatal; a corrupt checkpoint means a
  * full recovery. */
 static void test_bad_metadata_and_checkpoint(void **state)
@@ -701,6 +729,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_first_start_only_when_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_is_locked_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_writes_marker_and_checkpoints, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_without_space_is_unclean, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_metadata_and_checkpoint, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
