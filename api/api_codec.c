@@ -286,13 +286,38 @@ int api_encode_batch(const eng_record_spec *recs, size_t n, uint8_t **out, size_
     return 0;
 }
 
+/* Whether every byte is below 0x80: such bytes are valid UTF-8, so jansson's
+ * own per-code-point check (a third of a JSON read's CPU) can be skipped.
+ * Eight bytes are tested at a time. */
+static bool all_ascii(const uint8_t *p, size_t n)
+{
+    uint64_t acc = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, sizeof w);
+        acc |= w;
+    }
+    for (; i < n; i++)
+        acc |= p[i];
+    return (acc & 0x8080808080808080ull) == 0;
+}
+
+/* A JSON string of bytes, or NULL if they are not UTF-8 (or on no memory). */
+static json_t *utf8_json(const uint8_t *data, size_t len)
+{
+    if (all_ascii(data, len))
+        return json_stringn_nocheck((const char *)data, len);
+    return json_stringn((const char *)data, len);
+}
+
 /* A string|null JSON value for bytes; NULL result means invalid UTF-8. */
 static json_t *bytes_json(const uint8_t *data, int32_t len, bool base64, bool *bad_utf8)
 {
     if (!data || len < 0)
         return json_null();
     if (!base64) {
-        json_t *s = json_stringn((const char *)data, (size_t)len);
+        json_t *s = utf8_json(data, (size_t)len);
         if (!s)
             *bad_utf8 = true;
         return s;
@@ -319,14 +344,14 @@ json_t *api_record_json(const eng_record *r, bool log_append_time, bool base64, 
     json_object_set_new(o, "offset", json_integer(r->offset));
     json_object_set_new(o, "timestamp", json_integer(r->timestamp));
     json_object_set_new(o, "timestamp_type",
-                        json_string(log_append_time ? "LogAppendTime" : "CreateTime"));
+                        json_string_nocheck(log_append_time ? "LogAppendTime" : "CreateTime"));
     json_object_set_new(o, "key", bytes_json(r->key, r->key_len, base64, &bad));
     json_object_set_new(o, "value", bytes_json(r->value, r->value_len, base64, &bad));
     const uint8_t *p = r->headers;
     eng_record_header h;
     while (eng_record_header_next(&p, r->headers_end, &h) == 1) {
         json_t *ho = json_object();
-        json_t *name = json_stringn((const char *)h.key, (size_t)h.key_len);
+        json_t *name = utf8_json(h.key, (size_t)h.key_len);
         if (!name)
             bad = true;
         json_object_set_new(ho, "name", name ? name : json_null());

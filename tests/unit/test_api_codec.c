@@ -152,6 +152,38 @@ static void test_record_json(void **state)
     assert_string_equal(json_string_value(json_object_get(o, "value")), "/w==");
     assert_string_equal(json_string_value(json_object_get(o, "timestamp_type")), "LogAppendTime");
     json_decref(o);
+
+    /* Past the first eight bytes too: a stray byte is refused, UTF-8 kept
+     * as it is (NUL included), in values and in header names. */
+    static const struct {
+        const char *bytes;
+        size_t len;
+        bool ok;
+    } cases[] = {
+        {"abcdefgh\xff", 9, false},          {"abcdefghijklmno\x80p", 17, false},
+        {"abcdefghij\xc3\xa9", 12, true},     {"abcdefghijklmnop\xe2\x82", 18, false},
+        {"abcdefgh\0ijklmnopq", 18, true}, {"", 0, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r.value = (const uint8_t *)cases[i].bytes;
+        r.value_len = (int32_t)cases[i].len;
+        o = api_record_json(&r, false, false, &e);
+        assert_int_equal(o != NULL, cases[i].ok);
+        if (o) {
+            json_t *v = json_object_get(o, "value");
+            assert_int_equal(json_string_length(v), cases[i].len);
+            assert_memory_equal(json_string_value(v), cases[i].bytes, cases[i].len);
+            json_decref(o);
+        }
+    }
+    /* one header, name "abcdefghij\xff", value "v" */
+    static const uint8_t hdr[] = {0x02, 22, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 0xff, 2, 'v'};
+    r.value = (const uint8_t *)"v";
+    r.value_len = 1;
+    r.headers = hdr + 1;
+    r.headers_end = hdr + sizeof hdr;
+    assert_null(api_record_json(&r, false, false, &e));
+    assert_string_equal(e.code, "invalid_utf8");
 }
 
 static void test_routes(void **state)
