@@ -165,6 +165,33 @@ static int choice_index(const char *const *choices, const char *s, size_t len)
     return -1;
 }
 
+/* A comma-separated list of choices as a bit mask; *dup (if given) says
+ * whether a choice was named twice. */
+static int parse_list(const eng_config_def *d, const char *text, int64_t *mask, bool *dup)
+{
+    const char *p = text;
+    *mask = 0;
+    if (dup)
+        *dup = false;
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len && p[len - 1] == ' ')
+            len--;
+        int c = choice_index(d->choices, p, len);
+        if (c < 0)
+            return -1;
+        if (dup && (*mask & (1 << c)))
+            *dup = true;
+        *mask |= 1 << c;
+        if (!e)
+            return 0;
+        p = e + 1;
+    }
+}
+
 static int bad(eng_errdetail *err, const eng_config_def *d, const char *text, const char *why)
 {
     eng_errdetail_key(err, d->name);
@@ -223,25 +250,10 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
         v.i = c;
         break;
     }
-    case ENG_CFG_LIST: {
-        const char *p = text;
-        for (;;) {
-            while (*p == ' ')
-                p++;
-            const char *e = strchr(p, ',');
-            size_t len = e ? (size_t)(e - p) : strlen(p);
-            while (len && p[len - 1] == ' ')
-                len--;
-            int c = choice_index(d->choices, p, len);
-            if (c < 0)
-                return bad(err, d, text, "expected a comma-separated subset of delete, compact");
-            v.i |= 1 << c;
-            if (!e)
-                break;
-            p = e + 1;
-        }
+    case ENG_CFG_LIST:
+        if (parse_list(d, text, &v.i, NULL))
+            return bad(err, d, text, "expected a comma-separated subset of delete, compact");
         break;
-    }
     }
     *out = v;
     return 0;
@@ -409,6 +421,13 @@ int eng_config_overrides_set(eng_config_overrides *ov, const char *name, const c
         int rc = eng_config_parse((eng_config_id)id, text, &v, err);
         if (rc)
             return rc;
+        /* New values only, as in Kafka 4.2: a list naming a choice twice is
+         * refused; one already stored (eng_config_resolve) still loads. */
+        bool dup = false;
+        if (defs[id].type == ENG_CFG_LIST)
+            (void)parse_list(&defs[id], text, &v.i, &dup);
+        if (dup)
+            return bad(err, &defs[id], text, "contains duplicate values");
         if (!(copy = strdup(text)))
             return -ENOMEM;
     }

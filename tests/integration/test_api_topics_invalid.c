@@ -5,7 +5,7 @@
  *
  * Covers: every kind of invalid config (422 invalid_config with details.key
  * naming the key): unknown keys, out-of-bounds segment.bytes=1000, bad
- * numbers, min.compaction.lag.ms > max.compaction.lag.ms, bad cleanup.policy,
+ * numbers, min.compaction.lag.ms > max.compaction.lag.ms, bad or repeated cleanup.policy,
  * inapplicable keys (min.insync.replicas, unclean.leader.election.enable),
  * bad booleans, ratios and enums, values that are objects, arrays, null or
  * strings with NUL; invalid topic names (422 invalid_topic_name): empty, ".",
@@ -77,6 +77,7 @@ static void test_invalid_configs(void **state)
          "min.compaction.lag.ms", "max.compaction.lag.ms"},
         {"{\"cleanup.policy\":\"shred\"}", "cleanup.policy", NULL},
         {"{\"cleanup.policy\":\"delete,bogus\"}", "cleanup.policy", NULL},
+        {"{\"cleanup.policy\":\"compact,delete,compact\"}", "cleanup.policy", NULL},
         {"{\"min.insync.replicas\":2}", "min.insync.replicas", NULL},
         {"{\"unclean.leader.election.enable\":true}", "unclean.leader.election.enable", NULL},
         {"{\"preallocate\":\"maybe\"}", "preallocate", NULL},

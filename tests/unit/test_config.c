@@ -340,6 +340,22 @@ static void test_overrides_set_and_resolve(void **state)
     assert_int_equal(eng_config_overrides_set(&ov, "segment.bytes", "1048575", &err), ENG_ECONFIG);
     assert_string_equal(err.key, "segment.bytes");
     assert_string_equal(ov.text[ENG_CFG_SEGMENT_BYTES], "2097152");
+    /* A new list naming a choice twice is refused (Kafka 4.2); one already
+     * stored, as an older version kept it, still resolves. */
+    memset(&err, 0, sizeof err);
+    assert_int_equal(eng_config_overrides_set(&ov, "cleanup.policy", "compact,delete,Compact", &err),
+                     ENG_ECONFIG);
+    assert_non_null(strstr(err.message, "contains duplicate values"));
+    assert_string_equal(err.key, "cleanup.policy");
+    assert_null(ov.text[ENG_CFG_CLEANUP_POLICY]);
+    eng_config_overrides old = {0};
+    assert_non_null(old.text[ENG_CFG_CLEANUP_POLICY] = strdup("compact,compact"));
+    eng_config_defaults d0;
+    eng_config_defaults_init(&d0);
+    eng_config c0;
+    assert_int_equal(eng_config_resolve(&d0, &old, &c0, NULL), 0);
+    assert_int_equal(c0.v[ENG_CFG_CLEANUP_POLICY].i, ENG_POLICY_COMPACT);
+    eng_config_overrides_clear(&old);
     assert_int_equal(eng_config_overrides_set(&ov, "cleanup.policy", "compact,delete", NULL), 0);
     assert_int_equal(eng_config_overrides_set(&ov, "retention.ms", "-1", NULL), 0);
 
