@@ -293,8 +293,8 @@ static int load_failed(const eng_manager *m, int rc, eng_errdetail *err)
     long headroom, limit;
     if ((rc == -EMFILE || rc == -ENFILE) && eng_fs_fd_headroom(&headroom, &limit) == 0)
         return eng_fail(err, rc,
-                        "loading %s failed: %s: this process may open %ld files and every "
-                        "segment holds 3; " ENG_FD_LIMIT_HINT,
+                        "loading %s failed: %s: this process may open %ld files; every "
+                        "segment holds 1 (an active one 3); " ENG_FD_LIMIT_HINT,
                         m->dir, eng_strerror(rc), limit);
     return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
 }
