@@ -5,8 +5,9 @@
  * before anything touches the disk); the data dir lock is taken before the
  * port opens (a second process on the same dir exits at once); the port opens
  * before the logs load, so /health/ready can say "loading" with progress;
- * the stop on SIGTERM/SIGINT/SIGHUP closes the port, drains requests, then closes
- * the engine, which writes the clean-shutdown marker last.
+ * the stop on SIGTERM/SIGINT/SIGHUP drains requests (new ones get 503
+ * shutting_down), then closes the engine, which writes the clean-shutdown
+ * marker last.
  *
  * Signals are blocked in every thread and taken synchronously with sigwait
  * here, so no handler runs in an arbitrary thread.
