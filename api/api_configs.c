@@ -224,9 +224,9 @@ static void configs_alter_locked(api_ctx *ctx, const api_request *req, const api
                 char cur[256], next[256];
                 if (!(rc = eng_config_resolve(eng_manager_defaults(api_mgr(ctx)), &d.meta.overrides, &c, &ed))) {
                     eng_config_format((eng_config_id)id, c.v[id], cur, sizeof cur);
-                    if (list_op(cur, text, !strcasecmp(k, "APPEND"), next, sizeof next) || !next[0]) {
+                    if (list_op(cur, text, !strcasecmp(k, "APPEND"), next, sizeof next)) {
                         eng_errdetail_key(&ed, n);
-                        rc = eng_fail(&ed, ENG_ECONFIG, "%s would leave %s empty", k, n);
+                        rc = eng_fail(&ed, ENG_ECONFIG, "%s would make %s too long", k, n);
                     } else {
                         rc = eng_config_overrides_set(&d.meta.overrides, n, next, &ed);
                     }

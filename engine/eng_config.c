@@ -79,7 +79,7 @@ static const eng_config_def defs[ENG_CFG_COUNT] = {
                                            "Dirty share of the log above which the cleaner compacts it."},
     [ENG_CFG_CLEANUP_POLICY] = {"cleanup.policy", ENG_CFG_LIST, "delete", 0, 0, 0, 0,
                                 policy_choices, {{"log.cleanup.policy", 1}},
-                                "delete (retention), compact (log cleaner) or both."},
+                                "delete (retention), compact (log cleaner), both, or empty (keep everything)."},
     [ENG_CFG_COMPRESSION_TYPE] = {"compression.type", ENG_CFG_STRING, "producer", 0, 0, 0, 0,
                                   compression_choices, {{"compression.type", 1}},
                                   "Codec of stored batches; producer keeps what the producer sent."},
@@ -166,13 +166,17 @@ static int choice_index(const char *const *choices, const char *s, size_t len)
 }
 
 /* A comma-separated list of choices as a bit mask; *dup (if given) says
- * whether a choice was named twice. */
+ * whether a choice was named twice.  An empty (or blank) list is mask 0: for
+ * cleanup.policy, Kafka 4.2's "keep everything" (neither retention nor
+ * compaction; only a raised log start offset deletes segments). */
 static int parse_list(const eng_config_def *d, const char *text, int64_t *mask, bool *dup)
 {
     const char *p = text;
     *mask = 0;
     if (dup)
         *dup = false;
+    if (text[strspn(text, " ")] == 0)
+        return 0;
     for (;;) {
         while (*p == ' ')
             p++;

@@ -320,6 +320,13 @@ static void test_alter_operations(void **state)
     arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"delete\"}]");
     expect(arr, "cleanup.policy", "compact,delete", "TOPIC_CONFIG");
     json_decref(arr);
+    /* subtracting everything leaves an empty policy (Kafka 4.2: keep everything) */
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"SUBTRACT\",\"value\":\"compact,delete\"}]");
+    expect(arr, "cleanup.policy", "", "TOPIC_CONFIG");
+    json_decref(arr);
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"compact\"}]");
+    expect(arr, "cleanup.policy", "compact", "TOPIC_CONFIG");
+    json_decref(arr);
 
     /* several operations apply in order, in one step */
     arr = alter_ok("alt", "[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"5000\"},"
@@ -394,7 +401,7 @@ static void test_alter_refused_changes_nothing(void **state)
                   "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"bogus\"}]",
                   422, "invalid_config", "cleanup.policy", 0);
     alter_refused("atom",
-                  "[{\"name\":\"cleanup.policy\",\"op\":\"SUBTRACT\",\"value\":\"delete\"}]",
+                  "[{\"name\":\"cleanup.policy\",\"op\":\"SET\",\"value\":\"delete,delete\"}]",
                   422, "invalid_config", "cleanup.policy", 0);
     alter_refused("atom",
                   "[{\"name\":\"segment.bytes\",\"op\":\"SET\",\"value\":\"2097152\"},"

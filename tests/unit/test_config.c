@@ -203,6 +203,15 @@ static void test_cleanup_policy_lists(void **state)
     assert_int_equal(v.i, ENG_POLICY_DELETE);
     assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "compact,compact", &v), 0);
     assert_int_equal(v.i, ENG_POLICY_COMPACT);
+    /* Empty or blank: neither (Kafka 4.2, keep everything). */
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "", &v), 0);
+    assert_int_equal(v.i, 0);
+    eng_config_format(ENG_CFG_CLEANUP_POLICY, v, buf, sizeof buf);
+    assert_string_equal(buf, "");
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "  ", &v), 0);
+    assert_int_equal(v.i, 0);
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, ",", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, " ,delete", NULL), ENG_ECONFIG);
     assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "compact,archive", NULL), ENG_ECONFIG);
     assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "compact,", NULL), ENG_ECONFIG);
     assert_int_equal(parse(ENG_CFG_CLEANUP_POLICY, "compactdelete", NULL), ENG_ECONFIG);

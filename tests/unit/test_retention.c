@@ -8,7 +8,7 @@
  *     retention.bytes=0 keeps only an empty active segment;
  *   - retention.ms alone: oldest first, stopping at the first young segment
  *     (an old one after it survives); no timestamps -> the .log mtime;
- *   - the log-start-offset rule alone (cleanup.policy=compact);
+ *   - the log-start-offset rule alone (cleanup.policy=compact, or empty);
  *   - only segments wholly below the high watermark (flush.messages=1, an
  *     append whose durability is pending), then once its commit ran;
  *   - everything expired: an empty segment is rolled at the old log end
@@ -135,10 +135,11 @@ static void test_time_rule_stops_at_first_kept(void **state)
 
 /* ---- log start offset rule ------------------------------------------------ */
 
-static void test_log_start_offset_rule_any_policy(void **state)
+/* Without "delete" (compact, or an empty policy: keep everything), old and
+ * oversized segments stay; only a raised log start offset deletes. */
+static void lso_rule_only(fixture *f, int64_t policy)
 {
-    fixture *f = *state;
-    f->cfg.v[ENG_CFG_CLEANUP_POLICY].i = ENG_POLICY_COMPACT;
+    f->cfg.v[ENG_CFG_CLEANUP_POLICY].i = policy;
     f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000; /* not applied: no "delete" */
     f->cfg.v[ENG_CFG_RETENTION_BYTES].i = 1;
     eng_partition *p = open_part(f);
@@ -158,6 +159,14 @@ static void test_log_start_offset_rule_any_policy(void **state)
     assert_int_equal(eng_partition_log_start_offset(p), 25);
     expect_segs(p, 2, 20);
     close_part(p);
+}
+
+static void test_log_start_offset_rule_any_policy(void **state)
+{
+    fixture *f = *state;
+    lso_rule_only(f, ENG_POLICY_COMPACT);
+    ts_rmtree(f->pdir);
+    lso_rule_only(f, 0);
 }
 
 /* ---- the high watermark bound --------------------------------------------- */
