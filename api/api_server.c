@@ -71,6 +71,7 @@ typedef struct conn_state {
     int route;        /* the answering route, kept for deferred answers */
     char *body;
     size_t len, cap; /* cap is counted in api_server.buffered */
+    size_t declared; /* Content-Length (within http.max.request.bytes), or 0 */
     bool too_large;
     bool overloaded; /* the body did not fit under api_server.max_buffered */
     bool refused; /* a response was queued before the body */
@@ -341,7 +342,7 @@ static void release_body(api_server *s, conn_state *st)
 
 /* Answers before reading the body (unknown route, oversized Content-Length). */
 static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *method,
-                          const char *url, api_response *resp, api_request *req)
+                          const char *url, api_response *resp, api_request *req, conn_state *st)
 {
     api_params params;
     bool known;
@@ -360,6 +361,8 @@ static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *m
          * that fits is still checked chunk by chunk as it arrives. */
         else if (*end == 0 && s->max_buffered)
             busy = atomic_load(&s->buffered) + n > s->max_buffered;
+        if (*end == 0 && n <= s->ctx->limits.max_request_bytes)
+            st->declared = (size_t)n;
     }
     if (r && !declared && !busy)
         return false;
@@ -397,7 +400,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         api_request_id(s->ctx, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id"),
                        req.request_id);
         api_response resp = {0};
-        if (early_refusal(s, c, method, url, &resp, &req)) {
+        if (early_refusal(s, c, method, url, &resp, &req, st)) {
             if (!resp.nheaders || strcmp(resp.headers[resp.nheaders - 1].name, "X-Request-Id"))
                 api_resp_header(&resp, "X-Request-Id", req.request_id);
             st->refused = true;
@@ -422,7 +425,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_YES;
         }
         if (st->len + n > st->cap) {
-            size_t cap = st->cap ? st->cap : 4096;
+            /* A declared length is the whole body: one allocation and no
+             * copy as it grows (a lying client only costs a realloc). */
+            size_t cap = st->cap ? st->cap : st->declared > n ? st->declared : 4096;
             while (cap < st->len + n)
                 cap *= 2;
             if (cap > s->ctx->limits.max_request_bytes) /* the largest body takes no more */
