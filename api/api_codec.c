@@ -3,9 +3,13 @@
  */
 #include "api_codec.h"
 
+#include "eng_fs.h"
+#include "eng_logger.h"
+
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,6 +336,28 @@ static json_t *bytes_json(const uint8_t *data, int32_t len, bool base64, bool *b
     if (buf != stackbuf)
         free(buf);
     return s;
+}
+
+int api_check_stored_batch(const uint8_t *batch, size_t avail, const eng_batch_header *h,
+                           const char *topic, int32_t partition, api_codec_err *err)
+{
+    size_t size = eng_batch_size(h);
+    if (size <= avail && eng_batch_compute_crc(batch, size) == h->crc)
+        return 0;
+    /* Operators learn of damaged disks from the log, but a client retrying
+     * the same read must not flood it. */
+    static _Atomic int64_t last_warned_ms;
+    int64_t now = eng_mono_ms(), last = atomic_load(&last_warned_ms);
+    if ((last == 0 || now - last >= 10000) && atomic_compare_exchange_strong(&last_warned_ms, &last, now))
+        ENG_WARN("%s-%d: the stored batch holding offsets %lld to %lld fails its CRC-32C check "
+                 "(damaged on disk); readers get corrupt_record there",
+                 topic, partition, (long long)h->base_offset, (long long)eng_batch_last_offset(h));
+    return fail(err, "corrupt_record",
+                "the stored batch holding offsets %lld to %lld fails its CRC-32C check: its bytes "
+                "on disk are damaged; records before it read normally, and a read from offset %lld "
+                "skips it",
+                (long long)h->base_offset, (long long)eng_batch_last_offset(h),
+                (long long)eng_batch_last_offset(h) + 1);
 }
 
 json_t *api_record_json(const eng_record *r, bool log_append_time, bool base64, api_codec_err *err)

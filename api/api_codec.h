@@ -53,6 +53,15 @@ int api_encode_batch(const eng_record_spec *recs, size_t n, uint8_t **out, size_
 /* Parses "utf8" / "base64" (NULL = utf8); -1 if neither. */
 int api_parse_encoding(const char *s, bool *base64);
 
+/* Checks a stored batch's CRC-32C before its records are decoded for a JSON,
+ * SSE or NDJSON reader: those formats carry no checksum of their own, so a
+ * bit flipped on disk would otherwise reach the client as data.  avail is
+ * what follows the batch's start in the fetched bytes; where names the
+ * partition for the log (a warning at most every 10 s).  0, or -1 with err
+ * set (corrupt_record). */
+int api_check_stored_batch(const uint8_t *batch, size_t avail, const eng_batch_header *h,
+                           const char *topic, int32_t partition, api_codec_err *err);
+
 /* One record as JSON: offset, timestamp, timestamp_type, key, value, headers.
  * NULL with err filled when bytes are not valid UTF-8 under utf8 encoding. */
 json_t *api_record_json(const eng_record *r, bool log_append_time, bool base64,

@@ -56,14 +56,24 @@ typedef struct read_out {
 } read_out;
 
 /* Appends the records of the fetched batches at or after out->next_offset. */
-static int collect(const eng_fetch *f, const read_req *rr, read_out *out, eng_buf *scratch,
-                   api_codec_err *cerr)
+static int collect(eng_partition *p, const eng_fetch *f, const read_req *rr, read_out *out,
+                   eng_buf *scratch, api_codec_err *cerr)
 {
     size_t pos = 0;
     while (pos < f->len && !out->done) {
         eng_batch_header h;
         if (eng_batch_header_decode(f->data + pos, f->len - pos, &h))
             return ENG_ECORRUPT;
+        if (api_check_stored_batch(f->data + pos, f->len - pos, &h, eng_partition_topic(p),
+                                   eng_partition_id(p), cerr)) {
+            if (out->count == 0)
+                return ENG_ECRC;
+            /* Answer the records before it; a read from next_offset meets
+             * the error. */
+            cerr->code = NULL;
+            out->done = true;
+            return 0;
+        }
         const uint8_t *recs;
         size_t len;
         int rc = eng_batch_plain_records(f->data + pos, &h, scratch, &recs, &len);
@@ -207,7 +217,7 @@ static int run_read(eng_partition *p, const read_req *rr, read_out *out, eng_err
             }
             break;
         }
-        rc = collect(&f, rr, out, &scratch, cerr);
+        rc = collect(p, &f, rr, out, &scratch, cerr);
         int64_t hw = f.high_watermark;
         eng_fetch_free(&f);
         if (rc || out->next_offset >= hw)

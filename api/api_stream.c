@@ -161,8 +161,17 @@ static void refill(api_stream *s)
         eng_batch_header h;
         const uint8_t *recs;
         size_t len;
-        if (eng_batch_header_decode(f.data + pos, f.len - pos, &h) ||
-            eng_batch_plain_records(f.data + pos, &h, &s->scratch, &recs, &len)) {
+        if (eng_batch_header_decode(f.data + pos, f.len - pos, &h)) {
+            fail(s, "corrupt_record", "a stored batch does not decode");
+            break;
+        }
+        api_codec_err crc_err = {0};
+        if (api_check_stored_batch(f.data + pos, f.len - pos, &h, eng_partition_topic(s->p),
+                                   eng_partition_id(s->p), &crc_err)) {
+            fail(s, crc_err.code, crc_err.message);
+            break;
+        }
+        if (eng_batch_plain_records(f.data + pos, &h, &s->scratch, &recs, &len)) {
             fail(s, "corrupt_record", "a stored batch does not decode");
             break;
         }
