@@ -187,6 +187,11 @@ int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
 {
     *action = ENG_CLEAN_COPY;
     c->records += (uint64_t)h->record_count;
+    /* Unlike Kafka's cleaner, check the CRC: a rewritten batch gets a new
+     * one, which would turn bytes damaged on disk into valid-looking data.
+     * The partition is marked uncleanable instead (eng_cleaner.c). */
+    if (eng_batch_compute_crc(batch, eng_batch_size(h)) != h->crc)
+        return ENG_ECRC;
     if (h->attributes & ENG_ATTR_CONTROL)
         return 0; /* markers stay: logstore never writes them, producers cannot */
     const uint8_t *recs;

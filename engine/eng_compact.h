@@ -83,7 +83,8 @@ void eng_partition_clean_range(eng_partition *p, int64_t checkpoint, int64_t now
 
 /* Filters one batch against map (pure, no I/O).  keep_empty keeps a 61-byte
  * header when every record goes.  For ENG_CLEAN_REWRITE the new batch is in
- * out; scratch is decompression space.  Counts are added to *c. */
+ * out; scratch is decompression space.  Counts are added to *c.  A batch
+ * whose CRC does not match is ENG_ECRC (never rewritten with a fresh one). */
 int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
                            eng_offset_map *map, int64_t now_ms, int64_t delete_retention_ms,
                            bool keep_empty, eng_buf *scratch, eng_buf *out,

@@ -16,6 +16,9 @@
  *   - still return the stored bytes as they are to a raw reader (Kafka
  *     clients check the CRC themselves);
  *   - log one warning naming the partition, however often it is read.
+ * On a compacted topic, compaction:run refuses the damaged segment (422
+ * corrupt_record) and leaves every file as it was: the cleaner rewrites
+ * batches under fresh CRCs, so it must never take a damaged one in.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -125,10 +128,57 @@ static void test_damaged_batch(void **state)
     ls_cleanup(S);
 }
 
+/* The log cleaner rewrites batches with fresh CRCs, so it must not take a
+ * damaged one in: compaction:run refuses, and the files stay as they were. */
+static void test_cleaner_refuses_damage(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_start(S, NULL), 0);
+    assert_int_equal(ls_create_topic(S, "t", 1, "{\"cleanup.policy\":\"compact\"}"), 201);
+    const char *values[] = {"value-zero", "value-one", "value-two"};
+    for (int i = 0; i < 3; i++) {
+        char body[100];
+        snprintf(body, sizeof body, "{\"records\":[{\"key\":\"k\",\"value\":\"%s\"}]}", values[i]);
+        assert_int_equal(ls_append_json(S, "t", 0, body), 200);
+    }
+    ls_resp r;
+    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/t/partitions/0/segments:roll", NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_stop(S), 0);
+    damage_middle_value();
+    char pdir[1400], seg[1500];
+    snprintf(pdir, sizeof pdir, "%s/t-0", S->dir);
+    snprintf(seg, sizeof seg, "%s/00000000000000000000.log", pdir);
+    size_t len_before, len_after;
+    char *log_before = ls_read_file(seg, &len_before);
+    assert_non_null(log_before);
+    char *before = ls_dir_listing(pdir);
+    assert_int_equal(ls_restart(S, NULL), 0);
+
+    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/t/compaction:run", "{}", &r), 0);
+    assert_int_equal(ls_check_error(&r, 422, "corrupt_record"), 0);
+    assert_non_null(strstr(ls_jstr(&r, "message"), "CRC mismatch"));
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, RECORDS "?offset=2", &r), 0);
+    assert_string_equal(ls_jstr(&r, "records.0.value"), "value-two");
+    ls_resp_free(&r);
+    assert_int_equal(ls_stop(S), 0);
+    assert_int_equal(ls_dir_same(pdir, before), 0);
+    char *log_after = ls_read_file(seg, &len_after);
+    assert_non_null(log_after);
+    assert_int_equal(len_after, len_before);
+    assert_memory_equal(log_after, log_before, len_before);
+    free(log_before);
+    free(log_after);
+    ls_cleanup(S);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_damaged_batch),
+        cmocka_unit_test(test_cleaner_refuses_damage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

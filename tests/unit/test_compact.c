@@ -18,7 +18,8 @@
  *     records go; a tombstone goes at its horizon (or at once when
  *     superseded); records past the map's latest offset stay;
  *     lastOffsetDelta, LogAppendTime maxTimestamp and an existing horizon
- *     survive a rebuild; unchanged and control batches are copied;
+ *     survive a rebuild; unchanged and control batches are copied; a batch
+ *     whose CRC does not match is refused (ENG_ECRC), not rewritten;
  *     compressed batches (every codec) are rebuilt in their codec;
  *   - the textbook case: user1..user3 three times and a tombstone for user2
  *     in one batch leave offsets 6, 8, 9 with their values and the delete
@@ -297,6 +298,19 @@ static void test_vector_first_clean(void **state)
     filter(v3, n3, f->map, 1000000, 86400000, false, &r);
     assert_int_equal(r.act, ENG_CLEAN_DROP);
     assert_int_equal(r.c.removed, 1);
+
+    /* A byte damaged on disk is refused, never rewritten under a fresh CRC
+     * (the last byte is inside the record, not the header). */
+    eng_batch_header h3;
+    assert_int_equal(eng_batch_header_decode(v3, n3, &h3), 0);
+    v3[n3 - 1] ^= 0x20;
+    eng_buf scratch = {0};
+    r.out.len = 0;
+    assert_int_equal(eng_clean_filter_batch(v3, &h3, f->map, 1000000, 86400000, false, &scratch,
+                                            &r.out, &r.act, &r.c),
+                     ENG_ECRC);
+    assert_int_equal(r.out.len, 0);
+    eng_buf_free(&scratch);
     eng_buf_free(&r.out);
     free(v3);
     free(want);
