@@ -65,8 +65,12 @@ static int read_batches(eng_segment *seg, const eng_batch_pos *b, uint64_t limit
         next = eng_batch_last_offset(&h) + 1;
     }
     if (used == 0) {
+        /* The batch the segment says is at b, below the high watermark, is
+         * not whole in the file (it was cut short behind our back).  An
+         * empty answer would leave the reader at the same offset forever,
+         * and a stream waiting for data that is already there. */
         free(buf);
-        return 0;
+        return ENG_ECORRUPT;
     }
     out->data = buf;
     out->len = used;

@@ -556,6 +556,31 @@ static void test_read_bounds(void **state)
     eng_partition_unref(p);
 }
 
+/* A sealed segment cut short behind the engine's back (the disk or a
+ * person): a read that starts in the missing bytes fails with ENG_ECORRUPT
+ * rather than answer an empty page that never advances (found by hand: a
+ * JSON reader looped on next_offset 0, and a stream waited forever). */
+static void test_read_of_file_cut_short(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    append_ok(p, 0, 10, T0, 20);
+    append_ok(p, 10, 10, T0, 20);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 20);
+    append_ok(p, 20, 10, T0, 20);
+    char path[600];
+    snprintf(path, sizeof path, "%s/%020d.log", f->pdir, 0);
+    assert_int_equal(truncate(path, 100), 0);
+    eng_fetch ft;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_partition_read(p, 0, 1 << 20, &ft, &err), ENG_ECORRUPT);
+    assert_int_equal(eng_partition_read(p, 12, 1 << 20, &ft, &err), ENG_ECORRUPT);
+    assert_int_equal(read_and_check(p, 20, 20), 10); /* the next segment reads on */
+    eng_partition_unref(p);
+}
+
 static void expect_ts_lookup(eng_partition *p, int64_t t, int64_t want_off, int64_t want_ts)
 {
     int64_t off, ts;
@@ -672,6 +697,7 @@ int main(void)
         T(test_timestamp_limits),
         T(test_log_append_time),
         T(test_read_bounds),
+        T(test_read_of_file_cut_short),
         T(test_offset_for_timestamp_and_max),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
