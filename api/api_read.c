@@ -194,11 +194,12 @@ static int run_read(eng_partition *p, const read_req *rr, read_out *out, eng_err
                 continue;
             }
         }
-        if (rc == ENG_EOFFSET && out->count > 0) {
+        if ((rc == ENG_EOFFSET || rc == ENG_ECORRUPT) && out->count > 0) {
             /* The start moved past the rest of this page (delete-records or
-             * retention, concurrently): answer what was read; the next read
-             * from next_offset meets the new bounds.  Answering 416 here
-             * threw the page away, even with clamp=true (found by
+             * retention, concurrently), or the log is damaged past it:
+             * answer what was read; the next read from next_offset meets the
+             * new bounds or the damage.  Answering 416 here threw the page
+             * away, even with clamp=true (found by
              * tests/crash/test_crash_loop.c). */
             rc = 0;
             break;

@@ -41,12 +41,13 @@ void api_h_segments(api_ctx *ctx, const api_request *req, const api_params *para
             "size_bytes", (json_int_t)si[i].index_bytes, "entries", (int)si[i].index_entries,
             "name", name[2], "size_bytes", (json_int_t)si[i].timeindex_bytes, "entries",
             (int)si[i].timeindex_entries);
-        json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:b,s:o}", "base_offset",
+        json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:b,s:b,s:o}", "base_offset",
                               (json_int_t)si[i].base_offset, "next_offset",
                               (json_int_t)si[i].next_offset, "record_count",
                               (json_int_t)si[i].record_count, "batch_count",
                               (json_int_t)si[i].batch_count, "size_bytes",
-                              (json_int_t)si[i].size_bytes, "active", si[i].active, "files", files);
+                              (json_int_t)si[i].size_bytes, "active", si[i].active, "damaged",
+                              si[i].damaged, "files", files);
         json_object_set_new(o, "first_timestamp", ts_or_null(si[i].first_timestamp));
         json_object_set_new(o, "max_timestamp", ts_or_null(si[i].max_timestamp));
         json_array_append_new(arr, o);
@@ -145,7 +146,9 @@ void api_h_segment_batches(api_ctx *ctx, const api_request *req, const api_param
     api_parse_i64(api_param(params, "base"), &base);
     eng_batch_dump *d;
     size_t n, total;
-    int rc = eng_partition_dump_batches(p, base, (size_t)start, (size_t)limit, &d, &n, &total);
+    int64_t damaged_at;
+    int rc = eng_partition_dump_batches(p, base, (size_t)start, (size_t)limit, &d, &n, &total,
+                                        &damaged_at);
     if (rc == ENG_ENOTFOUND) {
         api_error(resp, req, "segment_not_found", json_pack("{s:I}", "base_offset", (json_int_t)base),
                   "no segment with base offset %lld", (long long)base);
@@ -176,8 +179,12 @@ void api_h_segment_batches(api_ctx *ctx, const api_request *req, const api_param
                                 (h->attributes & 0x40) ? json_integer(h->base_timestamp) : json_null());
         }
         free(d);
-        api_resp_json(resp, 200, json_pack("{s:I,s:I,s:o}", "base_offset", (json_int_t)base,
-                                           "batch_count", (json_int_t)total, "batches", arr));
+        json_t *page = json_pack("{s:I,s:I,s:o}", "base_offset", (json_int_t)base, "batch_count",
+                                 (json_int_t)total, "batches", arr);
+        /* The byte position where the segment stops being whole batches. */
+        json_object_set_new(page, "damaged_at",
+                            damaged_at >= 0 ? json_integer(damaged_at) : json_null());
+        api_resp_json(resp, 200, page);
     }
     eng_partition_unref(p);
 }

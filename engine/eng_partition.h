@@ -130,6 +130,8 @@ typedef struct eng_segment_info {
     int64_t first_timestamp; /* first batch's base timestamp, -1 if empty */
     int64_t max_timestamp;
     bool active;
+    bool damaged; /* a batch does not decode or runs past the file's end;
+                   * the counts cover the whole batches before it */
     uint64_t index_bytes, timeindex_bytes;
     uint32_t index_entries, timeindex_entries;
 } eng_segment_info;
@@ -219,9 +221,12 @@ int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n);
 int eng_partition_segment(eng_partition *p, int64_t base, eng_segment **out);
 
 /* Batch headers of one segment from batch number `skip`, at most max; *out is
- * malloc'd (caller frees).  *total receives the segment's batch count. */
+ * malloc'd (caller frees).  *total receives the segment's batch count.  A
+ * header that does not decode, or a batch running past the file's end, ends
+ * the dump there: *damaged_at (if given) receives its position, else -1. */
 int eng_partition_dump_batches(eng_partition *p, int64_t base, size_t skip, size_t max,
-                               eng_batch_dump **out, size_t *n, size_t *total);
+                               eng_batch_dump **out, size_t *n, size_t *total,
+                               int64_t *damaged_at);
 
 /* Rolls now; *new_base receives the active segment's base afterwards (the
  * same segment when the active one is empty). */

@@ -416,6 +416,11 @@ int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
         si->active = eng_segment_is_active(seg);
         count_ctx c = {0};
         rc = eng_segment_scan(seg, si->size_bytes, visit_count, &c);
+        if (rc == ENG_ECORRUPT) {
+            /* Listed, not refused: the listing is where an operator looks. */
+            si->damaged = true;
+            rc = 0;
+        }
         si->record_count = c.records;
         si->batch_count = c.batches;
         eng_index *oi = eng_segment_offset_index(seg), *ti = eng_segment_time_index(seg);
@@ -459,11 +464,13 @@ typedef struct dump_ctx {
     size_t n;
     eng_buf batch, scratch;
     int err;
+    uint64_t end; /* where the last batch visited ends */
 } dump_ctx;
 
 static int visit_dump(const eng_batch_pos *b, void *vctx)
 {
     dump_ctx *c = vctx;
+    c->end = b->position + eng_batch_size(&b->header);
     size_t idx = c->index++;
     if (idx < c->skip || c->n >= c->max)
         return 0;
@@ -486,8 +493,11 @@ static int visit_dump(const eng_batch_pos *b, void *vctx)
 }
 
 int eng_partition_dump_batches(eng_partition *p, int64_t base, size_t skip, size_t max,
-                               eng_batch_dump **out, size_t *n, size_t *total)
+                               eng_batch_dump **out, size_t *n, size_t *total,
+                               int64_t *damaged_at)
 {
+    if (damaged_at)
+        *damaged_at = -1;
     eng_segment *seg;
     int rc = eng_partition_segment(p, base, &seg);
     if (rc)
@@ -498,6 +508,12 @@ int eng_partition_dump_batches(eng_partition *p, int64_t base, size_t skip, size
         rc = -ENOMEM;
     if (!rc)
         rc = eng_segment_scan(seg, eng_segment_size(seg), visit_dump, &c);
+    if (rc == ENG_ECORRUPT && !c.err) {
+        /* Shown up to the damage, which is what an operator came to find. */
+        if (damaged_at)
+            *damaged_at = (int64_t)c.end;
+        rc = 0;
+    }
     if (!rc)
         rc = c.err;
     eng_buf_free(&c.batch);

@@ -226,7 +226,12 @@ int eng_segment_pread(const eng_segment *s, uint8_t *buf, size_t len, uint64_t p
 }
 
 /* Visits batch headers from a batch boundary up to limit, reading the file in
- * chunks so that small batches do not cost one pread each. */
+ * chunks so that small batches do not cost one pread each.  Every limit
+ * given is a segment size (or an earlier batch boundary), and the size only
+ * grows by whole batches, so a batch running past it is damage: a torn tail
+ * before recovery, or a file cut short behind the server's back.  Stopping
+ * there as if at the end made readers skip the rest of the segment in
+ * silence (found by hand after a clean restart on a truncated segment). */
 static int scan_from(eng_segment *s, uint64_t start, uint64_t limit, eng_batch_visit_fn fn,
                      void *ctx)
 {
@@ -247,13 +252,13 @@ static int scan_from(eng_segment *s, uint64_t start, uint64_t limit, eng_batch_v
         if (eng_batch_header_decode(buf + (pos - buf_pos), buf_len - (pos - buf_pos), &b.header))
             return ENG_ECORRUPT;
         if (pos + eng_batch_size(&b.header) > limit)
-            break;
+            return ENG_ECORRUPT;
         int r = fn(&b, ctx);
         if (r)
             return r;
         pos += eng_batch_size(&b.header);
     }
-    return 0;
+    return pos >= limit ? 0 : ENG_ECORRUPT; /* bytes left that are too few for a header */
 }
 
 int eng_segment_scan(eng_segment *s, uint64_t limit, eng_batch_visit_fn fn, void *ctx)

@@ -133,7 +133,9 @@ int eng_segment_find_by_timestamp(eng_segment *s, int64_t ts, int64_t min_offset
 int eng_segment_pread(const eng_segment *s, uint8_t *buf, size_t len, uint64_t pos, size_t *got);
 
 /* Visits every batch header in [0, limit) in order; stop early by returning
- * nonzero from fn (that value is returned). */
+ * nonzero from fn (that value is returned).  limit is a batch boundary (the
+ * segment's size): a header that does not decode, or a batch running past
+ * limit, is ENG_ECORRUPT. */
 typedef int (*eng_batch_visit_fn)(const eng_batch_pos *b, void *ctx);
 int eng_segment_scan(eng_segment *s, uint64_t limit, eng_batch_visit_fn fn, void *ctx);
 

@@ -329,9 +329,11 @@ static void lookups(eng_partition *p, uint64_t valid)
     }
     eng_batch_dump *d = NULL;
     size_t n = 0, total = 0;
+    int64_t damaged_at;
     /* The one segment's base is the log start offset here. */
-    rc = eng_partition_dump_batches(p, eng_partition_log_start_offset(p), 0, 1000, &d, &n, &total);
-    CHECK(rc == 0);
+    rc = eng_partition_dump_batches(p, eng_partition_log_start_offset(p), 0, 1000, &d, &n, &total,
+                                    &damaged_at);
+    CHECK(rc == 0 && damaged_at == -1);
     uint64_t bytes = 0;
     for (size_t i = 0; i < total && i < n; i++) {
         CHECK(d[i].valid && d[i].position == bytes);

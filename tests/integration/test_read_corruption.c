@@ -18,7 +18,11 @@
  *   - log one warning naming the partition, however often it is read.
  * On a compacted topic, compaction:run refuses the damaged segment (422
  * corrupt_record) and leaves every file as it was: the cleaner rewrites
- * batches under fresh CRCs, so it must never take a damaged one in.
+ * batches under fresh CRCs, so it must never take a damaged one in.  A
+ * sealed segment cut short while the server was down reads up to the cut,
+ * answers 422 inside it (it used to skip to the next segment in silence),
+ * and the segment listing and batch dump show the damage (damaged,
+ * damaged_at).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static ls_server g_srv;
 static ls_server *S = &g_srv;
@@ -174,11 +179,74 @@ static void test_cleaner_refuses_damage(void **state)
     ls_cleanup(S);
 }
 
+/* A sealed segment cut short while the server was down (a clean stop, so
+ * nothing is re-read at the start): reads into the missing bytes answer 422
+ * instead of skipping to the next segment in silence, the next segment
+ * still reads, and the listings show where the damage is. */
+static void test_segment_cut_short(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_start(S, NULL), 0);
+    assert_int_equal(ls_create_topic(S, "t", 1, NULL), 201);
+    const char *values[] = {"value-000", "value-001", "value-002"}; /* equal batches */
+    for (int i = 0; i < 3; i++) {
+        char body[100];
+        snprintf(body, sizeof body, "{\"records\":[{\"value\":\"%s\"}]}", values[i]);
+        assert_int_equal(ls_append_json(S, "t", 0, body), 200);
+    }
+    ls_resp r;
+    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/t/partitions/0/segments:roll", NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_append_json(S, "t", 0, "{\"records\":[{\"value\":\"value-three\"}]}"), 200);
+    assert_int_equal(ls_stop(S), 0);
+
+    /* Cut the second batch (offset 1) in half; offset 0 stays whole. */
+    char path[1400];
+    snprintf(path, sizeof path, "%s/t-0/00000000000000000000.log", S->dir);
+    long long size = ls_file_size(path), batch = size / 3;
+    assert_int_equal(size % 3, 0); /* three batches of the same size */
+    assert_int_equal(truncate(path, (off_t)(batch + batch / 2)), 0);
+    assert_int_equal(ls_restart(S, NULL), 0);
+
+    assert_int_equal(ls_get(S, RECORDS "?offset=0&max_records=10", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(json_array_size(ls_jget(&r, "records")), 1);
+    assert_int_equal(ls_jint(&r, "next_offset"), 1);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, RECORDS "?offset=1", &r), 0);
+    assert_int_equal(ls_check_error(&r, 422, "corrupt_record"), 0);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, RECORDS "?offset=3", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(ls_jstr(&r, "records.0.value"), "value-three");
+    ls_resp_free(&r);
+
+    assert_int_equal(ls_get(S, "/v1/topics/t/partitions/0/segments", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_true(json_is_true(ls_jget(&r, "segments.0.damaged")));
+    assert_int_equal(ls_jint(&r, "segments.0.batch_count"), 1);
+    assert_true(json_is_false(ls_jget(&r, "segments.1.damaged")));
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, "/v1/topics/t/partitions/0/segments/0/batches", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(json_array_size(ls_jget(&r, "batches")), 1);
+    assert_int_equal(ls_jint(&r, "damaged_at"), batch);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, "/v1/topics/t/partitions/0/segments/3/batches", &r), 0);
+    assert_true(json_is_null(ls_jget(&r, "damaged_at")));
+    ls_resp_free(&r);
+
+    assert_int_equal(ls_stop(S), 0);
+    ls_cleanup(S);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_damaged_batch),
         cmocka_unit_test(test_cleaner_refuses_damage),
+        cmocka_unit_test(test_segment_cut_short),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

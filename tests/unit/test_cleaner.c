@@ -347,7 +347,7 @@ static void corrupt_record(eng_partition *p, const char *pdir, int b)
 {
     eng_batch_dump *d;
     size_t n, total;
-    assert_int_equal(eng_partition_dump_batches(p, 0, 0, 64, &d, &n, &total), 0);
+    assert_int_equal(eng_partition_dump_batches(p, 0, 0, 64, &d, &n, &total, NULL), 0);
     assert_true((size_t)b < n);
     uint64_t pos = d[b].position + ENG_BATCH_OVERHEAD;
     free(d);

@@ -607,7 +607,7 @@ static void test_textbook(void **state)
     /* One batch, rebuilt with the delete horizon, keeping its offsets. */
     eng_batch_dump *d;
     size_t n, total;
-    assert_int_equal(eng_partition_dump_batches(p, 0, 0, 10, &d, &n, &total), 0);
+    assert_int_equal(eng_partition_dump_batches(p, 0, 0, 10, &d, &n, &total, NULL), 0);
     assert_int_equal(total, 1);
     assert_true(d[0].valid);
     assert_int_equal(d[0].header.base_offset, 0);

@@ -132,7 +132,7 @@ static void test_swap_files_indexes(void **state)
         assert_true(eng_index_entries(oi) > 5);
         eng_batch_dump *d;
         size_t nb, total;
-        assert_int_equal(eng_partition_dump_batches(p, 600 * g, 0, 1000, &d, &nb, &total), 0);
+        assert_int_equal(eng_partition_dump_batches(p, 600 * g, 0, 1000, &d, &nb, &total, NULL), 0);
         for (uint32_t e = 0; e < eng_index_entries(oi); e++) {
             int64_t eo;
             uint32_t pos;
@@ -231,7 +231,7 @@ static void test_corrupt_sealed_segment(void **state)
     write_hot_cold(p, 2, keys, vals);
     eng_batch_dump *d;
     size_t nb, total;
-    assert_int_equal(eng_partition_dump_batches(p, 0, 0, 100, &d, &nb, &total), 0);
+    assert_int_equal(eng_partition_dump_batches(p, 0, 0, 100, &d, &nb, &total, NULL), 0);
     assert_int_equal(nb, 30);
     uint64_t pos = d[3].position;
     int32_t length = d[3].header.length;
