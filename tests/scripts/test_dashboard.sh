@@ -3,6 +3,7 @@
 # it from a running logstore, lets its JavaScript call the API, and dumps the
 # DOM, which must show the topic, its partitions' high watermarks, its config
 # overrides, the background jobs and the "ready" state, with no error line.
+# A sealed segment cut short while the server was down is drawn as damaged.
 # With authentication on and no token typed in, the page must show the API's
 # 401 message and none of the data.  A screenshot of the first page is saved
 # as build/san/test-logs/dashboard.png (1280x1000) for people to look at.
@@ -155,6 +156,28 @@ png_ok() {
 }
 check "the screenshot is a 1280x1000 PNG of reasonable size" png_ok
 stop_logstore open
+
+# ---- a damaged segment ---------------------------------------------------------------------------
+# A sealed segment cut short while the server was down is drawn in red.
+check "logstore starts (damage)" start_logstore damage || finish
+B=http://127.0.0.1:$port_damage
+damage_setup() {
+    post /v1/topics '{"name":"hurt"}' &&
+    post /v1/topics/hurt/partitions/0/records '{"records":[{"value":"aaaa"},{"value":"bbbb"}]}' &&
+    post /v1/topics/hurt/partitions/0/records '{"records":[{"value":"cccc"}]}' &&
+    curl -sf -X POST "$B/v1/topics/hurt/partitions/0/segments:roll" >/dev/null &&
+    post /v1/topics/hurt/partitions/0/records '{"records":[{"value":"dddd"}]}'
+}
+check "a topic with a sealed segment" damage_setup
+stop_logstore damage
+seg0=$tmp/data-damage/hurt-0/00000000000000000000.log
+check "its first segment is cut short" truncate -s "$(($(stat -c %s "$seg0") - 10))" "$seg0"
+check "logstore starts again (damage)" start_logstore damage || finish
+B=http://127.0.0.1:$port_damage
+chromium_run "$B/" --dump-dom >"$tmp/dom.html"
+check "the damaged segment is drawn as damaged" dom_has 'class="seg damaged" title="segment 0 (DAMAGED'
+check "the active one is not" dom_has 'class="seg active" title="segment 3:'
+stop_logstore damage
 
 # ---- with authentication on and no token ------------------------------------------------------
 token=dash-admin-$$-$RANDOM
