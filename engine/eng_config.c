@@ -79,7 +79,8 @@ static const eng_config_def defs[ENG_CFG_COUNT] = {
                                            "Dirty share of the log above which the cleaner compacts it."},
     [ENG_CFG_CLEANUP_POLICY] = {"cleanup.policy", ENG_CFG_LIST, "delete", 0, 0, 0, 0,
                                 policy_choices, {{"log.cleanup.policy", 1}},
-                                "delete (retention), compact (log cleaner), both, or empty (keep everything)."},
+                                "delete (retention), compact (log cleaner), both, or empty "
+                                "(keep everything)."},
     [ENG_CFG_COMPRESSION_TYPE] = {"compression.type", ENG_CFG_STRING, "producer", 0, 0, 0, 0,
                                   compression_choices, {{"compression.type", 1}},
                                   "Codec of stored batches; producer keeps what the producer sent."},
@@ -428,8 +429,9 @@ int eng_config_overrides_set(eng_config_overrides *ov, const char *name, const c
         /* New values only, as in Kafka 4.2: a list naming a choice twice is
          * refused; one already stored (eng_config_resolve) still loads. */
         bool dup = false;
+        int64_t mask;
         if (defs[id].type == ENG_CFG_LIST)
-            (void)parse_list(&defs[id], text, &v.i, &dup);
+            (void)parse_list(&defs[id], text, &mask, &dup);
         if (dup)
             return bad(err, &defs[id], text, "contains duplicate values");
         if (!(copy = strdup(text)))
