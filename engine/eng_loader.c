@@ -232,6 +232,15 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
             if ((rc = eng_segment_recover(segs[i], &rs)))
                 goto done;
             st->segments_recovered++;
+            if (rs.zero_tail && cfg.v[ENG_CFG_PREALLOCATE].i && i + 1 == nsegs) {
+                /* The active segment of a preallocating topic: the zeros are
+                 * the file's unused space, trimmed as Kafka does, not data. */
+                ENG_INFO("%s-%d: segment %020" PRId64 " trimmed to its data at byte %" PRIu64
+                         " (%" PRIu64 " bytes of preallocated space)",
+                         p->topic, p->id, eng_segment_base(segs[i]), rs.valid_bytes,
+                         rs.truncated_bytes);
+                continue;
+            }
             st->bytes_truncated += rs.truncated_bytes;
             if (rs.truncated_bytes == 0)
                 continue;

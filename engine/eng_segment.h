@@ -57,6 +57,8 @@ typedef struct eng_recover_stats {
     int64_t next_offset;  /* last valid offset + 1, or base when empty */
     uint32_t batches;
     const char *stop_reason; /* static text, NULL when the whole file was valid */
+    bool zero_tail;          /* it stopped at a header of zeros: preallocated space
+                              * (or writes lost in a crash; they look the same) */
 } eng_recover_stats;
 
 /* Creates a new, empty, active segment; fails with -EEXIST if its .log exists

@@ -79,7 +79,9 @@ int eng_segment_recover(eng_segment *s, eng_recover_stats *st)
             goto done;
         eng_batch_header h;
         if (got != sizeof hb || eng_batch_header_decode(hb, got, &h)) {
-            st->stop_reason = "invalid batch header";
+            static const uint8_t zeros[ENG_BATCH_OVERHEAD];
+            st->zero_tail = got == sizeof hb && memcmp(hb, zeros, sizeof hb) == 0;
+            st->stop_reason = st->zero_tail ? "zeros past the data" : "invalid batch header";
             break;
         }
         /* The length is checked against the file before anything is allocated. */

@@ -14,7 +14,8 @@
  *     before the torn batch intact, LEO = end of the last whole batch, the
  *     file cut there, bytes_truncated = the torn bytes;
  *   - garbage appended (1..5000 random bytes), a zero-filled tail
- *     (a preallocated-style 64 KiB of zeros): cut back, nothing lost;
+ *     (a preallocated-style 64 KiB of zeros): cut back, nothing lost; with
+ *     preallocate=true the zeros are trimmed without counting as truncated;
  *   - one bit flipped in the middle batch of a sealed segment above the
  *     recovery point (in the CRC-covered body, attributes, lastOffsetDelta,
  *     magic, batchLength, baseOffset): truncated at that batch, the later
@@ -262,6 +263,21 @@ static void test_garbage_and_zero_tails(void **state)
         append_batch(p, NB); /* appends carry on at the right offset */
         eng_partition_unref(p);
     }
+    /* A topic that preallocates: the zeros are its unused space, trimmed
+     * without counting as truncated data (Kafka trims them silently). */
+    restore();
+    memset(junk, 0, sizeof junk);
+    patch(base, ".log", end, junk, sizeof junk);
+    g_cfg.v[ENG_CFG_PREALLOCATE].i = 1;
+    eng_load_stats st;
+    eng_partition *p = open_at(g_dir, false, 0, &st);
+    g_cfg.v[ENG_CFG_PREALLOCATE].i = 0;
+    assert_int_equal(st.bytes_truncated, 0);
+    assert_int_equal(st.segments_recovered, 3);
+    assert_int_equal(fsize(base, ".log"), end);
+    expect(p, 0, 3 * NB, 3);
+    append_batch(p, NB);
+    eng_partition_unref(p);
 }
 
 /* Damage in batch 7 (segment 15) with the recovery point at or below it:
