@@ -22,7 +22,7 @@
  * sealed segment cut short while the server was down reads up to the cut,
  * answers 422 inside it (it used to skip to the next segment in silence),
  * and the segment listing and batch dump show the damage (damaged,
- * damaged_at).
+ * damaged_at); records:delete past it and retention:run remove it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -235,6 +235,23 @@ static void test_segment_cut_short(void **state)
     ls_resp_free(&r);
     assert_int_equal(ls_get(S, "/v1/topics/t/partitions/0/segments/3/batches", &r), 0);
     assert_true(json_is_null(ls_jget(&r, "damaged_at")));
+    ls_resp_free(&r);
+
+    /* The remedy README gives: move the log start offset past the damage
+     * and let retention delete the segment. */
+    assert_int_equal(ls_send_json(S, "POST", RECORDS ":delete", "{\"before_offset\":3}", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/t/retention:run", "{}", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ls_jint(&r, "segments_deleted"), 1);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, "/v1/topics/t/partitions/0/segments", &r), 0);
+    assert_int_equal(json_array_size(ls_jget(&r, "segments")), 1);
+    assert_true(json_is_false(ls_jget(&r, "segments.0.damaged")));
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, RECORDS "?offset=earliest", &r), 0);
+    assert_string_equal(ls_jstr(&r, "records.0.value"), "value-three");
     ls_resp_free(&r);
 
     assert_int_equal(ls_stop(S), 0);
