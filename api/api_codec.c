@@ -348,7 +348,8 @@ int api_check_stored_batch(const uint8_t *batch, size_t avail, const eng_batch_h
      * the same read must not flood it. */
     static _Atomic int64_t last_warned_ms;
     int64_t now = eng_mono_ms(), last = atomic_load(&last_warned_ms);
-    if ((last == 0 || now - last >= 10000) && atomic_compare_exchange_strong(&last_warned_ms, &last, now))
+    if ((last == 0 || now - last >= 10000) &&
+        atomic_compare_exchange_strong(&last_warned_ms, &last, now))
         ENG_WARN("%s-%d: the stored batch holding offsets %lld to %lld fails its CRC-32C check "
                  "(damaged on disk); readers get corrupt_record there",
                  topic, partition, (long long)h->base_offset, (long long)eng_batch_last_offset(h));

@@ -91,8 +91,9 @@ int main(int argc, char **argv)
             n++;
         }
     }
-    printf("page cache: %.0f MB/s, %.0f chunks/s, %.2f GB written\n", (double)n * (double)len / (t - t0) / 1e6,
-           (double)n / (t - t0), (double)n * (double)len / 1e9);
+    double bytes = (double)n * (double)len;
+    printf("page cache: %.0f MB/s, %.0f chunks/s, %.2f GB written\n", bytes / (t - t0) / 1e6,
+           (double)n / (t - t0), bytes / 1e9);
 out:
     if (fd >= 0)
         close(fd);
