@@ -3,6 +3,8 @@
  */
 #include "api_errors.h"
 
+#include "api_metrics.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -75,6 +77,8 @@ json_t *api_error_object(const api_request *req, const char *code, const char *m
                          json_t *details)
 {
     const err_def *d = find_def(code);
+    if (!strcmp(d->code, "corrupt_record"))
+        api_metrics_corrupt_record();
     json_t *o = json_object();
     if (!o) {
         json_decref(details);

@@ -35,6 +35,7 @@ static _Atomic uint64_t req_count[MAX_ROUTES + 1][NSTATUS];
 static _Atomic uint64_t req_lat[MAX_ROUTES + 1][NLAT];
 static _Atomic uint64_t req_lat_sum_us[MAX_ROUTES + 1];
 static _Atomic int64_t open_streams;
+static _Atomic uint64_t corrupt_records;
 
 static int status_slot(int status)
 {
@@ -60,6 +61,11 @@ void api_metrics_request(int route, const char *method, int status, int64_t us)
 void api_metrics_streams(int delta)
 {
     atomic_fetch_add(&open_streams, delta);
+}
+
+void api_metrics_corrupt_record(void)
+{
+    atomic_fetch_add_explicit(&corrupt_records, 1, memory_order_relaxed);
 }
 
 typedef struct out {
@@ -286,6 +292,10 @@ void api_h_metrics(api_ctx *ctx, const api_request *req, const api_params *param
     put(&o, "logstore_parked_readers %zu\n", api_waiters_parked(ctx->waiters));
     help(&o, "logstore_open_streams", "gauge", "SSE and NDJSON streams open right now.");
     put(&o, "logstore_open_streams %lld\n", (long long)atomic_load(&open_streams));
+    help(&o, "logstore_corrupt_record_errors_total", "counter",
+         "Answers and stream events that met damaged stored data (corrupt_record).");
+    put(&o, "logstore_corrupt_record_errors_total %llu\n",
+        (unsigned long long)atomic_load(&corrupt_records));
     long headroom, limit;
     if (eng_fs_fd_headroom(&headroom, &limit) == 0) {
         /* The client libraries' standard names, so existing alerts apply. */

@@ -19,4 +19,8 @@ void api_metrics_request(int route, const char *method, int status, int64_t us);
 /* Streams open right now (+1 when one starts, -1 when it ends). */
 void api_metrics_streams(int delta);
 
+/* Counts one answer or stream event that reported damaged stored data
+ * (corrupt_record), so it can be alerted on. */
+void api_metrics_corrupt_record(void);
+
 #endif

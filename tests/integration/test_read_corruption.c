@@ -15,7 +15,8 @@
  *     record 0, never sending the damaged value;
  *   - still return the stored bytes as they are to a raw reader (Kafka
  *     clients check the CRC themselves);
- *   - log one warning naming the partition, however often it is read.
+ *   - log one warning naming the partition, however often it is read, and
+ *     count each corrupt_record answer in /metrics;
  * On a compacted topic, compaction:run refuses the damaged segment (422
  * corrupt_record) and leaves every file as it was: the cleaner rewrites
  * batches under fresh CRCs, so it must never take a damaged one in.  A
@@ -118,6 +119,12 @@ static void test_damaged_batch(void **state)
     assert_int_equal(ls_http(S, "GET", RECORDS "?offset=0", NULL, NULL, 0, raw, &r), 0);
     assert_int_equal(r.status, 200);
     assert_non_null(memmem(r.body, r.len, "Value-one", 9));
+    ls_resp_free(&r);
+
+    /* Every corrupt_record answer and stream event so far is counted for
+     * alerting: 2 reads, the NDJSON and the SSE stream. */
+    assert_int_equal(ls_get(S, "/metrics", &r), 0);
+    assert_non_null(strstr(r.body, "\nlogstore_corrupt_record_errors_total 4\n"));
     ls_resp_free(&r);
 
     size_t len;
