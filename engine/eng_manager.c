@@ -356,6 +356,7 @@ static void manager_free(eng_manager *m)
     if (m->lock_fd >= 0)
         close(m->lock_fd); /* releases the flock */
     pthread_rwlock_destroy(&m->lock);
+    pthread_mutex_destroy(&m->ckpt_lock);
     free(m->meta_dir);
     free(m->dir);
     free(m);
@@ -368,6 +369,7 @@ int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail 
         return -ENOMEM;
     m->lock_fd = -1;
     pthread_rwlock_init(&m->lock, NULL);
+    pthread_mutex_init(&m->ckpt_lock, NULL);
     m->defaults = o->defaults;
     m->codec = o->codec;
     m->on_hw = o->on_hw;

@@ -255,8 +255,11 @@ int eng__manager_write_offsets(eng_manager *m, const char *name,
         e[k++].offset = off;
     }
     char path[PATH_MAX];
-    if (!rc && !(rc = eng_fs_join(path, sizeof path, m->dir, name)))
+    if (!rc && !(rc = eng_fs_join(path, sizeof path, m->dir, name))) {
+        pthread_mutex_lock(&m->ckpt_lock);
         rc = eng_checkpoint_write(path, e, k);
+        pthread_mutex_unlock(&m->ckpt_lock);
+    }
     free(e);
     eng_partitions_release(v, n);
     return rc;

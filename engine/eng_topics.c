@@ -424,6 +424,19 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
             ENG_WARN("out of memory: %s is removed at the next start", to);
     }
     eng_fs_sync_dir(m->dir);
+    /* Fix (found by hand): the checkpoints still named the deleted
+     * partitions until their jobs next ran.  A topic created under this name
+     * and a crash before then loaded the old log start offset and recovery
+     * point into the new partitions: a start past their records hid them
+     * (and retention would delete them), and a recovery point past their
+     * end skipped their recovery.  Rewritten now, before the name is free,
+     * as Kafka's asyncDelete does. */
+    int ck = eng_manager_checkpoint_recovery_points(m);
+    if (!ck)
+        ck = eng_manager_checkpoint_start_offsets(m);
+    if (ck)
+        ENG_WARN("rewriting the checkpoints without topic %s: %s (its jobs retry)", name,
+                 eng_strerror(ck));
     release(m, name);
     for (int32_t p = 0; gone && p < t->meta.partitions; p++) {
         if (gone[p])

@@ -317,7 +317,9 @@ static void test_delete_and_recreate(void **state)
     assert_int_equal(eng_manager_partition(m, "orders", 1, &p, NULL), ENG_ENOPARTITION);
     append_records(m, "orders", 0, 2);
     ts_list_dir(f->data, listing, sizeof listing);
-    assert_string_equal(listing, ".lock,meta,orders-0");
+    /* The delete rewrote the checkpoints without the old partitions. */
+    assert_string_equal(listing, ".lock,log-start-offset-checkpoint,meta,orders-0,"
+                                 "recovery-point-offset-checkpoint");
     snprintf(path, sizeof path, "%s/orders-0", f->data);
     char before[2048], after[2048];
     ts_list_dir(path, before, sizeof before);
@@ -422,7 +424,10 @@ static void test_refusals_create_nothing(void **state)
         wait_removed(f, cut, p, name, sizeof name);
         assert_int_equal(strlen(name), 255);
     }
-    expect_nothing_created(f, ".lock,meta,orders-0", "orders.json");
+    expect_nothing_created(f,
+                           ".lock,log-start-offset-checkpoint,meta,orders-0,"
+                           "recovery-point-offset-checkpoint",
+                           "orders.json");
     eng_manager_close(m);
 }
 
@@ -655,6 +660,43 @@ static void test_close_writes_marker_and_checkpoints(void **state)
     eng_manager_close(m);
 }
 
+/* A topic deleted and created again under its name, then a crash before
+ * the checkpoint jobs ran: the old topic's log start offset and recovery
+ * point must not apply to the new one (they hid its records). */
+static void test_delete_forgets_checkpoints(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    assert_int_equal(create(m, "t", 1, NULL, NULL, NULL), 0);
+    append_records(m, "t", 0, 8);
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, "t", 0, &p, NULL), 0);
+    int64_t lso;
+    assert_int_equal(eng_partition_delete_records(p, 6, &lso, NULL), 0);
+    assert_int_equal(eng_partition_flush(p), 0);
+    eng_partition_unref(p);
+    assert_int_equal(eng_manager_checkpoint_start_offsets(m), 0);
+    assert_int_equal(eng_manager_checkpoint_recovery_points(m), 0);
+    char path[700];
+    snprintf(path, sizeof path, "%s/log-start-offset-checkpoint", f->data);
+    expect_file(path, "0\n1\nt 0 6\n");
+
+    assert_int_equal(eng_manager_delete_topic(m, "t", NULL), 0);
+    expect_file(path, "0\n0\n");
+    snprintf(path, sizeof path, "%s/recovery-point-offset-checkpoint", f->data);
+    expect_file(path, "0\n0\n");
+    assert_int_equal(create(m, "t", 1, NULL, NULL, NULL), 0);
+    append_records(m, "t", 0, 2);
+    eng_manager_abandon(m); /* a crash: no close, no checkpoints, no marker */
+
+    m = open_mgr(f);
+    assert_int_equal(eng_manager_partition(m, "t", 0, &p, NULL), 0);
+    assert_int_equal(eng_partition_log_start_offset(p), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 2);
+    eng_partition_unref(p);
+    assert_true(eng_manager_close(m));
+}
+
 /* A full disk at stop: the checkpoint cannot be written, so close says the
  * stop was not clean and leaves no marker; the next start recovers. */
 static void test_close_without_space_is_unclean(void **state)
@@ -730,6 +772,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_second_open_is_locked_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_writes_marker_and_checkpoints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_without_space_is_unclean, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_forgets_checkpoints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_metadata_and_checkpoint, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
