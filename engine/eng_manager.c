@@ -299,6 +299,19 @@ static int load_failed(const eng_manager *m, int rc, eng_errdetail *err)
     return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
 }
 
+/* Whether c names a partition the loaded topics do not have. */
+static bool names_missing(eng_manager *m, const eng_ckpt *c)
+{
+    bool missing = false;
+    pthread_rwlock_rdlock(&m->lock);
+    for (size_t i = 0; i < c->n && !missing; i++) {
+        ssize_t t = eng__topic_find(m, c->entries[i].topic, NULL);
+        missing = t < 0 || c->entries[i].partition >= m->topics[t]->meta.partitions;
+    }
+    pthread_rwlock_unlock(&m->lock);
+    return missing;
+}
+
 static int load_all(eng_manager *m, bool clean)
 {
     load_ctx lc = {.clean = clean, .last_progress_ms = eng_mono_ms()};
@@ -321,10 +334,22 @@ static int load_all(eng_manager *m, bool clean)
     }
     if (dh)
         closedir(dh);
+    bool stale = !rc && (names_missing(m, &lc.recovery) || names_missing(m, &lc.start));
     eng_checkpoint_free(&lc.recovery);
     eng_checkpoint_free(&lc.start);
     if (rc)
         return rc;
+    /* Entries for partitions that no longer exist (a delete cut short by a
+     * crash before it rewrote them) would be read into a topic created
+     * again under that name if the next crash came before the jobs ran. */
+    if (stale) {
+        int ck = eng_manager_checkpoint_recovery_points(m);
+        if (!ck)
+            ck = eng_manager_checkpoint_start_offsets(m);
+        if (ck)
+            ENG_WARN("rewriting the checkpoints without deleted partitions: %s (their jobs retry)",
+                     eng_strerror(ck));
+    }
     /* Deleted topics whose removal a stop interrupted; partition
      * directories no topic owns. */
     if ((dh = opendir(m->dir))) {
