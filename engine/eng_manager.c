@@ -343,9 +343,7 @@ static int load_all(eng_manager *m, bool clean)
      * crash before it rewrote them) would be read into a topic created
      * again under that name if the next crash came before the jobs ran. */
     if (stale) {
-        int ck = eng_manager_checkpoint_recovery_points(m);
-        if (!ck)
-            ck = eng_manager_checkpoint_start_offsets(m);
+        int ck = eng__manager_write_checkpoints(m);
         if (ck)
             ENG_WARN("rewriting the checkpoints without deleted partitions: %s (their jobs retry)",
                      eng_strerror(ck));
@@ -541,10 +539,7 @@ bool eng_manager_close(eng_manager *m)
             }
         }
     pthread_rwlock_unlock(&m->lock);
-    int rc = eng__manager_write_offsets(m, "recovery-point-offset-checkpoint", eng_partition_recovery_point,
-                           false);
-    if (!rc)
-        rc = eng__manager_write_offsets(m, "log-start-offset-checkpoint", eng_partition_log_start_offset, true);
+    int rc = eng__manager_write_checkpoints(m);
     if (rc) {
         ok = false;
         ENG_ERROR("writing checkpoints: %s", eng_strerror(rc));

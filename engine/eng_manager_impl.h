@@ -93,6 +93,10 @@ void eng__remove_in_background(const char *path);
 /* Events every partition of this manager reports to it. */
 eng_partition_events eng__manager_events(eng_manager *m);
 
+/* Writes both offset checkpoints (recovery points, then log start
+ * offsets); the first error stops it. */
+int eng__manager_write_checkpoints(eng_manager *m);
+
 /* Writes one offset checkpoint file from get(p) over every partition. */
 int eng__manager_write_offsets(eng_manager *m, const char *name,
                                int64_t (*get)(const eng_partition *), bool only_positive);

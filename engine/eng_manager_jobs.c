@@ -277,6 +277,12 @@ int eng_manager_checkpoint_start_offsets(eng_manager *m)
                                       eng_partition_log_start_offset, true);
 }
 
+int eng__manager_write_checkpoints(eng_manager *m)
+{
+    int rc = eng_manager_checkpoint_recovery_points(m);
+    return rc ? rc : eng_manager_checkpoint_start_offsets(m);
+}
+
 int eng_manager_start_jobs(eng_manager *m)
 {
     const eng_jobs_opts *o = &m->jobs_opts;

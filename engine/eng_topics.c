@@ -431,9 +431,7 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
      * (and retention would delete them), and a recovery point past their
      * end skipped their recovery.  Rewritten now, before the name is free,
      * as Kafka's asyncDelete does. */
-    int ck = eng_manager_checkpoint_recovery_points(m);
-    if (!ck)
-        ck = eng_manager_checkpoint_start_offsets(m);
+    int ck = eng__manager_write_checkpoints(m);
     if (ck)
         ENG_WARN("rewriting the checkpoints without topic %s: %s (its jobs retry)", name,
                  eng_strerror(ck));

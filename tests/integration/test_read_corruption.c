@@ -60,6 +60,28 @@ static void damage_middle_value(void)
     free(log);
 }
 
+/* Appends each value as a one-record batch (with key when not NULL). */
+static void append_each(const char *key, const char *const *values, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char body[160];
+        if (key)
+            snprintf(body, sizeof body, "{\"records\":[{\"key\":\"%s\",\"value\":\"%s\"}]}",
+                     key, values[i]);
+        else
+            snprintf(body, sizeof body, "{\"records\":[{\"value\":\"%s\"}]}", values[i]);
+        assert_int_equal(ls_append_json(S, "t", 0, body), 200);
+    }
+}
+
+static void roll(void)
+{
+    ls_resp r;
+    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/t/partitions/0/segments:roll", NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+}
+
 static void stream(const char *accept, ls_resp *r)
 {
     const char *hdrs[] = {accept, NULL};
@@ -76,12 +98,8 @@ static void test_damaged_batch(void **state)
     (void)state;
     assert_int_equal(ls_start(S, NULL), 0);
     assert_int_equal(ls_create_topic(S, "t", 1, NULL), 201);
-    const char *values[] = {"value-zero", "value-one", "value-two"};
-    for (int i = 0; i < 3; i++) {
-        char body[100];
-        snprintf(body, sizeof body, "{\"records\":[{\"value\":\"%s\"}]}", values[i]);
-        assert_int_equal(ls_append_json(S, "t", 0, body), 200);
-    }
+    static const char *const values[] = {"value-zero", "value-one", "value-two"};
+    append_each(NULL, values, 3);
     assert_int_equal(ls_stop(S), 0);
     damage_middle_value();
     assert_int_equal(ls_restart(S, NULL), 0);
@@ -150,17 +168,11 @@ static void test_cleaner_refuses_damage(void **state)
     static const char *const no_threads[] = {"log.cleaner.threads=0", NULL};
     assert_int_equal(ls_start(S, no_threads), 0);
     assert_int_equal(ls_create_topic(S, "t", 1, "{\"cleanup.policy\":\"compact\"}"), 201);
-    const char *values[] = {"value-zero", "value-one", "value-two"};
-    for (int i = 0; i < 3; i++) {
-        char body[100];
-        snprintf(body, sizeof body, "{\"records\":[{\"key\":\"k\",\"value\":\"%s\"}]}", values[i]);
-        assert_int_equal(ls_append_json(S, "t", 0, body), 200);
-    }
-    ls_resp r;
-    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/t/partitions/0/segments:roll", NULL, &r), 0);
-    assert_int_equal(r.status, 200);
-    ls_resp_free(&r);
+    static const char *const values[] = {"value-zero", "value-one", "value-two"};
+    append_each("k", values, 3);
+    roll();
     assert_int_equal(ls_stop(S), 0);
+    ls_resp r;
     damage_middle_value();
     char pdir[1400], seg[1500];
     snprintf(pdir, sizeof pdir, "%s/t-0", S->dir);
@@ -198,16 +210,10 @@ static void test_segment_cut_short(void **state)
     (void)state;
     assert_int_equal(ls_start(S, NULL), 0);
     assert_int_equal(ls_create_topic(S, "t", 1, NULL), 201);
-    const char *values[] = {"value-000", "value-001", "value-002"}; /* equal batches */
-    for (int i = 0; i < 3; i++) {
-        char body[100];
-        snprintf(body, sizeof body, "{\"records\":[{\"value\":\"%s\"}]}", values[i]);
-        assert_int_equal(ls_append_json(S, "t", 0, body), 200);
-    }
+    static const char *const values[] = {"value-000", "value-001", "value-002"}; /* equal batches */
+    append_each(NULL, values, 3);
+    roll();
     ls_resp r;
-    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/t/partitions/0/segments:roll", NULL, &r), 0);
-    assert_int_equal(r.status, 200);
-    ls_resp_free(&r);
     assert_int_equal(ls_append_json(S, "t", 0, "{\"records\":[{\"value\":\"value-three\"}]}"), 200);
     assert_int_equal(ls_stop(S), 0);
 
