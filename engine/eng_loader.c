@@ -9,8 +9,9 @@
  *   3. after an unclean stop, the segment holding the recovery point and every
  *      later one are recovered (batches validated, indexes rebuilt, the file
  *      truncated at the first invalid batch, later segments deleted);
- *   4. after a clean stop, any segment whose index is missing or fails its
- *      consistency check is recovered as well;
+ *   4. any other segment whose index is missing or fails its consistency
+ *      check is recovered as well, truncated at its first invalid batch but
+ *      with the segments after it kept;
  *   5. log end offset = end of the last segment; log start offset =
  *      max(checkpoint, first base); recovery point = log end offset after a
  *      clean stop, else min(checkpoint, log end offset).
@@ -225,13 +226,24 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
                     first_recover = i;
         }
         for (size_t i = 0; i < nsegs; i++) {
-            if (i < first_recover && !missing[i] && indexes_ok(segs[i]) &&
-                !(torn_tail && i + 1 == nsegs))
-                continue;
+            if (i < first_recover) {
+                const char *why = missing[i]                 ? "an index file is missing"
+                                  : torn_tail && i + 1 == nsegs ? "its tail does not parse"
+                                  : !indexes_ok(segs[i])        ? "an index fails its check"
+                                                                : NULL;
+                if (!why)
+                    continue;
+                ENG_INFO("%s-%d: rebuilding segment %020" PRId64 "'s indexes: %s", p->topic,
+                         p->id, eng_segment_base(segs[i]), why);
+            }
             eng_recover_stats rs;
             if ((rc = eng_segment_recover(segs[i], &rs)))
                 goto done;
             st->segments_recovered++;
+            /* Below the recovery point no flush revisits the segment: its
+             * rebuilt indexes (and any truncation) are synced now. */
+            if (i < first_recover && (rc = eng_segment_sync(segs[i])))
+                goto done;
             if (rs.zero_tail && cfg.v[ENG_CFG_PREALLOCATE].i && i + 1 == nsegs) {
                 /* The active segment of a preallocating topic: the zeros are
                  * the file's unused space, trimmed as Kafka does, not data. */
@@ -250,10 +262,17 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
                      rs.truncated_bytes, rs.stop_reason ? rs.stop_reason : "invalid tail");
             if (i + 1 == nsegs)
                 break;
-            /* Everything after a torn segment is unreachable history. */
+            /* Recovered for its index alone, below the recovery point: the
+             * segments after it were flushed and are whole, so only this one
+             * loses its damaged tail (as in Kafka's loadSegmentFiles). */
+            if (i < first_recover)
+                continue;
+            /* Everything after a torn unflushed segment is unreachable
+             * history (Kafka's recoverLog). */
             for (size_t k = i + 1; k < nsegs; k++) {
                 ENG_WARN("%s-%d: deleting segment %020" PRId64 " after a truncation", p->topic,
                          p->id, eng_segment_base(segs[k]));
+                st->bytes_truncated += eng_segment_size(segs[k]);
                 drop_segment_files(segs[k], st);
                 eng_segment_unref(segs[k]);
             }

@@ -93,9 +93,14 @@ int eng_segment_find_batch(eng_segment *s, int64_t target, uint64_t limit, eng_b
     find_ctx c = {.target = target, .entry_offset = pos ? off : -1};
     int rc = eng_segment_scan_from(s, pos, limit, visit_find, &c);
     if (pos && (rc == ENG_ECORRUPT || c.entry_bad)) {
-        distrust_index(s, pos);
+        bool entry_bad = c.entry_bad;
         c = (find_ctx){.target = target, .entry_offset = -1};
         rc = eng_segment_scan_from(s, 0, limit, visit_find, &c);
+        /* A scan from the start that meets damage too means the .log is
+         * damaged, not the index: blaming the index would send the operator
+         * to rebuild it, which truncates the segment at the damage. */
+        if (entry_bad || rc != ENG_ECORRUPT)
+            distrust_index(s, pos);
     }
     if (rc < 0)
         return rc;

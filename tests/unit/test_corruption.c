@@ -19,8 +19,12 @@
  *   - one bit flipped in the middle batch of a sealed segment above the
  *     recovery point (in the CRC-covered body, attributes, lastOffsetDelta,
  *     magic, batchLength, baseOffset): truncated at that batch, the later
- *     segment deleted, the damaged segment active; below the recovery
- *     point the segment is trusted (Kafka's rule) and not rescanned;
+ *     segment deleted (its bytes counted as truncated), the damaged segment
+ *     active; below the recovery point the segment is trusted (Kafka's
+ *     rule) and not rescanned;
+ *   - the same damage below the recovery point with the segment's index
+ *     missing: the index is rebuilt and the segment cut at the damage, the
+ *     later segments kept;
  *   - offset-index entries moved into a batch, or one batch late, but still
  *     increasing (they pass the load-time check): reads through them find
  *     the right batch by scanning the segment;
@@ -280,6 +284,15 @@ static void test_garbage_and_zero_tails(void **state)
     eng_partition_unref(p);
 }
 
+/* The bytes of batches [from, to). */
+static uint64_t batch_bytes(int from, int to)
+{
+    uint64_t n = 0;
+    for (int b = from; b < to; b++)
+        n += g_bsize[b];
+    return n;
+}
+
 /* Damage in batch 7 (segment 15) with the recovery point at or below it:
  * truncated at batch 7, segment 30 deleted, 15 becomes active. */
 static void truncated_at_batch7(void (*damage)(uint64_t at), const char *what)
@@ -288,12 +301,11 @@ static void truncated_at_batch7(void (*damage)(uint64_t at), const char *what)
     damage(g_bpos[7]);
     eng_load_stats st;
     eng_partition *p = open_at(g_dir, false, seg_base(SEG1), &st);
-    uint64_t seg1 = 0;
-    for (int b = SEG1; b < SEG2; b++)
-        seg1 += g_bsize[b];
-    if (st.bytes_truncated != seg1 - g_bpos[7] || fsize(seg_base(SEG1), ".log") != g_bpos[7])
+    /* the torn segment's tail and the whole segment deleted after it */
+    uint64_t want = batch_bytes(SEG1, SEG2) - g_bpos[7] + batch_bytes(SEG2, NB);
+    if (st.bytes_truncated != want || fsize(seg_base(SEG1), ".log") != g_bpos[7])
         fail_msg("%s: %llu bytes truncated, expected %llu", what,
-                 (unsigned long long)st.bytes_truncated, (unsigned long long)(seg1 - g_bpos[7]));
+                 (unsigned long long)st.bytes_truncated, (unsigned long long)want);
     assert_true(st.segments_deleted >= 1);
     assert_int_equal(fsize(seg_base(SEG2), ".log"), (uint64_t)-1); /* deleted */
     assert_int_equal(fsize(seg_base(SEG2), ".index"), (uint64_t)-1);
@@ -341,10 +353,57 @@ static void test_bit_flip_below_recovery_point(void **state)
     eng_partition_unref(p);
     /* With the recovery point at 0 the same damage is found and cut. */
     eng_partition *q = open_at(g_dir, false, 0, &st);
-    assert_int_equal(st.bytes_truncated, g_bsize[0] + g_bsize[1] + g_bsize[2] + g_bsize[3] + g_bsize[4] -
-                                             g_bpos[2]);
+    assert_int_equal(st.bytes_truncated, batch_bytes(0, NB) - g_bpos[2]);
     expect(q, 0, 6, 1);
     eng_partition_unref(q);
+}
+
+/* A read at off answers a batch starting at want_base. */
+static void read_first_base_next(eng_partition *p, int64_t off, int64_t want_base)
+{
+    eng_fetch f;
+    eng_errdetail err = {0};
+    int rc = eng_partition_read(p, off, 1 << 20, &f, &err);
+    if (rc)
+        fail_msg("read at %lld: %s", (long long)off, eng_strerror(rc));
+    assert_true(f.len >= 8);
+    assert_int_equal((int64_t)eng_be64(f.data), want_base);
+    eng_fetch_free(&f);
+}
+
+/* Segment 0's index is gone and one of its batches is damaged.  Rebuilding
+ * the index cuts segment 0 at the damage, but the segments after it were
+ * flushed and stay (Kafka's loadSegmentFiles): only an unflushed segment's
+ * truncation drops what follows it.  Once deleted the later segments too,
+ * and the log end offset went back to 6, so new appends reused offsets. */
+static void test_index_rebuild_keeps_later_segments(void **state)
+{
+    (void)state;
+    for (int row = 0; row < 2; row++) {
+        restore();
+        flip(0, g_bpos[2] + 70, 3);
+        char path[1024];
+        seg_path(0, ".index", path, sizeof path);
+        assert_int_equal(unlink(path), 0);
+        uint64_t seg0 = fsize(0, ".log");
+        eng_load_stats st;
+        /* row 0: a clean stop; row 1: a crash with the recovery point in
+         * segment 30, so segment 0 is recovered for its index alone */
+        eng_partition *p = open_at(g_dir, row == 0, row == 0 ? 3 * NB : seg_base(SEG2), &st);
+        assert_int_equal(st.bytes_truncated, seg0 - g_bpos[2]);
+        assert_int_equal(st.segments_deleted, 0);
+        assert_int_equal(eng_partition_log_end_offset(p), 3 * NB);
+        assert_int_equal(fsize(0, ".log"), g_bpos[2]);
+        cc_part d;
+        if (cc_check_partition(g_dir, &d))
+            fail_msg("checker: %s", d.err);
+        assert_int_equal(d.nsegments, 3);
+        assert_int_equal(d.nrecs, 6 + 3 * (NB - SEG1));
+        cc_part_free(&d);
+        /* a read in the gap moves on to the next segment */
+        read_first_base_next(p, 6, 3 * SEG1);
+        eng_partition_unref(p);
+    }
 }
 
 /* Offset-index entries moved but still increasing pass the load-time check
@@ -557,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_bit_flip_in_sealed_segment),
         cmocka_unit_test(test_bit_flip_below_recovery_point),
         cmocka_unit_test(test_shifted_index_entries),
+        cmocka_unit_test(test_index_rebuild_keeps_later_segments),
         cmocka_unit_test(test_huge_and_negative_lengths),
         cmocka_unit_test(test_stray_files),
         cmocka_unit_test(test_swap_completed),
