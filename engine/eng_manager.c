@@ -114,6 +114,22 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx
         .dir_offline = &m->offline,
         .events = eng__manager_events(m),
     };
+    if (!existed && lc) {
+        /* Fix: a partition directory lost from under a stopped server came
+         * back empty at offset 0, and new appends reused offsets readers had
+         * consumed.  The checkpoints remember how far it went; it restarts
+         * there.  (A create cut short by a crash is in no checkpoint and
+         * starts at 0, as it would have.) */
+        int64_t past = pp.recovery_point > pp.log_start_offset ? pp.recovery_point
+                                                               : pp.log_start_offset;
+        if (past > 0) {
+            ENG_ERROR("%s is missing: its records below offset %" PRId64 " are gone; it starts "
+                      "again, empty, at that offset",
+                      pdir, past);
+            pp.log_start_offset = past;
+            pp.recovery_point = past;
+        }
+    }
     eng_load_stats st;
     rc = ENG_FAULT("partition.open");
     if (!rc)
@@ -173,34 +189,64 @@ void eng__remove_in_background(const char *path)
     pthread_attr_destroy(&attr);
 }
 
-static int load_topic(eng_manager *m, const char *file, const load_ctx *lc)
+/* The startup error; out of descriptors, it says what to raise. */
+static int load_failed(const eng_manager *m, int rc, eng_errdetail *err)
+{
+    long headroom, limit;
+    if ((rc == -EMFILE || rc == -ENFILE) && eng_fs_fd_headroom(&headroom, &limit) == 0)
+        return eng_fail(err, rc,
+                        "loading %s failed: %s: this process may open %ld files; every "
+                        "segment holds 1 (an active one 3); " ENG_FD_LIMIT_HINT,
+                        m->dir, eng_strerror(rc), limit);
+    return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
+}
+
+/* Fix: metadata that did not parse was skipped and the start went on, so
+ * the topic vanished, its directories were set aside as strays and its
+ * checkpoint entries were dropped (a restored file then brought back
+ * records deleted by records:delete); a copy of a topic's file loaded the
+ * topic twice, two owners of one set of files.  Either stops the start,
+ * naming the file, before anything is touched. */
+static int load_topic(eng_manager *m, const char *file, const load_ctx *lc, eng_errdetail *err)
 {
     char path[PATH_MAX], *buf;
     size_t len;
     int rc = eng_fs_join(path, sizeof path, m->meta_dir, file);
     if (rc || (rc = eng_fs_read_file(path, META_MAX_BYTES, &buf, &len)))
-        return rc;
+        return eng_fail(err, rc, "reading %s failed: %s", path, eng_strerror(rc));
     eng_topic *t = calloc(1, sizeof *t);
     if (!t) {
         free(buf);
-        return -ENOMEM;
+        return eng_fail(err, -ENOMEM, "loading %s: out of memory", path);
     }
     rc = m->codec.decode(buf, len, &t->meta, m->codec.ctx);
     free(buf);
+    size_t stem = strlen(file) - strlen(".json");
     if (rc || !eng_topic_name_valid(t->meta.name) || t->meta.partitions <= 0) {
-        ENG_ERROR("%s: unreadable topic metadata; topic not loaded", path);
         eng__topic_free(t);
-        return 0;
+        return eng_fail(err, ENG_ECORRUPT,
+                        "%s is not valid topic metadata: restore it, or move it out of %s to "
+                        "start without that topic",
+                        path, m->meta_dir);
     }
-    eng_errdetail err = {0};
-    if (eng_config_resolve(&m->defaults, &t->meta.overrides, &t->cfg, &err)) {
-        ENG_WARN("topic %s: %s; using broker defaults", t->meta.name, err.message);
+    if (strlen(t->meta.name) != stem || strncmp(t->meta.name, file, stem) != 0 ||
+        eng__topic_find(m, t->meta.name, NULL) >= 0) {
+        int n = eng_fail(err, ENG_ETOPICEXISTS,
+                         "%s describes topic '%s', whose metadata is %s/%s.json: move the copy "
+                         "out of %s",
+                         path, t->meta.name, m->meta_dir, t->meta.name, m->meta_dir);
+        eng__topic_free(t);
+        return n;
+    }
+    eng_errdetail cfg_err = {0};
+    if (eng_config_resolve(&m->defaults, &t->meta.overrides, &t->cfg, &cfg_err)) {
+        ENG_WARN("topic %s: %s; using broker defaults", t->meta.name, cfg_err.message);
         t->cfg = m->defaults.cfg;
     }
     t->parts = calloc((size_t)t->meta.partitions, sizeof *t->parts);
     if (!t->parts) {
         eng__topic_free(t);
-        return -ENOMEM;
+        return load_failed(m, -ENOMEM, err);
     }
     atomic_fetch_add(&g_total, (uint32_t)t->meta.partitions);
     for (int32_t i = 0; i < t->meta.partitions; i++) {
@@ -208,7 +254,7 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc)
         if ((rc = eng__open_partition(m, t, i, lc, &t->parts[i]))) {
             ENG_ERROR("topic %s partition %d failed to load: %s", t->meta.name, i, eng_strerror(rc));
             eng__topic_free(t);
-            return rc;
+            return load_failed(m, rc, err);
         }
         uint32_t loaded = atomic_fetch_add(&g_loaded, 1) + 1;
         int64_t took = eng_mono_ms() - t0;
@@ -220,8 +266,12 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc)
             ENG_INFO("loading: %u of %u partitions so far", loaded, atomic_load(&g_total));
         }
     }
+    if ((rc = eng__topic_insert(m, t))) {
+        eng__topic_free(t);
+        return load_failed(m, rc, err);
+    }
     m->report.topics++;
-    return eng__topic_insert(m, t);
+    return 0;
 }
 
 static void read_checkpoint(const char *dir, const char *name, eng_ckpt *out, bool *trusted)
@@ -287,18 +337,6 @@ static bool holds_nothing(const char *dir)
     return empty;
 }
 
-/* The startup error; out of descriptors, it says what to raise. */
-static int load_failed(const eng_manager *m, int rc, eng_errdetail *err)
-{
-    long headroom, limit;
-    if ((rc == -EMFILE || rc == -ENFILE) && eng_fs_fd_headroom(&headroom, &limit) == 0)
-        return eng_fail(err, rc,
-                        "loading %s failed: %s: this process may open %ld files; every "
-                        "segment holds 1 (an active one 3); " ENG_FD_LIMIT_HINT,
-                        m->dir, eng_strerror(rc), limit);
-    return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
-}
-
 /* Whether c names a partition the loaded topics do not have. */
 static bool names_missing(eng_manager *m, const eng_ckpt *c)
 {
@@ -312,7 +350,7 @@ static bool names_missing(eng_manager *m, const eng_ckpt *c)
     return missing;
 }
 
-static int load_all(eng_manager *m, bool clean)
+static int load_all(eng_manager *m, bool clean, eng_errdetail *err)
 {
     load_ctx lc = {.clean = clean, .last_progress_ms = eng_mono_ms()};
     remove_stale_tmp(m->dir);
@@ -325,12 +363,12 @@ static int load_all(eng_manager *m, bool clean)
     int rc = 0;
     DIR *dh = opendir(m->meta_dir);
     if (!dh)
-        rc = -errno;
+        rc = load_failed(m, -errno, err);
     struct dirent *e;
     while (!rc && (e = readdir(dh))) {
         size_t n = strlen(e->d_name);
         if (n > 5 && strcmp(e->d_name + n - 5, ".json") == 0)
-            rc = load_topic(m, e->d_name, &lc);
+            rc = load_topic(m, e->d_name, &lc, err);
     }
     if (dh)
         closedir(dh);
@@ -450,8 +488,8 @@ int eng_manager_load(eng_manager *m, eng_errdetail *err)
     bool fresh = holds_nothing(m->dir) && holds_nothing(m->meta_dir);
     atomic_store(&g_loaded, 0);
     atomic_store(&g_total, 0);
-    if ((rc = load_all(m, m->report.clean_shutdown)))
-        return load_failed(m, rc, err);
+    if ((rc = load_all(m, m->report.clean_shutdown, err)))
+        return rc;
     m->report.duration_ms = eng_mono_ms() - t0;
     m->report.first_start = fresh && m->report.topics == 0 && !m->report.clean_shutdown;
     ENG_INFO("loaded %u topics, %u partitions from %s in %lld ms (%s, %u segments "

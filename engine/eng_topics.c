@@ -77,7 +77,8 @@ ssize_t eng__topic_find(const eng_manager *m, const char *name, size_t *insert_a
 int eng__topic_insert(eng_manager *m, eng_topic *t)
 {
     size_t at = 0;
-    eng__topic_find(m, t->meta.name, &at);
+    if (eng__topic_find(m, t->meta.name, &at) >= 0)
+        return ENG_ETOPICEXISTS; /* two owners of one set of files */
     if (m->ntopics == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 16;
         eng_topic **nt = realloc(m->topics, cap * sizeof *nt);

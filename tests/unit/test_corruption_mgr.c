@@ -13,7 +13,11 @@
  *     recovers the active segment only, with the marker nothing);
  *   - log-start-offset-checkpoint garbage: ignored, start = first base;
  *   - cleaner-offset-checkpoint garbage: ignored, the next clean works
- *     from the log start and writes a valid checkpoint.
+ *     from the log start and writes a valid checkpoint;
+ *   - topic metadata that does not parse, or a copy of it: the start stops
+ *     naming the file, with nothing touched;
+ *   - a partition directory gone: it restarts empty at the checkpointed
+ *     offset.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +30,7 @@
 #include "eng_config.h"
 #include "eng_fs.h"
 #include "eng_manager.h"
+#include "eng_retention.h"
 #include "support.h"
 #include "svc_meta.h"
 
@@ -256,6 +261,94 @@ static void test_cleaner_checkpoint_garbage(void **state)
     free(txt);
 }
 
+static eng_manager *mopen_fails(eng_errdetail *err)
+{
+    eng_manager *m = NULL;
+    *err = (eng_errdetail){0};
+    int rc = eng_manager_open(&g_m.opts, &m, err);
+    if (rc == 0)
+        fail_msg("eng_manager_open succeeded");
+    assert_null(m);
+    return m;
+}
+
+/* Metadata that does not parse, or a copy naming a topic that has its own
+ * file, stops the start with the file's name, and nothing is touched: the
+ * partition directory stays, the checkpoints keep the topic's entries
+ * (records:delete's log start offset among them).  Skipped, the topic had
+ * vanished, its directory was set aside as a stray and its checkpoint
+ * entries dropped; a copy loaded the topic twice over the same files. */
+static void test_bad_metadata_stops_the_start(void **state)
+{
+    (void)state;
+    for (int row = 0; row < 2; row++) {
+        mbuild("delete");
+        eng_manager *m = mopen();
+        eng_partition *p;
+        assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+        int64_t lso;
+        eng_errdetail err = {0};
+        assert_int_equal(eng_partition_delete_records(p, 9, &lso, &err), 0);
+        eng_partition_unref(p);
+        eng_manager_close(m);
+        char meta[1024], copy[1024], moved[1024], ckpt[1024];
+        mpath("meta/orders.json", meta, sizeof meta);
+        mpath("meta/orders-copy.json", copy, sizeof copy);
+        mpath("orders.json.bak", moved, sizeof moved);
+        mpath("log-start-offset-checkpoint", ckpt, sizeof ckpt);
+        uint8_t *ck0, *ck1;
+        size_t ck0_len, ck1_len;
+        assert_int_equal(ts_read_file(ckpt, &ck0, &ck0_len), 0);
+        uint8_t *good;
+        size_t good_len;
+        assert_int_equal(ts_read_file(meta, &good, &good_len), 0);
+        if (row == 0) {
+            assert_int_equal(rename(meta, moved), 0);
+            write_text(meta, "{\"name\":\"orders\",\"partit");
+        } else {
+            write_text(copy, (const char *)good);
+        }
+        mopen_fails(&err);
+        assert_non_null(strstr(err.message, row == 0 ? "meta/orders.json" : "meta/orders-copy.json"));
+        assert_true(eng_fs_exists(g_m.pdir));
+        assert_int_equal(ts_read_file(ckpt, &ck1, &ck1_len), 0);
+        assert_int_equal(ck1_len, ck0_len);
+        assert_memory_equal(ck1, ck0, ck0_len);
+        free(ck1);
+        /* put right, the topic is back as it was */
+        if (row == 0)
+            assert_int_equal(rename(moved, meta), 0);
+        else
+            assert_int_equal(unlink(copy), 0);
+        m = mopen();
+        assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+        assert_int_equal(eng_partition_log_start_offset(p), 9);
+        assert_int_equal(eng_partition_log_end_offset(p), 3 * NB);
+        eng_partition_unref(p);
+        eng_manager_close(m);
+        free(ck0);
+        free(good);
+    }
+}
+
+/* A partition directory lost while the server was stopped restarts empty at
+ * the offset the checkpoints remember, not at 0: appends never reuse
+ * offsets readers have consumed. */
+static void test_missing_partition_dir_keeps_offsets(void **state)
+{
+    (void)state;
+    mbuild("delete");
+    ts_rmtree(g_m.pdir);
+    eng_manager *m = mopen();
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+    assert_int_equal(eng_partition_log_start_offset(p), 3 * NB);
+    assert_int_equal(eng_partition_log_end_offset(p), 3 * NB);
+    append_batch(p, NB); /* asserts base offset 3 * NB */
+    eng_partition_unref(p);
+    eng_manager_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -263,6 +356,8 @@ int main(void)
         cmocka_unit_test(test_recovery_checkpoint_garbage),
         cmocka_unit_test(test_start_offset_checkpoint_garbage),
         cmocka_unit_test(test_cleaner_checkpoint_garbage),
+        cmocka_unit_test(test_bad_metadata_stops_the_start),
+        cmocka_unit_test(test_missing_partition_dir_keeps_offsets),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
