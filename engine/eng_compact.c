@@ -410,7 +410,12 @@ static int build_map(round *rd, const eng_segview *v)
 }
 
 /* Segments [from, to) of v form groups; returns the end of the group
- * starting at `from` (Kafka's groupSegmentsBySize). */
+ * starting at `from` (Kafka's groupSegmentsBySize).  Each segment added
+ * counts one index entry more than it holds: its first batch had none (an
+ * entry follows index.interval.bytes of earlier data), but in the merged
+ * segment it follows the previous segment's batches and can earn one.
+ * Summing only what the sources hold filled the merged indexes exactly when
+ * index.interval.bytes was 0. */
 static size_t group_end(const round *rd, const eng_segview *v, size_t from, size_t to)
 {
     uint64_t max_log = (uint64_t)rd->cfg.v[ENG_CFG_SEGMENT_BYTES].i;
@@ -426,8 +431,8 @@ static size_t group_end(const round *rd, const eng_segview *v, size_t from, size
         eng_segment *s = v->segs[j];
         oi = eng_segment_offset_index(s);
         ti = eng_segment_time_index(s);
-        uint64_t so = oi ? (uint64_t)eng_index_entries(oi) * ENG_OFFSET_ENTRY_SIZE : 0;
-        uint64_t st = ti ? (uint64_t)eng_index_entries(ti) * ENG_TIME_ENTRY_SIZE : 0;
+        uint64_t so = ((oi ? (uint64_t)eng_index_entries(oi) : 0) + 1) * ENG_OFFSET_ENTRY_SIZE;
+        uint64_t st = ((ti ? (uint64_t)eng_index_entries(ti) : 0) + 1) * ENG_TIME_ENTRY_SIZE;
         int64_t last = (j + 1 < v->n ? eng_segment_base(v->segs[j + 1]) : rd->st->end_offset) - 1;
         if (log + eng_segment_size(s) > max_log || oidx + so > max_idx || tidx + st > max_idx ||
             last - base > INT32_MAX)
@@ -451,6 +456,12 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
         if ((rc = eng_segment_create_suffixed(rd->p->dir, eng_segment_base(segs[0]), ".cleaned",
                                               &so, &cleaned)))
             return rc;
+        /* group_end sizes the group so its indexes should fit, but a batch
+         * rebuilt with a delete horizon grows and can earn an entry its
+         * source did not have; a missing sparse entry costs a longer scan,
+         * while a full-index error would fail the round (and mark the
+         * partition uncleanable) every time. */
+        eng_segment_skip_full_index(cleaned);
     }
     int64_t drm = rd->cfg.v[ENG_CFG_DELETE_RETENTION_MS].i;
     for (size_t k = 0; k < n && !rc; k++) {
@@ -491,7 +502,18 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
                 eng_batch_header wh;
                 eng_batch_header_decode(wb, wlen, &wh);
                 int64_t last = eng_batch_last_offset(&wh);
-                if ((rc = eng_segment_append(cleaned, wb, wlen, last, wh.max_timestamp, last)))
+                rc = eng_segment_append(cleaned, wb, wlen, last, wh.max_timestamp, last);
+                if (rc == ENG_EINVAL) {
+                    /* The segment refuses offsets that do not increase or
+                     * leave its range: the source batches are out of order.
+                     * That is damage on disk, not a caller's bad argument
+                     * (which the API would answer with a 400). */
+                    ENG_ERROR("%s-%d: batch at offset %" PRId64 " cannot follow the ones before "
+                              "it in the cleaned segment",
+                              rd->p->topic, rd->p->id, wh.base_offset);
+                    rc = ENG_ECORRUPT;
+                }
+                if (rc)
                     break;
             }
             throttle(rd);

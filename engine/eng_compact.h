@@ -11,10 +11,12 @@
  *      it fills, the round covers only what it holds;
  *   3. segments from the log start up to the map's end are grouped (summed
  *      .log within segment.bytes, indexes within segment.index.bytes,
- *      offsets within 2^31-1) and each group is recopied into one
- *      <base>.*.cleaned segment, keeping a record if it is past the map, or
- *      its offset is the map's offset for its key and it has a value or its
- *      tombstone is still before its delete horizon; keyless records go;
+ *      offsets within 2^31-1, one index entry more per segment added) and
+ *      each group is recopied into one <base>.*.cleaned segment (a full
+ *      index there skips sparse entries), keeping a record if it is past
+ *      the map, or its offset is the map's offset for its key and it has a
+ *      value or its tombstone is still before its delete horizon; keyless
+ *      records go;
  *      offsets never change;
  *   4. swap: .cleaned -> .swap, the old segments -> .deleted, .swap -> final
  *      name; readers see the old or the new set, never a mix.

@@ -542,10 +542,13 @@ int eng_segment_append(eng_segment *s, const uint8_t *data, size_t len, int64_t 
         int64_t ts = largest_ts > atomic_load(&s->max_ts) ? largest_ts : atomic_load(&s->max_ts);
         int64_t ts_off = largest_ts > atomic_load(&s->max_ts) ? offset_of_max_ts
                                                                : atomic_load(&s->offset_of_max_ts);
-        rc = eng_offset_index_append(oi, largest_offset, (uint32_t)pos);
-        if (!rc) {
+        bool skip_oi = s->index_full_skips && eng_index_is_full(oi);
+        bool skip_ti = s->index_full_skips && eng_index_is_full(ti);
+        if (!skip_oi)
+            rc = eng_offset_index_append(oi, largest_offset, (uint32_t)pos);
+        if (!rc && !skip_ti) {
             rc = eng_time_index_maybe_append(ti, ts, ts_off, false);
-            if (rc)
+            if (rc && !skip_oi)
                 eng_index_truncate_to(oi, largest_offset);
         }
     }
@@ -568,6 +571,11 @@ int eng_segment_append(eng_segment *s, const uint8_t *data, size_t len, int64_t 
     atomic_store_explicit(&s->next_offset, largest_offset + 1, memory_order_release);
     atomic_store_explicit(&s->size, pos + len, memory_order_release);
     return 0;
+}
+
+void eng_segment_skip_full_index(eng_segment *s)
+{
+    s->index_full_skips = true;
 }
 
 int eng_segment_seal(eng_segment *s)

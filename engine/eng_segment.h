@@ -106,6 +106,12 @@ eng_roll_reason eng_segment_should_roll(eng_segment *s, uint64_t size, int64_t m
 int eng_segment_append(eng_segment *s, const uint8_t *data, size_t len, int64_t largest_offset,
                        int64_t largest_ts, int64_t offset_of_max_ts);
 
+/* From now on an append whose sparse index entry does not fit in a full
+ * index skips that entry instead of failing.  For segments that never roll
+ * (the cleaner's output): skipping is always valid, since lookups scan
+ * forward from the entry before, whereas failing would fail the clean. */
+void eng_segment_skip_full_index(eng_segment *s);
+
 /* Makes the segment inactive: final time-index entry, trims indexes and a
  * preallocated .log. */
 int eng_segment_seal(eng_segment *s);

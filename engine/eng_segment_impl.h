@@ -33,6 +33,7 @@ struct eng_segment {
     int64_t first_batch_ts; /* max timestamp of the first append, -1 unknown */
     int64_t created_ms;
     bool preallocated;
+    bool index_full_skips; /* eng_segment_skip_full_index (cleaned segments) */
 };
 
 /* Opens (or reopens) both indexes; writable ones are preallocated. */

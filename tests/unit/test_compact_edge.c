@@ -1,0 +1,121 @@
+/*
+ * test_compact_edge.c - compaction at the edges of its configs (each case a
+ * bug a review found; kafka-format.md §6, §13, §16):
+ *
+ *   - full indexes: two segments whose indexes together fill
+ *     segment.index.bytes (index.interval.bytes 0) used to be merged into a
+ *     segment whose index overflowed, failing every clean; a segment whose
+ *     batches grow when the delete horizon is written earns more sparse
+ *     entries than it had, and the clean must still succeed, every offset
+ *     still readable from the middle.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "compact_util.h"
+#include "support.h"
+
+typedef cu_fixture fixture;
+
+/* The first record offset a read at `offset` returns. */
+static int64_t first_read_offset(eng_partition *p, int64_t offset)
+{
+    eng_fetch f;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_partition_read(p, offset, 4096, &f, &err), 0);
+    assert_true(f.len >= ENG_BATCH_OVERHEAD);
+    eng_batch_header h;
+    assert_int_equal(eng_batch_header_decode(f.data, f.len, &h), 0);
+    eng_fetch_free(&f);
+    return h.base_offset;
+}
+
+/* Appends n single-record batches "k<i>" (value or tombstone), one per
+ * append; returns the size of one batch. */
+static size_t append_singles(eng_partition *p, int from, int n, bool tombstones, int64_t ts)
+{
+    size_t len = 0;
+    for (int i = from; i < from + n; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%05d", i);
+        cu_kv kv = {k, tombstones ? NULL : "v", 0};
+        free(cu_encode(&kv, 1, ts, NULL, &len));
+        cu_append(p, &kv, 1, ts);
+    }
+    return len;
+}
+
+/* ---- full indexes ---------------------------------------------------------- */
+
+static void test_group_fills_index(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_INDEX_BYTES].i = 4096;
+    f->cfg.v[ENG_CFG_INDEX_INTERVAL_BYTES].i = 0;
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    /* 257 batches: 256 entries (the first batch gets none), 2048 bytes per
+     * segment, 4096 for the two: exactly segment.index.bytes. */
+    append_singles(p, 0, 257, false, CU_T0);
+    assert_int_equal(cu_roll(p), 257);
+    append_singles(p, 257, 257, false, CU_T0);
+    assert_int_equal(cu_roll(p), 514);
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0 + 60000, false, &st), 0);
+    assert_int_equal(st.end_offset, 514);
+    cu_recs rs;
+    cu_read_ok(p, &rs);
+    assert_int_equal(rs.n, 514);
+    for (size_t i = 0; i < rs.n; i++)
+        assert_int_equal(rs.v[i].off, (int64_t)i);
+    cu_recs_free(&rs);
+    for (int64_t off = 0; off < 514; off += 37)
+        assert_int_equal(first_read_offset(p, off), off);
+    /* A second clean (nothing dirty) and a third after more data work too:
+     * the partition did not become uncleanable. */
+    append_singles(p, 0, 10, false, CU_T0 + 1);
+    cu_roll(p);
+    assert_int_equal(cu_clean(p, f->map, st.end_offset, CU_T0 + 60000, false, &st), 0);
+    assert_int_equal(st.records_removed, 10);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
+static void test_horizon_growth_fills_index(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_INDEX_BYTES].i = 4096; /* 512 offset entries */
+    /* With index.interval.bytes = one batch, the source gets an entry every
+     * second batch (400 for 800); the first clean writes the delete horizon
+     * into every tombstone batch, which makes each a few bytes larger than
+     * the interval, so each would earn an entry: 799, above 512. */
+    cu_kv probe = {"k00000", NULL, 0};
+    size_t len;
+    free(cu_encode(&probe, 1, CU_T0, NULL, &len));
+    f->cfg.v[ENG_CFG_INDEX_INTERVAL_BYTES].i = (int64_t)len;
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    append_singles(p, 0, 800, true, CU_T0);
+    assert_int_equal(cu_roll(p), 800);
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0 + 60000, false, &st), 0);
+    assert_int_equal(st.batches_rewritten, 800);
+    cu_recs rs;
+    cu_read_ok(p, &rs);
+    assert_int_equal(rs.n, 800);
+    assert_int_equal(rs.v[799].horizon, CU_T0 + 60000 + 86400000);
+    cu_recs_free(&rs);
+    for (int64_t off = 0; off < 800; off += 53)
+        assert_int_equal(first_read_offset(p, off), off);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_group_fills_index, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_horizon_growth_fills_index, cu_setup, cu_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
