@@ -42,6 +42,16 @@ static int64_t first_batch_max_ts(eng_segment *seg)
     return eng_segment_first_batch(seg, &h) ? -1 : h.max_timestamp;
 }
 
+/* Kafka's LogSegment.largestTimestamp: the largest record timestamp, or
+ * the file's mtime when no record has one (as retention does).  Without
+ * the fallback a segment of timestamp-less records (-1) looked infinitely
+ * old to min.compaction.lag.ms and was cleaned at once. */
+static int64_t largest_timestamp(eng_segment *seg)
+{
+    int64_t ts = eng_segment_max_timestamp(seg);
+    return ts >= 0 ? ts : eng_segment_mtime_ms(seg);
+}
+
 static void range_of(eng_partition *p, const eng_segview *v, int64_t ckpt, int64_t now,
                      const eng_config *cfg, eng_clean_range *r)
 {
@@ -55,7 +65,7 @@ static void range_of(eng_partition *p, const eng_segview *v, int64_t ckpt, int64
     int64_t lag = cfg->v[ENG_CFG_MIN_COMPACTION_LAG_MS].i;
     if (lag > 0) {
         for (size_t i = first_overlapping(v, first_dirty); i + 1 < v->n; i++) {
-            if (eng_segment_max_timestamp(v->segs[i]) > now - lag) {
+            if (largest_timestamp(v->segs[i]) > now - lag) {
                 if (eng_segment_base(v->segs[i]) < bound)
                     bound = eng_segment_base(v->segs[i]);
                 break;
@@ -88,6 +98,9 @@ static void range_of(eng_partition *p, const eng_segview *v, int64_t ckpt, int64
             r->clean_bytes += eng_segment_size(seg);
         if (next > first_dirty && base < upto) {
             r->cleanable_bytes += eng_segment_size(seg);
+            /* As Kafka (maxCompactionDelay) does, a segment whose first
+             * batch has no timestamp never forces a clean: only its own
+             * dirty ratio makes it eligible. */
             int64_t ts = first_batch_max_ts(seg);
             if (max_lag != INT64_MAX && ts > 0 && ts < now - max_lag)
                 r->need_compaction_now = true;

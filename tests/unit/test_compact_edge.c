@@ -7,7 +7,10 @@
  *     segment whose index overflowed, failing every clean; a segment whose
  *     batches grow when the delete horizon is written earns more sparse
  *     entries than it had, and the clean must still succeed, every offset
- *     still readable from the middle.
+ *     still readable from the middle;
+ *   - min.compaction.lag.ms on records without timestamps: the segment's
+ *     age is its file's mtime (Kafka's largestTimestamp), not "infinitely
+ *     old"; max.compaction.lag.ms ignores such segments, as Kafka does.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +18,7 @@
 #include <cmocka.h>
 
 #include "compact_util.h"
+#include "eng_fs.h"
 #include "support.h"
 
 typedef cu_fixture fixture;
@@ -111,11 +115,56 @@ static void test_horizon_growth_fills_index(void **state)
     eng_partition_unref(p);
 }
 
+/* ---- compaction lags without timestamps ---------------------------------- */
+
+static void test_min_lag_without_timestamps(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MIN_COMPACTION_LAG_MS].i = 3600000;
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    cu_kv recs[] = {{"a", "1", 0}, {"a", "2", 0}, {"b", "3", 0}, {"a", "4", 0}};
+    cu_append(p, recs, 4, -1); /* no record has a timestamp */
+    cu_roll(p);
+    int64_t now = eng_now_ms();
+    eng_clean_range r;
+    eng_partition_clean_range(p, -1, now, &r);
+    assert_int_equal(r.first_uncleanable, 0);
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, -1, now, false, &st), 0);
+    assert_int_equal(st.records_removed, 0);
+    assert_int_equal(st.segments_before, 0);
+    /* Once the file is older than the lag, it is cleanable. */
+    eng_partition_clean_range(p, -1, now + 2 * 3600000, &r);
+    assert_int_equal(r.first_uncleanable, 4);
+    assert_int_equal(cu_clean(p, f->map, -1, now + 2 * 3600000, false, &st), 0);
+    assert_int_equal(st.records_removed, 2);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
+static void test_max_lag_without_timestamps(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MAX_COMPACTION_LAG_MS].i = 1000;
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    cu_kv recs[] = {{"a", "1", 0}, {"a", "2", 0}};
+    cu_append(p, recs, 2, -1);
+    cu_roll(p);
+    eng_clean_range r;
+    eng_partition_clean_range(p, -1, eng_now_ms() + 3600000, &r);
+    assert_false(r.need_compaction_now);
+    assert_true(r.cleanable_bytes > 0); /* its dirty ratio still counts */
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_group_fills_index, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_horizon_growth_fills_index, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_min_lag_without_timestamps, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_max_lag_without_timestamps, cu_setup, cu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
