@@ -151,6 +151,20 @@ static int rebuild_batch(const eng_batch_header *src, const eng_record *recs, si
     bool has_horizon = (src->attributes & ENG_ATTR_DELETE_HORIZON) != 0;
     int64_t base_ts = horizon >= 0 ? horizon : has_horizon ? src->base_timestamp
                                                            : recs[0].raw_timestamp;
+    for (size_t i = 0; i < n; i++) {
+        int64_t ts = recs[i].raw_timestamp;
+        /* A saturated horizon (horizon_of) is too far from a timestamp
+         * before 1970 for their delta to fit in an int64: bring it in. */
+        if (horizon >= 0 && ts < 0 && base_ts > (ts + 1) + INT64_MAX)
+            base_ts = (ts + 1) + INT64_MAX;
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* Stored deltas are int64; a batch whose timestamps cannot be
+         * re-encoded against base_ts is not one a producer could write. */
+        int64_t ts = recs[i].raw_timestamp;
+        if ((base_ts > 0 && ts < INT64_MIN + base_ts) || (base_ts < 0 && ts > INT64_MAX + base_ts))
+            return ENG_ECORRUPT;
+    }
     int64_t max_ts = -1;
     size_t body = 0;
     for (size_t i = 0; i < n; i++) {
@@ -191,6 +205,15 @@ static int rebuild_batch(const eng_batch_header *src, const eng_record *recs, si
     eng_batch_update_crc(out->data, size);
     out->len = size;
     return 0;
+}
+
+/* now + delete.retention.ms, saturated: the config allows up to INT64_MAX
+ * ("keep tombstones for ever"), and the sum would overflow. */
+static int64_t horizon_of(int64_t now_ms, int64_t delete_retention_ms)
+{
+    if (delete_retention_ms > 0 && now_ms > INT64_MAX - delete_retention_ms)
+        return INT64_MAX;
+    return now_ms + delete_retention_ms;
 }
 
 int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
@@ -280,8 +303,8 @@ int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
         *action = ENG_CLEAN_REWRITE;
         /* A rebuilt batch keeps its codec, recompressed at the codec's default
          * level as Kafka's cleaner does. */
-        rc = rebuild_batch(h, kept, nkept, need_horizon ? now_ms + delete_retention_ms : -1,
-                           ENG_CODEC_DEFAULT_LEVEL, out);
+        int64_t horizon = need_horizon ? horizon_of(now_ms, delete_retention_ms) : -1;
+        rc = rebuild_batch(h, kept, nkept, horizon, ENG_CODEC_DEFAULT_LEVEL, out);
     }
 done:
     if (kept != stackbuf)

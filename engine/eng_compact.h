@@ -15,9 +15,8 @@
  *      each group is recopied into one <base>.*.cleaned segment (a full
  *      index there skips sparse entries), keeping a record if it is past
  *      the map, or its offset is the map's offset for its key and it has a
- *      value or its tombstone is still before its delete horizon; keyless
- *      records go;
- *      offsets never change;
+ *      value or its tombstone is still before its delete horizon (saturated
+ *      at INT64_MAX); keyless records go; offsets never change;
  *   4. swap: .cleaned -> .swap, the old segments -> .deleted, .swap -> final
  *      name; readers see the old or the new set, never a mix.
  *

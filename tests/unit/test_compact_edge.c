@@ -10,7 +10,9 @@
  *     still readable from the middle;
  *   - min.compaction.lag.ms on records without timestamps: the segment's
  *     age is its file's mtime (Kafka's largestTimestamp), not "infinitely
- *     old"; max.compaction.lag.ms ignores such segments, as Kafka does.
+ *     old"; max.compaction.lag.ms ignores such segments, as Kafka does;
+ *   - delete.retention.ms at INT64_MAX: the horizon saturates instead of
+ *     overflowing, records stamped -1 or before 1970 keep their timestamps.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +22,8 @@
 #include "compact_util.h"
 #include "eng_fs.h"
 #include "support.h"
+
+#include <limits.h>
 
 typedef cu_fixture fixture;
 
@@ -158,6 +162,77 @@ static void test_max_lag_without_timestamps(void **state)
     eng_partition_unref(p);
 }
 
+/* ---- delete.retention.ms at its maximum ------------------------------------ */
+
+static void test_horizon_saturates(void **state)
+{
+    fixture *f = *state;
+    cu_kv recs[] = {{"t", NULL, -1}, {"u", NULL, -5}, {"v", NULL, CU_T0}};
+    size_t len;
+    uint8_t *b = cu_encode(recs, 3, CU_T0, NULL, &len);
+    eng_batch_header h;
+    assert_int_equal(eng_batch_validate(b, len, &h), 0);
+    eng_offset_map_put(f->map, (const uint8_t *)"t", 1, 0);
+    eng_offset_map_put(f->map, (const uint8_t *)"u", 1, 1);
+    eng_offset_map_put(f->map, (const uint8_t *)"v", 1, 2);
+    eng_buf scratch = {0}, out = {0};
+    eng_clean_action act;
+    eng_clean_counts c = {0};
+    assert_int_equal(eng_clean_filter_batch(b, &h, f->map, CU_T0, INT64_MAX, false,
+                                            &scratch, &out, &act, &c),
+                     0);
+    assert_int_equal(act, ENG_CLEAN_REWRITE);
+    eng_batch_header oh;
+    assert_int_equal(eng_batch_validate(out.data, out.len, &oh), 0);
+    assert_true(oh.attributes & ENG_ATTR_DELETE_HORIZON);
+    /* Saturated, then brought in just enough for the -5 to fit. */
+    assert_int_equal(oh.base_timestamp, INT64_MAX - 4);
+    eng_record_iter it;
+    eng_record r;
+    eng_record_iter_init(&it, &oh, out.data + ENG_BATCH_OVERHEAD, out.len - ENG_BATCH_OVERHEAD);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(eng_record_iter_next(&it, &r), 1);
+        assert_int_equal(r.raw_timestamp, recs[i].ts);
+    }
+    free(b);
+
+    /* Without a pre-1970 stamp the horizon is INT64_MAX itself. */
+    cu_kv one = {"t", NULL, -1};
+    b = cu_encode(&one, 1, CU_T0, NULL, &len);
+    assert_int_equal(eng_batch_validate(b, len, &h), 0);
+    assert_int_equal(eng_clean_filter_batch(b, &h, f->map, CU_T0, INT64_MAX, false,
+                                            &scratch, &out, &act, &c),
+                     0);
+    assert_int_equal(act, ENG_CLEAN_REWRITE);
+    assert_int_equal(eng_batch_validate(out.data, out.len, &oh), 0);
+    assert_int_equal(oh.base_timestamp, INT64_MAX);
+    free(b);
+    eng_buf_free(&scratch);
+    eng_buf_free(&out);
+
+    /* Through a whole clean: the tombstone stays, clean after clean. */
+    f->cfg.v[ENG_CFG_DELETE_RETENTION_MS].i = INT64_MAX;
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    cu_kv log[] = {{"a", "1", 0}, {"a", NULL, 0}};
+    cu_append(p, log, 2, CU_T0);
+    cu_roll(p);
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0 + 1000, false, &st), 0);
+    cu_kv more = {"b", "2", 0};
+    cu_append(p, &more, 1, CU_T0 + 2);
+    cu_roll(p);
+    assert_int_equal(cu_clean(p, f->map, st.end_offset, INT64_MAX - 1, false, &st), 0);
+    cu_recs rs;
+    cu_read_ok(p, &rs);
+    assert_int_equal(rs.n, 2);
+    assert_int_equal(rs.v[0].off, 1);
+    assert_null(rs.v[0].val);
+    assert_int_equal(rs.v[0].horizon, INT64_MAX);
+    cu_recs_free(&rs);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -165,6 +240,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_horizon_growth_fills_index, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_min_lag_without_timestamps, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_max_lag_without_timestamps, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_horizon_saturates, cu_setup, cu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
