@@ -9,6 +9,7 @@
 #include "eng_compact.h"
 
 #include "eng_batch_reader.h"
+#include "eng_compact_txn.h"
 #include "eng_compress.h"
 #include "eng_endian.h"
 #include "eng_fault.h"
@@ -218,7 +219,7 @@ static int64_t horizon_of(int64_t now_ms, int64_t delete_retention_ms)
 
 int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
                            eng_offset_map *map, int64_t now_ms, int64_t delete_retention_ms,
-                           bool keep_empty, eng_buf *scratch, eng_buf *out,
+                           bool keep_empty, bool aborted, eng_buf *scratch, eng_buf *out,
                            eng_clean_action *action, eng_clean_counts *c)
 {
     *action = ENG_CLEAN_COPY;
@@ -229,7 +230,18 @@ int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
     if (eng_batch_compute_crc(batch, eng_batch_size(h)) != h->crc)
         return ENG_ECRC;
     if (h->attributes & ENG_ATTR_CONTROL)
-        return 0; /* markers stay: logstore never writes them, producers cannot */
+        return 0; /* markers stay (README, Compaction): removing one is always safe to skip */
+    if (aborted) {
+        /* Kafka discards an aborted transaction's data whatever the map
+         * says; the empty header keeps a group's last offset as usual. */
+        c->removed += (uint64_t)h->record_count;
+        if (!keep_empty) {
+            *action = ENG_CLEAN_DROP;
+            return 0;
+        }
+        *action = ENG_CLEAN_REWRITE;
+        return empty_batch(h, out);
+    }
     const uint8_t *recs;
     size_t len;
     int rc = eng_batch_plain_records(batch, h, scratch, &recs, &len);
@@ -320,6 +332,7 @@ typedef struct round {
     eng_clean_stats *st;
     eng_config cfg;
     eng_buf scratch, out;
+    eng__txn_markers txn;
     double started_s;
 } round;
 
@@ -412,7 +425,9 @@ static int build_map(round *rd, const eng_segview *v)
                 break;
             }
             int64_t last = eng_batch_last_offset(&b.header);
-            if (!(b.header.attributes & ENG_ATTR_CONTROL) && last >= start) {
+            /* Neither markers nor aborted data may supersede a key. */
+            if (!(b.header.attributes & ENG_ATTR_CONTROL) && last >= start &&
+                !eng__txn_aborted(&rd->txn, &b.header)) {
                 const uint8_t *recs;
                 size_t len;
                 if ((rc = eng_batch_plain_records(bytes, &b.header, &rd->scratch, &recs, &len)))
@@ -519,7 +534,8 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
             eng_clean_action act;
             eng_clean_counts c = {0};
             rc = eng_clean_filter_batch(bytes, &b.header, rd->o->map, rd->o->now_ms, drm,
-                                        last_of_group, &rd->scratch, &rd->out, &act, &c);
+                                        last_of_group, eng__txn_aborted(&rd->txn, &b.header),
+                                        &rd->scratch, &rd->out, &act, &c);
             if (rc)
                 break;
             rd->st->records_read += c.records;
@@ -640,6 +656,8 @@ static int clean_locked(round *rd)
     int rc = 0;
     if (r.first_uncleanable <= r.first_dirty)
         goto done; /* nothing dirty is cleanable yet */
+    if ((rc = eng__txn_markers_collect(&rd->txn, v, &rd->scratch)))
+        goto done;
     if ((rc = build_map(rd, v)))
         goto done;
     st->map_entries = eng_offset_map_size(rd->o->map);
@@ -691,6 +709,7 @@ int eng_partition_clean(eng_partition *p, int64_t checkpoint, const eng_clean_op
     pthread_mutex_unlock(&p->maint_lock);
     eng_buf_free(&rd.scratch);
     eng_buf_free(&rd.out);
+    eng__txn_markers_free(&rd.txn);
     st->duration_ms = eng_now_ms() - st->started_ms;
     if (!rc && st->segments_before > 0) {
         double secs = st->duration_ms > 0 ? (double)st->duration_ms / 1000.0 : 0.001;

@@ -8,15 +8,17 @@
  *      the first segment whose largest timestamp is within
  *      min.compaction.lag.ms;
  *   2. an offset map (key MD5 -> last offset) is built over that range; when
- *      it fills, the round covers only what it holds;
+ *      it fills, the round covers only what it holds; data of aborted
+ *      transactions is left out (eng_compact_txn.h);
  *   3. segments from the log start up to the map's end are grouped (summed
  *      .log within segment.bytes, indexes within segment.index.bytes,
  *      offsets within 2^31-1, one index entry more per segment added) and
  *      each group is recopied into one <base>.*.cleaned segment (a full
- *      index there skips sparse entries), keeping a record if it is past
- *      the map, or its offset is the map's offset for its key and it has a
- *      value or its tombstone is still before its delete horizon (saturated
- *      at INT64_MAX); keyless records go; offsets never change;
+ *      index there skips sparse entries): aborted transactions' data goes,
+ *      control batches stay, and a record stays if it is past the map, or
+ *      its offset is the map's offset for its key and it has a value or its
+ *      tombstone is still before its delete horizon (saturated at
+ *      INT64_MAX); keyless records go; offsets never change;
  *   4. swap: .cleaned -> .swap, the old segments -> .deleted, .swap -> final
  *      name; readers see the old or the new set, never a mix.
  *
@@ -83,12 +85,14 @@ void eng_partition_clean_range(eng_partition *p, int64_t checkpoint, int64_t now
                                eng_clean_range *out);
 
 /* Filters one batch against map (pure, no I/O).  keep_empty keeps a 61-byte
- * header when every record goes.  For ENG_CLEAN_REWRITE the new batch is in
- * out; scratch is decompression space.  Counts are added to *c.  A batch
- * whose CRC does not match is ENG_ECRC (never rewritten with a fresh one). */
+ * header when every record goes; aborted says the batch is data of an
+ * aborted transaction (every record goes).  For ENG_CLEAN_REWRITE the new
+ * batch is in out; scratch is decompression space.  Counts are added to *c.
+ * A batch whose CRC does not match is ENG_ECRC (never rewritten with a
+ * fresh one). */
 int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
                            eng_offset_map *map, int64_t now_ms, int64_t delete_retention_ms,
-                           bool keep_empty, eng_buf *scratch, eng_buf *out,
+                           bool keep_empty, bool aborted, eng_buf *scratch, eng_buf *out,
                            eng_clean_action *action, eng_clean_counts *c);
 
 /* Cleans p once (or, with dry_run, computes what a clean would do).

@@ -239,8 +239,8 @@ static void filter(const uint8_t *batch, size_t len, eng_offset_map *m, int64_t 
     eng_buf scratch = {0};
     memset(&r->c, 0, sizeof r->c);
     r->out.len = 0;
-    assert_int_equal(eng_clean_filter_batch(batch, &h, m, now, drm, keep_empty, &scratch, &r->out,
-                                            &r->act, &r->c),
+    assert_int_equal(eng_clean_filter_batch(batch, &h, m, now, drm, keep_empty, false, &scratch,
+                                            &r->out, &r->act, &r->c),
                      0);
     eng_buf_free(&scratch);
     if (r->act == ENG_CLEAN_REWRITE) {
@@ -306,7 +306,7 @@ static void test_vector_first_clean(void **state)
     v3[n3 - 1] ^= 0x20;
     eng_buf scratch = {0};
     r.out.len = 0;
-    assert_int_equal(eng_clean_filter_batch(v3, &h3, f->map, 1000000, 86400000, false, &scratch,
+    assert_int_equal(eng_clean_filter_batch(v3, &h3, f->map, 1000000, 86400000, false, false, &scratch,
                                             &r.out, &r.act, &r.c),
                      ENG_ECRC);
     assert_int_equal(r.out.len, 0);

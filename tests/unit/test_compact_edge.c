@@ -178,7 +178,7 @@ static void test_horizon_saturates(void **state)
     eng_buf scratch = {0}, out = {0};
     eng_clean_action act;
     eng_clean_counts c = {0};
-    assert_int_equal(eng_clean_filter_batch(b, &h, f->map, CU_T0, INT64_MAX, false,
+    assert_int_equal(eng_clean_filter_batch(b, &h, f->map, CU_T0, INT64_MAX, false, false,
                                             &scratch, &out, &act, &c),
                      0);
     assert_int_equal(act, ENG_CLEAN_REWRITE);
@@ -200,7 +200,7 @@ static void test_horizon_saturates(void **state)
     cu_kv one = {"t", NULL, -1};
     b = cu_encode(&one, 1, CU_T0, NULL, &len);
     assert_int_equal(eng_batch_validate(b, len, &h), 0);
-    assert_int_equal(eng_clean_filter_batch(b, &h, f->map, CU_T0, INT64_MAX, false,
+    assert_int_equal(eng_clean_filter_batch(b, &h, f->map, CU_T0, INT64_MAX, false, false,
                                             &scratch, &out, &act, &c),
                      0);
     assert_int_equal(act, ENG_CLEAN_REWRITE);
