@@ -35,6 +35,16 @@ static int batch_fail(eng_errdetail *err, int rc, size_t idx, const char *why)
     return eng_fail(err, rc, "batch %zu: %s", idx, why);
 }
 
+/* Kafka's recordHasInvalidTimestamp: the distance from now against each
+ * limit, never `now + after`, which wraps for limits near INT64_MAX (the
+ * deprecated difference.max.ms fallback included) and refused everything.
+ * ts >= 0 here and the clock is past 1970, so now - ts cannot wrap either. */
+static bool outside_window(int64_t ts, int64_t now, int64_t before, int64_t after)
+{
+    int64_t behind = now - ts; /* negative: ts is ahead of now */
+    return behind > before || -behind > after;
+}
+
 /* Record-level checks of one batch: timestamps, keys, and the true max
  * timestamp. */
 static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_batch_header *h,
@@ -65,8 +75,7 @@ static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_
             if (r.timestamp < 0 && r.timestamp != -1)
                 return eng_fail(err, ENG_ETIMESTAMP, "batch %zu: invalid timestamp %lld", idx,
                                 (long long)r.timestamp);
-            if ((before != INT64_MAX && r.timestamp < now - before) ||
-                (after != INT64_MAX && r.timestamp > now + after))
+            if (outside_window(r.timestamp, now, before, after))
                 return eng_fail(err, ENG_ETIMESTAMP,
                                 "batch %zu: timestamp %lld is outside the topic's window "
                                 "[now - %lld, now + %lld]",

@@ -1,0 +1,86 @@
+/*
+ * test_validate.c - what an append is checked against and stamped with
+ * (engine/eng_validate.c), beyond the refusals test_partition.c covers:
+ *   - message.timestamp.before/after.max.ms (and the deprecated
+ *     difference.max.ms fallback) near INT64_MAX refuse nothing.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "eng_batch.h"
+#include "eng_config.h"
+#include "eng_error.h"
+#include "eng_fs.h" /* eng_now_ms */
+#include "eng_partition.h"
+#include "partition_fixture.h"
+#include "support.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Appends one producer batch of records at the given timestamps. */
+static int append_at(eng_partition *p, const int64_t *ts, size_t n, eng_errdetail *err)
+{
+    eng_record_spec recs[8];
+    assert_true(n <= 8);
+    for (size_t i = 0; i < n; i++)
+        recs[i] = rec(ts[i], "k", "v");
+    uint8_t buf[512];
+    size_t len = encode(buf, sizeof buf, recs, n);
+    assert_true(len > 0);
+    return do_append(p, buf, len, -1, true, NULL, err);
+}
+
+/* ---- timestamp windows ---------------------------------------------------- */
+
+/* A limit near INT64_MAX used to overflow `now + limit` into a negative
+ * bound that every record was above. */
+static void test_window_near_int64_max(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_AFTER_MAX_MS].i = INT64_MAX - 1;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS].i = INT64_MAX - 1;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_errdetail err = {0};
+    int64_t now = eng_now_ms();
+    int64_t ts[3] = {now, 0, INT64_MAX / 2};
+    assert_int_equal(append_at(p, ts, 3, &err), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 3);
+    eng_partition_unref(p);
+}
+
+/* The same through the deprecated fallback, which both sides take when
+ * before/after are left at their default. */
+static void test_window_fallback_near_int64_max(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS].i = INT64_MAX - 1;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_errdetail err = {0};
+    int64_t now = eng_now_ms();
+    int64_t ts[2] = {now, now + 86400000};
+    assert_int_equal(append_at(p, ts, 2, &err), 0);
+    /* A finite limit still refuses, on each side. */
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_AFTER_MAX_MS].i = 60000;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS].i = 60000;
+    eng_partition_set_config(p, &f->cfg);
+    int64_t future = now + 3600000, past = now - 3600000;
+    assert_int_equal(append_at(p, &future, 1, &err), ENG_ETIMESTAMP);
+    assert_int_equal(append_at(p, &past, 1, &err), ENG_ETIMESTAMP);
+    assert_int_equal(eng_partition_log_end_offset(p), 2);
+    eng_partition_unref(p);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_window_near_int64_max),
+        T(test_window_fallback_near_int64_max),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
