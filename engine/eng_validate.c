@@ -75,7 +75,9 @@ static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_
             if (r.timestamp < 0 && r.timestamp != -1)
                 return eng_fail(err, ENG_ETIMESTAMP, "batch %zu: invalid timestamp %lld", idx,
                                 (long long)r.timestamp);
-            if (outside_window(r.timestamp, now, before, after))
+            /* -1 is NO_TIMESTAMP, which Kafka producers may send and
+             * validateTimestamp lets through: it is in no window. */
+            if (r.timestamp != -1 && outside_window(r.timestamp, now, before, after))
                 return eng_fail(err, ENG_ETIMESTAMP,
                                 "batch %zu: timestamp %lld is outside the topic's window "
                                 "[now - %lld, now + %lld]",

@@ -2,7 +2,9 @@
  * test_validate.c - what an append is checked against and stamped with
  * (engine/eng_validate.c), beyond the refusals test_partition.c covers:
  *   - message.timestamp.before/after.max.ms (and the deprecated
- *     difference.max.ms fallback) near INT64_MAX refuse nothing.
+ *     difference.max.ms fallback) near INT64_MAX refuse nothing;
+ *   - a record without a timestamp (-1, Kafka's NO_TIMESTAMP) is outside
+ *     no window.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +34,16 @@ static int append_at(eng_partition *p, const int64_t *ts, size_t n, eng_errdetai
     size_t len = encode(buf, sizeof buf, recs, n);
     assert_true(len > 0);
     return do_append(p, buf, len, -1, true, NULL, err);
+}
+
+/* Reads the batch holding offset (max_bytes 1 still answers one whole
+ * batch) and checks it like a consumer would. */
+static void read_batch(eng_partition *p, int64_t offset, eng_fetch *ft, eng_batch_header *h)
+{
+    assert_int_equal(eng_partition_read(p, offset, 1, ft, NULL), 0);
+    assert_true(ft->len > 0);
+    assert_int_equal(eng_batch_validate(ft->data, ft->len, h), 0); /* CRC included */
+    assert_int_equal(eng_batch_size(h), ft->len);
 }
 
 /* ---- timestamp windows ---------------------------------------------------- */
@@ -74,6 +86,33 @@ static void test_window_fallback_near_int64_max(void **state)
     eng_partition_unref(p);
 }
 
+/* Kafka's validateTimestamp skips NO_TIMESTAMP: a producer may send it. */
+static void test_no_timestamp_is_in_every_window(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS].i = 3600000;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_AFTER_MAX_MS].i = 60000;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_errdetail err = {0};
+    int64_t now = eng_now_ms();
+    int64_t none = -1;
+    assert_int_equal(append_at(p, &none, 1, &err), 0);
+    int64_t mixed[2] = {-1, now};
+    assert_int_equal(append_at(p, mixed, 2, &err), 0);
+    /* Other negative timestamps stay invalid; a real one is still checked. */
+    int64_t bad[2] = {-1, -2}, old[2] = {-1, now - 2 * 3600000};
+    assert_int_equal(append_at(p, bad, 2, &err), ENG_ETIMESTAMP);
+    assert_int_equal(append_at(p, old, 2, &err), ENG_ETIMESTAMP);
+    assert_int_equal(eng_partition_log_end_offset(p), 3);
+
+    eng_fetch ft;
+    eng_batch_header h;
+    read_batch(p, 0, &ft, &h);
+    assert_int_equal(h.max_timestamp, -1);
+    eng_fetch_free(&ft);
+    eng_partition_unref(p);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -81,6 +120,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_window_near_int64_max),
         T(test_window_fallback_near_int64_max),
+        T(test_no_timestamp_is_in_every_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
