@@ -5,15 +5,17 @@
  *
  * Three passes over the request's batches, none holding a lock:
  *   1. check: header, length against the body, and for producer-built batches
- *      the CRC, the record framing, lastOffsetDelta + 1 == count, no control
- *      or cleaned batches; for every batch when the topic needs it, record
- *      timestamps against message.timestamp.before/after.max.ms and non-null
- *      keys on compacted topics; note which batches need another codec;
+ *      the size as sent against max.message.bytes, the CRC, the record
+ *      framing, lastOffsetDelta + 1 == count, no control or cleaned batches;
+ *      for every batch when the topic needs it, record timestamps against
+ *      message.timestamp.before/after.max.ms and non-null keys on compacted
+ *      topics; note which batches need another codec;
  *   2. convert: batches whose codec is not the topic's compression.type (other
  *      than `producer`) are re-encoded into a new buffer;
  *   3. stamp: partitionLeaderEpoch 0, maxTimestamp = the records' true
  *      maximum (CreateTime) or the broker clock (LogAppendTime, attribute bit
- *      3), CRC recomputed when a covered byte changed; size limits.
+ *      3), CRC recomputed when a covered byte changed; size limits on what
+ *      will be stored.
  * Any failure leaves nothing behind: the log is only touched afterwards.
  */
 #include "eng_compress.h"
@@ -110,6 +112,14 @@ static int check_producer_batch(const uint8_t *b, size_t size, const eng_batch_h
     return 0;
 }
 
+static int too_large(eng_errdetail *err, size_t idx, size_t size, int64_t max_msg, const char *when)
+{
+    int rc = eng_fail(err, ENG_ETOOLARGE, "batch %zu is %zu bytes%s, above max.message.bytes %lld",
+                      idx, size, when, (long long)max_msg);
+    eng_errdetail_bounds(err, 0, max_msg);
+    return rc;
+}
+
 static int push_info(batch_info **v, size_t *n, size_t *cap, batch_info bi)
 {
     if (*n == *cap) {
@@ -141,6 +151,7 @@ int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool prod
                         eng_config_ts_before_max(cfg) != INT64_MAX ||
                         eng_config_ts_after_max(cfg) != INT64_MAX;
     int64_t ctype = cfg->v[ENG_CFG_COMPRESSION_TYPE].i;
+    int64_t max_msg = cfg->v[ENG_CFG_MAX_MESSAGE_BYTES].i;
     batch_info *info = NULL;
     size_t n = 0, cap = 0;
     bool convert = false;
@@ -158,6 +169,15 @@ int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool prod
         size_t size = eng_batch_size(&h);
         if (size > len - off) {
             rc = batch_fail(err, ENG_ECORRUPT, n, "batch length runs past the end of the body");
+            goto done;
+        }
+        /* As Kafka's analyzeAndValidateRecords: a batch too large as sent is
+         * refused even when the topic's codec would shrink it below the
+         * limit; pass 3 checks it again as stored.  A JSON append has no
+         * batch "as sent" (it was encoded here, uncompressed), so only its
+         * stored size counts. */
+        if (producer && (int64_t)size > max_msg) {
+            rc = too_large(err, n, size, max_msg, " as sent");
             goto done;
         }
         if (producer && (rc = check_producer_batch(b, size, &h, n, err)))
@@ -204,14 +224,11 @@ int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool prod
     }
 
     /* 3. stamp and size */
-    int64_t max_msg = cfg->v[ENG_CFG_MAX_MESSAGE_BYTES].i;
     for (size_t i = 0; i < n; i++) {
         uint8_t *b = final + info[i].off;
         size_t size = info[i].size;
         if ((int64_t)size > max_msg) {
-            rc = eng_fail(err, ENG_ETOOLARGE, "batch %zu is %zu bytes, above max.message.bytes %lld",
-                          i, size, (long long)max_msg);
-            eng_errdetail_bounds(err, 0, max_msg);
+            rc = too_large(err, i, size, max_msg, "");
             goto done;
         }
         eng_batch_header h;

@@ -4,7 +4,9 @@
  *   - message.timestamp.before/after.max.ms (and the deprecated
  *     difference.max.ms fallback) near INT64_MAX refuse nothing;
  *   - a record without a timestamp (-1, Kafka's NO_TIMESTAMP) is outside
- *     no window.
+ *     no window;
+ *   - max.message.bytes holds for a producer batch as sent, not only after
+ *     the topic's codec shrank it; JSON-built batches count as stored.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -113,6 +115,55 @@ static void test_no_timestamp_is_in_every_window(void **state)
     eng_partition_unref(p);
 }
 
+/* ---- max.message.bytes ---------------------------------------------------- */
+
+/* Five 100-byte values of one letter: ~700 bytes sent, far less in zstd. */
+static size_t compressible_batch(uint8_t *buf, size_t cap)
+{
+    static char value[101];
+    memset(value, 'v', 100);
+    eng_record_spec recs[5];
+    for (int i = 0; i < 5; i++)
+        recs[i] = rec(T0 + i, "k", value);
+    return encode(buf, cap, recs, 5);
+}
+
+static void test_max_message_bytes_before_conversion(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_COMPRESSION_TYPE].i = ENG_COMPRESSION_ZSTD;
+    f->cfg.v[ENG_CFG_MAX_MESSAGE_BYTES].i = 300;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    uint8_t buf[2048];
+    size_t len = compressible_batch(buf, sizeof buf);
+    assert_true(len > 600);
+
+    /* As Kafka's analyzeAndValidateRecords: the batch as sent is too big,
+     * whatever zstd would make of it. */
+    eng_errdetail err = {0};
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_ETOOLARGE);
+    assert_true(err.has_bounds);
+    assert_int_equal(err.hi, 300);
+    assert_non_null(strstr(err.message, "max.message.bytes"));
+    assert_int_equal(eng_partition_log_end_offset(p), 0);
+
+    /* A JSON append has no batch as sent: logstore encodes it, and what is
+     * stored (zstd) is what counts, as it did. */
+    len = compressible_batch(buf, sizeof buf);
+    eng_append_result res;
+    assert_int_equal(do_append(p, buf, len, -1, false, &res, &err), 0);
+    assert_true(res.batch_bytes <= 300);
+    assert_int_equal(eng_partition_log_end_offset(p), 5);
+
+    /* Under the limit as sent: accepted and stored compressed. */
+    f->cfg.v[ENG_CFG_MAX_MESSAGE_BYTES].i = (int64_t)len;
+    eng_partition_set_config(p, &f->cfg);
+    len = compressible_batch(buf, sizeof buf);
+    assert_int_equal(do_append(p, buf, len, -1, true, &res, &err), 0);
+    assert_true(res.batch_bytes < len);
+    eng_partition_unref(p);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -121,6 +172,7 @@ int main(void)
         T(test_window_near_int64_max),
         T(test_window_fallback_near_int64_max),
         T(test_no_timestamp_is_in_every_window),
+        T(test_max_message_bytes_before_conversion),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
