@@ -13,8 +13,8 @@
  *   2. convert: batches whose codec is not the topic's compression.type (other
  *      than `producer`) are re-encoded into a new buffer;
  *   3. stamp: partitionLeaderEpoch 0, maxTimestamp = the records' true
- *      maximum (CreateTime) or the broker clock (LogAppendTime, attribute bit
- *      3), CRC recomputed when a covered byte changed; size limits on what
+ *      maximum (CreateTime, attribute bit 3 cleared) or the broker clock
+ *      (LogAppendTime, bit 3 set), CRC recomputed when a covered byte changed; size limits on what
  *      will be stored.
  * Any failure leaves nothing behind: the log is only touched afterwards.
  */
@@ -48,7 +48,11 @@ static bool outside_window(int64_t ts, int64_t now, int64_t before, int64_t afte
 }
 
 /* Record-level checks of one batch: timestamps, keys, and the true max
- * timestamp. */
+ * timestamp.  Timestamps are the stored ones (base + delta) even in a batch
+ * that carries the LogAppendTime bit: on a CreateTime topic pass 3 clears
+ * the bit, and these are what readers will see.  (Kafka checks and keeps the
+ * sent maxTimestamp there, which would leave the time index naming a maximum
+ * no record has.) */
 static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_batch_header *h,
                          size_t idx, int64_t now, eng_buf *scratch, int64_t *max_ts,
                          eng_errdetail *err)
@@ -73,20 +77,21 @@ static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_
                             "batch %zu: record at offset delta %lld has a null key, which a "
                             "compacted topic does not accept",
                             idx, (long long)(r.offset - h->base_offset));
+        int64_t ts = r.raw_timestamp;
         if (create_time) {
-            if (r.timestamp < 0 && r.timestamp != -1)
+            if (ts < 0 && ts != -1)
                 return eng_fail(err, ENG_ETIMESTAMP, "batch %zu: invalid timestamp %lld", idx,
-                                (long long)r.timestamp);
+                                (long long)ts);
             /* -1 is NO_TIMESTAMP, which Kafka producers may send and
              * validateTimestamp lets through: it is in no window. */
-            if (r.timestamp != -1 && outside_window(r.timestamp, now, before, after))
+            if (ts != -1 && outside_window(ts, now, before, after))
                 return eng_fail(err, ENG_ETIMESTAMP,
                                 "batch %zu: timestamp %lld is outside the topic's window "
                                 "[now - %lld, now + %lld]",
-                                idx, (long long)r.timestamp, (long long)before, (long long)after);
+                                idx, (long long)ts, (long long)before, (long long)after);
         }
-        if (r.timestamp > *max_ts)
-            *max_ts = r.timestamp;
+        if (ts > *max_ts)
+            *max_ts = ts;
     }
     if (rc < 0 || seen != h->record_count)
         return batch_fail(err, ENG_ECORRUPT, idx, "record framing does not match the header");
@@ -183,7 +188,11 @@ int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool prod
         if (producer && (rc = check_producer_batch(b, size, &h, n, err)))
             goto done;
         int64_t max_ts = h.max_timestamp;
-        if (need_records && (rc = check_records(cfg, b, &h, n, now, &scratch, &max_ts, err)))
+        /* A LogAppendTime bit on a CreateTime topic is cleared in pass 3,
+         * and its maxTimestamp is then no guide to the records'. */
+        bool lat_bit = !log_append && (h.attributes & ENG_ATTR_LOG_APPEND_TIME);
+        if ((need_records || lat_bit) &&
+            (rc = check_records(cfg, b, &h, n, now, &scratch, &max_ts, err)))
             goto done;
         int codec = h.attributes & ENG_ATTR_CODEC_MASK;
         int target = ctype == ENG_COMPRESSION_PRODUCER ? codec : eng_config_codec(ctype);
@@ -240,7 +249,11 @@ int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool prod
             eng_put_be64(b + 35, (uint64_t)now);
             eng_batch_update_crc(b, size);
             max_ts = now;
-        } else if (max_ts != h.max_timestamp) {
+        } else if (max_ts != h.max_timestamp || (h.attributes & ENG_ATTR_LOG_APPEND_TIME)) {
+            /* Kafka's setMaxTimestamp(CREATE_TIME, max): a producer's
+             * LogAppendTime bit would make readers give every record the
+             * batch's maxTimestamp. */
+            eng_put_be16(b + 21, (uint16_t)(h.attributes & ~ENG_ATTR_LOG_APPEND_TIME));
             eng_put_be64(b + 35, (uint64_t)max_ts);
             eng_batch_update_crc(b, size);
         }

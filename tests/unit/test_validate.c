@@ -6,7 +6,9 @@
  *   - a record without a timestamp (-1, Kafka's NO_TIMESTAMP) is outside
  *     no window;
  *   - max.message.bytes holds for a producer batch as sent, not only after
- *     the topic's codec shrank it; JSON-built batches count as stored.
+ *     the topic's codec shrank it; JSON-built batches count as stored;
+ *   - a producer batch carrying the LogAppendTime bit is stored as CreateTime
+ *     on a CreateTime topic, with a valid CRC and its own record timestamps.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -164,6 +166,62 @@ static void test_max_message_bytes_before_conversion(void **state)
     eng_partition_unref(p);
 }
 
+/* ---- the LogAppendTime bit on a CreateTime topic --------------------------- */
+
+static void test_log_append_time_bit_cleared(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    /* Records at 1000 and 2000, sent with bit 3 and a maxTimestamp of 5000
+     * that a LogAppendTime reader would give every record. */
+    eng_record_spec recs[2] = {rec(1000, "a", "x"), rec(2000, "b", "y")};
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    bp.attributes = ENG_ATTR_LOG_APPEND_TIME;
+    bp.max_timestamp = 5000;
+    uint8_t buf[256];
+    size_t len = eng_batch_encode(buf, sizeof buf, &bp, recs, 2);
+    assert_true(len > 0);
+    eng_append_result res;
+    eng_errdetail err = {0};
+    assert_int_equal(do_append(p, buf, len, -1, true, &res, &err), 0);
+    assert_int_equal(res.timestamp_type, ENG_TS_CREATE_TIME);
+    assert_int_equal(res.log_append_time, -1);
+
+    eng_fetch ft;
+    eng_batch_header h;
+    read_batch(p, 0, &ft, &h);
+    assert_int_equal(h.attributes & ENG_ATTR_LOG_APPEND_TIME, 0);
+    assert_int_equal(h.max_timestamp, 2000); /* the records' own maximum */
+    eng_record_iter it;
+    eng_record r;
+    eng_record_iter_init(&it, &h, ft.data + ENG_BATCH_OVERHEAD, ft.len - ENG_BATCH_OVERHEAD);
+    int64_t want[2] = {1000, 2000};
+    int n = 0;
+    while (eng_record_iter_next(&it, &r) == 1) {
+        assert_true(n < 2);
+        assert_int_equal(r.timestamp, want[n++]);
+    }
+    assert_int_equal(n, 2);
+    eng_fetch_free(&ft);
+    int64_t off, ts;
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(ts, 2000);
+    assert_int_equal(off, 1);
+
+    /* The same through a conversion to the topic's codec. */
+    f->cfg.v[ENG_CFG_COMPRESSION_TYPE].i = ENG_COMPRESSION_GZIP;
+    eng_partition_set_config(p, &f->cfg);
+    len = eng_batch_encode(buf, sizeof buf, &bp, recs, 2);
+    assert_int_equal(do_append(p, buf, len, -1, true, &res, &err), 0);
+    read_batch(p, 2, &ft, &h);
+    assert_int_equal(h.attributes & ENG_ATTR_CODEC_MASK, ENG_CODEC_GZIP);
+    assert_int_equal(h.attributes & ENG_ATTR_LOG_APPEND_TIME, 0);
+    assert_int_equal(h.max_timestamp, 2000);
+    eng_fetch_free(&ft);
+    eng_partition_unref(p);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -173,6 +231,7 @@ int main(void)
         T(test_window_fallback_near_int64_max),
         T(test_no_timestamp_is_in_every_window),
         T(test_max_message_bytes_before_conversion),
+        T(test_log_append_time_bit_cleared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
