@@ -609,6 +609,16 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         goto unlock;
     }
     int64_t last = leo + plan.total_offsets - 1;
+    /* `now` was read and stamped before the lock, so this append may come
+     * after one stamped later (see last_append_time_ms).  Restamping takes
+     * a CRC pass, but only then: the common path costs a comparison. */
+    bool log_append = cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i == ENG_TS_LOG_APPEND_TIME;
+    int64_t stamp = now;
+    if (log_append && now < p->last_append_time_ms) {
+        stamp = p->last_append_time_ms;
+        eng__restamp_log_append(data, len, stamp);
+        plan.max_ts = stamp;
+    }
     eng_segment *active = p->view->segs[p->view->n - 1];
     eng_roll_reason why = eng_segment_should_roll(active, len, plan.max_ts, last,
                                                   cfg.v[ENG_CFG_SEGMENT_BYTES].i,
@@ -631,6 +641,8 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         goto unlock;
     }
     atomic_store(&p->log_end_offset, last + 1);
+    if (log_append)
+        p->last_append_time_ms = stamp;
     atomic_fetch_add_explicit(&p->appended_records, (uint64_t)plan.records, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->appended_bytes, len, memory_order_relaxed);
     p->unflushed_records += plan.records;
@@ -660,7 +672,7 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
     res->last_offset = last;
     res->record_count = plan.records;
     res->timestamp_type = (int)cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i;
-    res->log_append_time = res->timestamp_type == ENG_TS_LOG_APPEND_TIME ? now : -1;
+    res->log_append_time = log_append ? stamp : -1;
     res->log_start_offset = atomic_load(&p->log_start_offset);
     res->high_watermark = atomic_load(&p->high_watermark);
     res->batch_bytes = len;

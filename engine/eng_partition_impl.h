@@ -70,6 +70,12 @@ struct eng_partition {
      * the next roll syncs them.  Set before such a flush takes its view. */
     _Atomic bool index_sync_owed;
     int64_t unflushed_records;  /* appended since the last flush (append_lock) */
+    /* The latest LogAppendTime stamped here (append_lock; 0 until the first
+     * since open).  An append reads the clock before it takes the lock, so
+     * it may follow one that read a later time: it then takes this one, and
+     * LogAppendTime never goes back along the offsets, as in Kafka, which
+     * stamps under the log's lock. */
+    int64_t last_append_time_ms;
     _Atomic int64_t last_flush_ms; /* monotonic */
     /* Failed rolls are logged at most every ROLL_ERROR_LOG_MS (append_lock):
      * out of space or descriptors, every append tries again. */
@@ -119,6 +125,10 @@ typedef struct eng__append_plan {
 int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool producer, int64_t now,
                      eng__append_plan *plan, eng_errdetail *err);
 void eng__append_plan_free(eng__append_plan *plan);
+
+/* Rewrites the LogAppendTime (maxTimestamp) of every batch of a planned
+ * append to ts and recomputes their CRCs. */
+void eng__restamp_log_append(uint8_t *data, size_t len, int64_t ts);
 
 /* Stamps base offsets from `next`; returns the last offset of the batch
  * max_ts_batch (Kafka's shallowOffsetOfMaxTimestamp). */

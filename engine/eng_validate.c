@@ -278,6 +278,17 @@ done:
     return rc;
 }
 
+void eng__restamp_log_append(uint8_t *data, size_t len, int64_t ts)
+{
+    for (size_t off = 0; off < len;) {
+        uint8_t *b = data + off;
+        size_t size = (size_t)eng_be32(b + 8) + ENG_LOG_OVERHEAD;
+        eng_put_be64(b + 35, (uint64_t)ts);
+        eng_batch_update_crc(b, size);
+        off += size;
+    }
+}
+
 int64_t eng__assign_offsets(uint8_t *data, size_t len, int64_t next, size_t max_ts_batch)
 {
     int64_t off_of_max = -1;
