@@ -117,7 +117,8 @@ typedef struct eng_partition_info {
     uint64_t size_bytes;
     uint32_t segment_count;
     int64_t active_base_offset;
-    int64_t first_timestamp; /* base timestamp of the first batch, -1 if empty */
+    int64_t first_timestamp; /* of the record at the log start offset (or the
+                              * first after it), as readers see it; -1 if none */
     int64_t max_timestamp;   /* largest record timestamp, -1 if none */
 } eng_partition_info;
 
@@ -127,7 +128,8 @@ typedef struct eng_segment_info {
     int64_t record_count;
     int64_t batch_count;
     uint64_t size_bytes;
-    int64_t first_timestamp; /* first batch's base timestamp, -1 if empty */
+    int64_t first_timestamp; /* of its first record, as readers see it
+                              * (LogAppendTime: the stamped time); -1 if empty */
     int64_t max_timestamp;
     bool active;
     bool damaged; /* a batch does not decode or runs past the file's end;

@@ -293,6 +293,21 @@ int eng_partition_offset_for_timestamp(eng_partition *p, int64_t ts, int64_t *of
     return rc;
 }
 
+/* Reads the whole batch at b into buf and hands back its plain records. */
+static int load_records(eng_segment *seg, const eng_batch_pos *b, eng_buf *buf,
+                        eng_buf *scratch, const uint8_t **recs, size_t *len)
+{
+    size_t size = eng_batch_size(&b->header), got;
+    int rc = eng_buf_reserve(buf, size);
+    if (!rc)
+        rc = eng_segment_pread(seg, buf->data, size, b->position, &got);
+    if (!rc && got != size)
+        rc = ENG_ECORRUPT;
+    if (!rc)
+        rc = eng_batch_plain_records(buf->data, &b->header, scratch, recs, len);
+    return rc;
+}
+
 typedef struct max_ts_ctx {
     eng_segment *seg;
     int64_t ts;
@@ -308,12 +323,9 @@ static int visit_max_ts(const eng_batch_pos *b, void *vctx)
     max_ts_ctx *c = vctx;
     if (eng_batch_last_offset(&b->header) < c->target_last)
         return 0;
-    size_t size = eng_batch_size(&b->header), got;
     const uint8_t *recs;
     size_t len;
-    if (eng_buf_reserve(&c->batch, size) ||
-        eng_segment_pread(c->seg, c->batch.data, size, b->position, &got) || got != size ||
-        eng_batch_plain_records(c->batch.data, &b->header, &c->scratch, &recs, &len))
+    if (load_records(c->seg, b, &c->batch, &c->scratch, &recs, &len))
         return 1;
     eng_record_iter it;
     eng_record r;
@@ -355,10 +367,92 @@ int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
     return rc;
 }
 
-static int64_t first_batch_timestamp(eng_segment *seg)
+typedef struct first_ts_ctx {
+    eng_segment *seg;
+    int64_t from;
+    int64_t ts;
+    bool found, failed;
+    eng_buf batch, scratch;
+} first_ts_ctx;
+
+/* The timestamp a reader sees on the first record at or after c->from.  The
+ * header answers for most batches: a LogAppendTime batch's records all read
+ * as maxTimestamp (its baseTimestamp is the client's), and otherwise
+ * baseTimestamp is the first record's.  The records answer when `from` falls
+ * inside the batch or baseTimestamp holds the cleaner's delete horizon. */
+static int visit_first_ts(const eng_batch_pos *b, void *vctx)
 {
-    eng_batch_header h;
-    return eng_segment_first_batch(seg, &h) ? -1 : h.base_timestamp;
+    first_ts_ctx *c = vctx;
+    const eng_batch_header *h = &b->header;
+    if (eng_batch_last_offset(h) < c->from || h->record_count == 0)
+        return 0; /* an empty batch is what a clean left of one */
+    if (h->attributes & ENG_ATTR_LOG_APPEND_TIME) {
+        c->ts = h->max_timestamp;
+        c->found = true;
+        return 1;
+    }
+    if (h->base_offset >= c->from && !(h->attributes & ENG_ATTR_DELETE_HORIZON)) {
+        c->ts = h->base_timestamp;
+        c->found = true;
+        return 1;
+    }
+    const uint8_t *recs;
+    size_t len;
+    if (load_records(c->seg, b, &c->batch, &c->scratch, &recs, &len)) {
+        c->failed = true;
+        return 1;
+    }
+    eng_record_iter it;
+    eng_record r;
+    eng_record_iter_init(&it, h, recs, len);
+    while (eng_record_iter_next(&it, &r) == 1) {
+        if (r.offset >= c->from) {
+            c->ts = r.timestamp;
+            c->found = true;
+            return 1;
+        }
+    }
+    return 0; /* compaction left only records below `from` */
+}
+
+/* Sets *ts to the timestamp of seg's first record at or after `from`.
+ * Returns false when seg has no such record, so the caller looks further;
+ * true when it has, or when seg cannot be read there (*ts untouched: a
+ * listing shows no time rather than failing, nor a later record's). */
+static bool first_timestamp_from(eng_segment *seg, int64_t from, int64_t *ts)
+{
+    first_ts_ctx c = {.seg = seg, .from = from, .ts = -1};
+    uint64_t size = eng_segment_size(seg);
+    eng_batch_pos b = {.position = 0};
+    int rc;
+    /* Metrics ask this of every partition, and `from` is most often the
+     * segment's base: its first header, one 61-byte read, usually settles
+     * it without a scan's chunk-sized reads. */
+    if (from <= eng_segment_base(seg)) {
+        if ((rc = eng_segment_first_batch(seg, &b.header)))
+            return rc != ENG_ENOTFOUND;
+        rc = visit_first_ts(&b, &c);
+        if (!rc)
+            rc = eng_segment_scan_from(seg, 0, size, visit_first_ts, &c);
+    } else if ((rc = eng_segment_find_batch(seg, from, size, &b))) {
+        return rc != ENG_ENOTFOUND;
+    } else {
+        rc = eng_segment_scan_from(seg, b.position, size, visit_first_ts, &c);
+    }
+    eng_buf_free(&c.batch);
+    eng_buf_free(&c.scratch);
+    if (c.found)
+        *ts = c.ts;
+    return c.found || c.failed || rc < 0;
+}
+
+/* A segment's first timestamp: its first record's, whatever the log start
+ * offset (a listing shows what the files hold). */
+static int64_t segment_first_timestamp(eng_segment *seg)
+{
+    int64_t ts = -1;
+    first_timestamp_from(seg, eng_segment_base(seg), &ts);
+    return ts;
 }
 
 void eng_partition_info_get(eng_partition *p, eng_partition_info *out)
@@ -378,10 +472,15 @@ void eng_partition_info_get(eng_partition *p, eng_partition_info *out)
         if (t > out->max_timestamp)
             out->max_timestamp = t;
     }
-    if (v->n > 0) {
+    if (v->n > 0)
         out->active_base_offset = eng_segment_base(v->segs[v->n - 1]);
-        out->first_timestamp = first_batch_timestamp(v->segs[0]);
-    }
+    /* The partition's first record is the one at the log start offset (what
+     * an `earliest` read starts from): records below it are deleted for
+     * readers even while their segment waits for retention. */
+    ssize_t i = eng__segview_floor(v, out->log_start_offset);
+    for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n; k++)
+        if (first_timestamp_from(v->segs[k], out->log_start_offset, &out->first_timestamp))
+            break;
     eng__segview_release(v);
 }
 
@@ -412,7 +511,7 @@ int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
         si->next_offset = eng_segment_next_offset(seg);
         si->size_bytes = eng_segment_size(seg);
         si->max_timestamp = eng_segment_max_timestamp(seg);
-        si->first_timestamp = first_batch_timestamp(seg);
+        si->first_timestamp = segment_first_timestamp(seg);
         si->active = eng_segment_is_active(seg);
         count_ctx c = {0};
         rc = eng_segment_scan(seg, si->size_bytes, visit_count, &c);

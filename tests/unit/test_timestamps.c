@@ -1,7 +1,12 @@
 /*
  * test_timestamps.c - the timestamps a partition stamps and reports:
  *   - LogAppendTime never decreases with the offset, however concurrent
- *     appenders interleave, and each append answers the time it stored.
+ *     appenders interleave, and each append answers the time it stored;
+ *   - a partition's first_timestamp is that of its first record at or after
+ *     the log start offset, a segment's that of its first record, as a
+ *     reader sees them: the stamped time of a LogAppendTime batch, the
+ *     record's own one where baseTimestamp holds the cleaner's delete
+ *     horizon.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +17,7 @@
 #include "eng_config.h"
 #include "eng_error.h"
 #include "eng_partition.h"
+#include "eng_retention.h" /* eng_partition_delete_records */
 #include "partition_fixture.h"
 #include "support.h"
 
@@ -126,12 +132,120 @@ static void test_log_append_time_never_decreases(void **state)
     eng_partition_unref(p);
 }
 
+/* ---- first_timestamp ------------------------------------------------------ */
+
+/* Appends one producer batch of two records at t1 and t2. */
+static eng_append_result append_two(eng_partition *p, int64_t t1, int64_t t2)
+{
+    eng_record_spec recs[2] = {rec(t1, "a", "x"), rec(t2, "b", "y")};
+    uint8_t buf[256];
+    size_t len = encode(buf, sizeof buf, recs, 2);
+    eng_append_result res;
+    eng_errdetail err = {0};
+    if (do_append(p, buf, len, -1, true, &res, &err))
+        fail_msg("append: %s", err.message);
+    return res;
+}
+
+static int64_t partition_first_ts(eng_partition *p)
+{
+    eng_partition_info info;
+    eng_partition_info_get(p, &info);
+    return info.first_timestamp;
+}
+
+/* first_timestamp of segment k of the listing. */
+static int64_t segment_first_ts(eng_partition *p, size_t k)
+{
+    eng_segment_info *si;
+    size_t n;
+    assert_int_equal(eng_partition_segments(p, &si, &n), 0);
+    assert_true(k < n);
+    int64_t ts = si[k].first_timestamp;
+    free(si);
+    return ts;
+}
+
+/* A LogAppendTime batch's baseTimestamp is the client's: every record
+ * reads as the stamped time. */
+static void test_first_timestamp_log_append_time(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i = ENG_TS_LOG_APPEND_TIME;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_append_result res = append_two(p, 1000, 1100);
+    assert_true(res.log_append_time > 1100);
+    assert_int_equal(partition_first_ts(p), res.log_append_time);
+    assert_int_equal(segment_first_ts(p, 0), res.log_append_time);
+    eng_partition_unref(p);
+}
+
+/* Records below the log start offset are gone for readers, though their
+ * segment may stay until retention runs. */
+static void test_first_timestamp_from_log_start(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    assert_int_equal(partition_first_ts(p), -1);
+    append_two(p, 1000, 1100); /* offsets 0-1, segment 0 */
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    append_two(p, 2000, 2100); /* 2-3, segment 2 */
+    f->cfg.v[ENG_CFG_COMPRESSION_TYPE].i = ENG_COMPRESSION_GZIP;
+    eng_partition_set_config(p, &f->cfg);
+    append_two(p, 3500, 3000); /* 4-5, gzip */
+    assert_int_equal(partition_first_ts(p), 1000);
+
+    int64_t lso;
+    assert_int_equal(eng_partition_delete_records(p, 2, &lso, NULL), 0);
+    assert_int_equal(partition_first_ts(p), 2000);
+    assert_int_equal(eng_partition_delete_records(p, 3, &lso, NULL), 0);
+    assert_int_equal(partition_first_ts(p), 2100); /* the record at 3, mid-batch */
+    assert_int_equal(eng_partition_delete_records(p, 5, &lso, NULL), 0);
+    assert_int_equal(partition_first_ts(p), 3000); /* inside a compressed batch */
+    /* Segments list what they hold, whatever the log start offset. */
+    assert_int_equal(segment_first_ts(p, 0), 1000);
+    assert_int_equal(segment_first_ts(p, 1), 2000);
+    assert_int_equal(eng_partition_delete_records(p, 6, &lso, NULL), 0);
+    assert_int_equal(partition_first_ts(p), -1); /* nothing left to read */
+    eng_partition_unref(p);
+}
+
+/* A batch whose baseTimestamp is the cleaner's delete horizon (attribute
+ * bit 6): its records' timestamps are still base + delta. */
+static void test_first_timestamp_delete_horizon(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    const int64_t horizon = 90000;
+    eng_record_spec recs[2] = {rec(1000, "a", NULL), rec(1100, "b", "y")};
+    uint8_t buf[256];
+    size_t body = eng_records_encode(buf + ENG_BATCH_OVERHEAD, sizeof buf - ENG_BATCH_OVERHEAD,
+                                     horizon, recs, 2);
+    assert_true(body > 0);
+    eng_batch_header h = {.length = (int32_t)(ENG_BATCH_OVERHEAD - ENG_LOG_OVERHEAD + body),
+                          .magic = ENG_BATCH_MAGIC, .attributes = ENG_ATTR_DELETE_HORIZON,
+                          .last_offset_delta = 1, .base_timestamp = horizon,
+                          .max_timestamp = 1100, .producer_id = -1, .producer_epoch = -1,
+                          .base_sequence = -1, .record_count = 2};
+    eng_batch_header_encode(buf, &h);
+    eng_batch_update_crc(buf, eng_batch_size(&h));
+    /* Not a producer's batch: only the cleaner writes this bit. */
+    assert_int_equal(do_append(p, buf, eng_batch_size(&h), -1, false, NULL, NULL), 0);
+    assert_int_equal(partition_first_ts(p), 1000);
+    assert_int_equal(segment_first_ts(p, 0), 1000);
+    eng_partition_unref(p);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_log_append_time_never_decreases),
+        T(test_first_timestamp_log_append_time),
+        T(test_first_timestamp_from_log_start),
+        T(test_first_timestamp_delete_horizon),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
