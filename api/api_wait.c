@@ -45,6 +45,7 @@ struct api_waiters {
     pthread_t *threads;
     unsigned nthreads;
     int64_t last_gone_check;
+    int64_t next_sweep_ms; /* monotonic: when a worker sweeps next */
 };
 
 static size_t bucket_of(const eng_partition *p)
@@ -186,6 +187,15 @@ static void *worker(void *arg)
     api_waiter *group[MAX_GROUP];
     pthread_mutex_lock(&ws->lock);
     for (;;) {
+        /* The sweep goes by the clock, not by how the last wait ended: each
+         * notify cuts the wait short, so sweeping only when a wait timed out
+         * let steady appends to any watched partition hold back every
+         * deadline, heartbeat and disconnect check. */
+        int64_t now = eng_mono_ms();
+        if (now >= ws->next_sweep_ms) {
+            ws->next_sweep_ms = now + SWEEP_MS;
+            sweep(ws);
+        }
         api_waiter *w = ws->ready.head;
         if (w) {
             unlink_w(&ws->ready, w);
@@ -202,15 +212,10 @@ static void *worker(void *arg)
         }
         if (ws->stopping && atomic_load(&ws->parked) == 0)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += SWEEP_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        if (pthread_cond_timedwait(&ws->cond, &ws->lock, &ts) == ETIMEDOUT)
-            sweep(ws);
+        struct timespec ts = {.tv_sec = (time_t)(ws->next_sweep_ms / 1000),
+                              .tv_nsec = (long)(ws->next_sweep_ms % 1000) * 1000000L};
+        /* Signalled, timed out or woken spuriously: the loop looks again. */
+        (void)pthread_cond_timedwait(&ws->cond, &ws->lock, &ts);
     }
     pthread_mutex_unlock(&ws->lock);
     return NULL;
@@ -235,6 +240,7 @@ int api_waiters_start(unsigned threads, size_t max, api_waiters **out)
     pthread_cond_init(&ws->cond, &ca);
     pthread_condattr_destroy(&ca);
     ws->last_gone_check = eng_mono_ms();
+    ws->next_sweep_ms = ws->last_gone_check + SWEEP_MS;
     for (unsigned i = 0; i < ws->nthreads; i++) {
         int e = pthread_create(&ws->threads[i], NULL, worker, ws);
         if (e) {
