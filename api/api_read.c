@@ -50,7 +50,8 @@ typedef struct read_req {
 typedef struct read_out {
     json_t *records;
     int64_t count;
-    int64_t bytes;
+    int64_t bytes;      /* key, value and header bytes: max_bytes and metrics */
+    int64_t wait_bytes; /* what counts against min_bytes: bytes, at least 1 a record */
     int64_t next_offset;
     bool done;
 } read_out;
@@ -101,6 +102,10 @@ static int collect(eng_partition *p, const eng_fetch *f, const read_req *rr, rea
             json_array_append_new(out->records, jr);
             out->count++;
             out->bytes += size;
+            /* Kafka counts batch bytes, so any record satisfies min_bytes=1:
+             * an empty one (null key, "" value) must too, or a long-poll
+             * waiting for it sleeps through the whole wait. */
+            out->wait_bytes += size > 0 ? size : 1;
             out->next_offset = r.offset + 1;
         }
         if (rc < 0)
@@ -297,8 +302,9 @@ static void answer_raw(eng_partition *p, const read_req *rr, const api_request *
 }
 
 /* Either answer: the JSON page or the stored batches.  *bytes is what counts
- * against min_bytes (record data for a page, batch bytes for a raw read);
- * *next_offset where a reader waiting for more would resume. */
+ * against min_bytes (record data, at least 1 byte a record, for a page; batch
+ * bytes for a raw read); *next_offset where a reader waiting for more would
+ * resume. */
 static void answer_read(eng_partition *p, const read_req *rr, const api_request *req,
                         api_response *resp, int64_t *bytes, int64_t *next_offset)
 {
@@ -310,7 +316,7 @@ static void answer_read(eng_partition *p, const read_req *rr, const api_request 
     }
     read_out out;
     answer_page(p, rr, req, resp, &out);
-    *bytes = out.bytes;
+    *bytes = out.wait_bytes;
     *next_offset = out.next_offset;
 }
 
@@ -398,7 +404,7 @@ static void long_poll_wake_many(api_waiter **ws, size_t n)
     answer_page(first->p, &rr, &req, &resp, &out);
     char *body = NULL;
     size_t len = 0;
-    if (resp.status == 200 && out.bytes >= rr.min_bytes && resp.raw) {
+    if (resp.status == 200 && out.wait_bytes >= rr.min_bytes && resp.raw) {
         body = resp.raw; /* taken */
         len = resp.raw_len;
         resp.raw = NULL;

@@ -8,6 +8,9 @@
  * ends at its wait_ms and an idle SSE stream still gets its heartbeats (the
  * registry's sweep once ran only when 20 ms passed without any wake, so
  * steady traffic anywhere held every deadline back).
+ *
+ * min_bytes: a long-poll with the default min_bytes=1 is answered by an
+ * empty record (null key, "" value), which once counted 0 bytes.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -41,6 +44,16 @@ static int group_teardown(void **state)
     ls_stop(S);
     ls_cleanup(S);
     return 0;
+}
+
+/* Waits until no reader is parked (a closed client leaves the registry
+ * within about a second), so a test can count its own. */
+static void settle(void)
+{
+    long long end = ru_mono_ms() + 5000;
+    while (parked(S) != 0 && ru_mono_ms() < end)
+        ru_sleep_ms(20);
+    assert_int_equal(parked(S), 0);
 }
 
 /* ---- deadlines under traffic ------------------------------------------------------------ */
@@ -125,10 +138,56 @@ static void test_deadlines_kept_under_traffic(void **state)
     mset_free(&idle_sse);
 }
 
+/* ---- min_bytes ----------------------------------------------------------------------- */
+
+static void test_empty_record_satisfies_min_bytes(void **state)
+{
+    (void)state;
+    settle();
+    assert_int_equal(ls_create_topic(S, "empty", 1, NULL), 201);
+    poll_req q;
+    assert_int_equal(poll_start(&q, S, "/v1/topics/empty/partitions/0/records?offset=latest&wait_ms=5000"), 0);
+    assert_true(wait_parked(S, 1, 5000));
+    ru_sleep_ms(200);
+    long long t_append = ru_mono_ms();
+    assert_int_equal(ls_append_json(S, "empty", 0, "{\"records\":[{\"value\":\"\"}]}"), 200);
+    pthread_join(q.th, NULL);
+    fprintf(stderr, "# answered %lld ms after the append of an empty record\n", q.t1 - t_append);
+    assert_int_equal(q.rc, 0);
+    assert_int_equal(q.r.status, 200);
+    assert_int_equal(json_array_size(ls_jget(&q.r, "records")), 1);
+    assert_true(json_is_null(ls_jget(&q.r, "records.0.key")));
+    assert_string_equal(ls_jstr(&q.r, "records.0.value"), "");
+    assert_int_equal(ls_jint(&q.r, "next_offset"), 1);
+    assert_true(q.t1 - t_append < 2500); /* wait_ms / 2: generous */
+    ls_resp_free(&q.r);
+    /* Readers asking the same question are woken and answered together. */
+    mset ms;
+    mset_start(&ms, S, "/v1/topics/empty/partitions/0/records?offset=1&wait_ms=5000", 3, NULL);
+    long long end = ru_mono_ms() + 5000;
+    while (parked(S) < 3 && ru_mono_ms() < end)
+        mset_pump(&ms, 20);
+    assert_int_equal(parked(S), 3);
+    t_append = ru_mono_ms();
+    assert_int_equal(ls_append_json(S, "empty", 0, "{\"records\":[{\"value\":\"\"}]}"), 200);
+    assert_true(mset_finish(&ms, 2500));
+    fprintf(stderr, "# three answered %lld ms after the append\n", ru_mono_ms() - t_append);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(ms.r[i].status, 200);
+        json_t *page = json_loads(ms.r[i].body, 0, NULL);
+        assert_non_null(page);
+        assert_int_equal(json_array_size(json_object_get(page, "records")), 1);
+        assert_int_equal(json_integer_value(json_object_get(page, "next_offset")), 2);
+        json_decref(page);
+    }
+    mset_free(&ms);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deadlines_kept_under_traffic),
+        cmocka_unit_test(test_empty_record_satisfies_min_bytes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
