@@ -534,8 +534,12 @@ static void start_stream(api_ctx *ctx, eng_partition *p, read_req *rr, read_mode
 {
     const char *last = api_header(req, "Last-Event-ID");
     int64_t id;
-    if (mode == MODE_SSE && last && api_parse_i64(last, &id) && id >= -1)
-        rr->start = id + 1;
+    if (mode == MODE_SSE && last && api_parse_i64(last, &id) && id >= -1) {
+        /* No offset follows INT64_MAX (id + 1 would overflow), and INT64_MAX
+         * is itself past any high watermark: that ID gets what any other
+         * past the end gets, 416 or, with clamp, the high watermark. */
+        rr->start = id < INT64_MAX ? id + 1 : INT64_MAX;
+    }
     int64_t lso = eng_partition_log_start_offset(p), hw = eng_partition_high_watermark(p);
     if (rr->clamp)
         rr->start = rr->start < lso ? lso : rr->start > hw ? hw : rr->start;

@@ -11,6 +11,10 @@
  *
  * min_bytes: a long-poll with the default min_bytes=1 is answered by an
  * empty record (null key, "" value), which once counted 0 bytes.
+ *
+ * Last-Event-ID: the largest int64 (whose next offset does not exist) is
+ * past the high watermark like any other: 416, or the high watermark with
+ * clamp=true.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -183,11 +187,54 @@ static void test_empty_record_satisfies_min_bytes(void **state)
     mset_free(&ms);
 }
 
+/* ---- Last-Event-ID ------------------------------------------------------------------- */
+
+static void test_last_event_id_at_int64_max(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "leid", 1, NULL), 201);
+    assert_int_equal(ls_append_json(S, "leid", 0, "{\"records\":[{\"value\":\"a\"}]}"), 200);
+    static const char *const ids[] = {"Last-Event-ID: 9223372036854775807",
+                                      "Last-Event-ID: 9223372036854775806"};
+    for (size_t i = 0; i < 2; i++) {
+        ls_resp r;
+        assert_int_equal(ru_get_accept(S, "/v1/topics/leid/partitions/0/records?offset=0", "text/event-stream",
+                                       ids[i], &r),
+                         0);
+        assert_int_equal(ls_check_error(&r, 416, "offset_out_of_range"), 0);
+        ls_resp_free(&r);
+    }
+    /* clamp=true: from the high watermark, the next record first. */
+    settle();
+    mset ms;
+    mset_start(&ms, S, "/v1/topics/leid/partitions/0/records?clamp=true&max_records=1", 1, "text/event-stream");
+    /* Nothing is sent before the first pump: the header joins the Accept. */
+    ms.hdrs = curl_slist_append(ms.hdrs, ids[0]);
+    curl_easy_setopt(ms.r[0].h, CURLOPT_HTTPHEADER, ms.hdrs);
+    long long end = ru_mono_ms() + 5000;
+    while (parked(S) < 1 && ru_mono_ms() < end)
+        mset_pump(&ms, 20);
+    assert_int_equal(parked(S), 1);
+    assert_int_equal(ls_append_json(S, "leid", 0, "{\"records\":[{\"value\":\"b\"}]}"), 200);
+    assert_true(mset_finish(&ms, 5000));
+    assert_int_equal(ms.r[0].status, 200);
+    int comments;
+    json_t *ev = ru_sse_parse(ms.r[0].body, ms.r[0].len, &comments);
+    assert_int_equal(json_array_size(ev), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ev, 0), "id")), 1);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(ev, 0), "data"), "value")),
+                        "b");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ev, 1), "event")), "end");
+    json_decref(ev);
+    mset_free(&ms);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deadlines_kept_under_traffic),
         cmocka_unit_test(test_empty_record_satisfies_min_bytes),
+        cmocka_unit_test(test_last_event_id_at_int64_max),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
