@@ -203,7 +203,9 @@ int api_parse_append(const uint8_t *body, size_t len, int64_t now_ms, size_t max
     const char *bad;
     if (!body || len == 0)
         return fail(err, "malformed_json", "the request body is empty; expected a JSON object");
-    b.doc = json_loadb((const char *)body, len, JSON_ALLOW_NUL, &jerr);
+    /* A key given twice ("value" in a record, "expected_offset") was taken
+     * at its last value, silently. */
+    b.doc = json_loadb((const char *)body, len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
     if (!b.doc) {
         if (json_error_code(&jerr) == json_error_invalid_utf8)
             return fail(err, "invalid_utf8", "the body is not valid UTF-8: %s", jerr.text);

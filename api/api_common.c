@@ -165,7 +165,9 @@ json_t *api_body_object(const api_request *req, api_response *resp, bool allow_e
     if (!api_json_content_type(req, resp))
         return NULL;
     json_error_t jerr;
-    json_t *doc = json_loadb((const char *)req->body, req->body_len, JSON_ALLOW_NUL, &jerr);
+    /* A key given twice was taken at its last value, silently. */
+    json_t *doc = json_loadb((const char *)req->body, req->body_len,
+                             JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
     if (!doc) {
         if (json_error_code(&jerr) == json_error_invalid_utf8)
             api_error(resp, req, "invalid_utf8", NULL, "the body is not valid UTF-8");
@@ -291,4 +293,25 @@ bool api_maintenance_targets(api_ctx *ctx, const api_request *req, api_response 
     *out = parts;
     *n = k;
     return true;
+}
+
+bool api_config_text(json_t *v, char *buf, size_t len)
+{
+    if (json_is_string(v))
+        return (size_t)snprintf(buf, len, "%s", json_string_value(v)) < len &&
+               strlen(json_string_value(v)) == json_string_length(v);
+    if (json_is_integer(v))
+        return snprintf(buf, len, "%lld", (long long)json_integer_value(v)) > 0;
+    if (json_is_real(v)) {
+        /* Fix: a fixed "%.17g" stored 0.3 as "0.29999999999999999"; use the
+         * shortest precision that reads back as the same double instead. */
+        double d = json_real_value(v);
+        for (int prec = 1; prec <= 17; prec++)
+            if (snprintf(buf, len, "%.*g", prec, d) > 0 && strtod(buf, NULL) == d)
+                break;
+        return buf[0] != 0;
+    }
+    if (json_is_boolean(v))
+        return snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false") > 0;
+    return false;
 }

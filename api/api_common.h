@@ -42,6 +42,11 @@ bool api_json_content_type(const api_request *req, api_response *resp);
  * allow_empty).  Returns a new reference or NULL with resp filled. */
 json_t *api_body_object(const api_request *req, api_response *resp, bool allow_empty);
 
+/* A config value given as a JSON string, number or boolean, as the text the
+ * engine stores (a real in the shortest form that reads back the same, so
+ * 0.3 is "0.3").  False if v is another type or does not fit. */
+bool api_config_text(json_t *v, char *buf, size_t len);
+
 /* The engine manager (never NULL once dispatch let the request through). */
 eng_manager *api_mgr(api_ctx *ctx);
 

@@ -88,20 +88,6 @@ static void apply(api_ctx *ctx, const api_request *req, const char *topic,
         answer_configs(ctx, req, topic, resp);
 }
 
-static bool value_text(json_t *v, char *buf, size_t len)
-{
-    if (json_is_string(v))
-        return strlen(json_string_value(v)) == json_string_length(v) &&
-               (size_t)snprintf(buf, len, "%s", json_string_value(v)) < len;
-    if (json_is_integer(v))
-        return snprintf(buf, len, "%lld", (long long)json_integer_value(v)) > 0;
-    if (json_is_real(v))
-        return snprintf(buf, len, "%.17g", json_real_value(v)) > 0;
-    if (json_is_boolean(v))
-        return snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false") > 0;
-    return false;
-}
-
 static void config_put_locked(api_ctx *ctx, const api_request *req, const api_params *params,
                               api_response *resp)
 {
@@ -113,7 +99,7 @@ static void config_put_locked(api_ctx *ctx, const api_request *req, const api_pa
     char text[256];
     if (body) {
         json_t *v = json_object_get(body, "value");
-        if (json_object_size(body) != 1 || !v || !value_text(v, text, sizeof text)) {
+        if (json_object_size(body) != 1 || !v || !api_config_text(v, text, sizeof text)) {
             api_error(resp, req, "invalid_request", NULL, "expected {\"value\": \"...\"}");
         } else {
             eng_errdetail ed = {0};
@@ -203,7 +189,7 @@ static void configs_alter_locked(api_ctx *ctx, const api_request *req, const api
         }
         const char *k = json_string_value(kind), *n = json_string_value(name);
         bool needs_value = strcasecmp(k, "DELETE") != 0;
-        if (needs_value && (!value || !value_text(value, text, sizeof text))) {
+        if (needs_value && (!value || !api_config_text(value, text, sizeof text))) {
             api_error(resp, req, "invalid_request", json_pack("{s:I,s:s}", "operation", (json_int_t)i, "key", n),
                       "operation %zu (%s %s) needs a value", i, k, n);
             goto done;

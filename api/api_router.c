@@ -80,7 +80,7 @@ static bool match_pattern(const char *pattern, const char *path, api_params *par
         size_t plen = pe ? (size_t)(pe - p) : strlen(p);
         size_t slen = se ? (size_t)(se - s) : strlen(s);
         if (plen > 2 && p[0] == '{' && p[plen - 1] == '}') {
-            if (slen == 0 || slen >= sizeof params->value[0] || params->n >= API_MAX_PARAMS)
+            if (slen == 0 || params->n >= API_MAX_PARAMS)
                 return false;
             static const char *const names[] = {"topic", "partition", "offset", "base", "name"};
             const char *name = NULL;
@@ -90,8 +90,13 @@ static bool match_pattern(const char *pattern, const char *path, api_params *par
             if (!name)
                 return false;
             params->name[params->n] = name;
-            memcpy(params->value[params->n], s, slen);
-            params->value[params->n][slen] = 0;
+            /* A segment too long for the buffer is cut, not refused: cut, it
+             * is still too long for a topic (249) or any number or config
+             * name, so its handler answers what is wrong with it instead of
+             * 404 route_not_found. */
+            size_t keep = slen < sizeof params->value[0] ? slen : sizeof params->value[0] - 1;
+            memcpy(params->value[params->n], s, keep);
+            params->value[params->n][keep] = 0;
             params->n++;
         } else if (plen != slen || strncmp(p, s, plen) != 0) {
             return false;

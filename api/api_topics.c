@@ -98,28 +98,6 @@ void api_h_topics_list(api_ctx *ctx, const api_request *req, const api_params *p
     api_resp_json(resp, 200, json_pack("{s:o}", "topics", arr));
 }
 
-/* Config values may be given as strings, numbers or booleans. */
-static bool config_text(json_t *v, char *buf, size_t len)
-{
-    if (json_is_string(v))
-        return (size_t)snprintf(buf, len, "%s", json_string_value(v)) < len &&
-               strlen(json_string_value(v)) == json_string_length(v);
-    if (json_is_integer(v))
-        return snprintf(buf, len, "%lld", (long long)json_integer_value(v)) > 0;
-    if (json_is_real(v)) {
-        /* Fix: a fixed "%.17g" stored 0.3 as "0.29999999999999999"; use the
-         * shortest precision that reads back as the same double instead. */
-        double d = json_real_value(v);
-        for (int prec = 1; prec <= 17; prec++)
-            if (snprintf(buf, len, "%.*g", prec, d) > 0 && strtod(buf, NULL) == d)
-                break;
-        return buf[0] != 0;
-    }
-    if (json_is_boolean(v))
-        return snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false") > 0;
-    return false;
-}
-
 void api_h_topic_create(api_ctx *ctx, const api_request *req, const api_params *params,
                         api_response *resp)
 {
@@ -175,7 +153,7 @@ void api_h_topic_create(api_ctx *ctx, const api_request *req, const api_params *
     }
     if (configs) {
         json_object_foreach(configs, key, v) {
-            if (!config_text(v, texts[i], sizeof texts[i])) {
+            if (!api_config_text(v, texts[i], sizeof texts[i])) {
                 api_error(resp, req, "invalid_config", json_pack("{s:s}", "key", key),
                           "value of %.100s must be a string, number or boolean", key);
                 goto free_arrays;

@@ -150,6 +150,10 @@ static void test_malformed_json(void **state)
         "{\"records\":[{\"value\":\"a\"}],\"expected_offset\":99999999999999999999}",
         "{\"records\":[{\"value\":\"a\",\"timestamp\":99999999999999999999}]}",
         "{\"records\":[{\"value\":\"\\ud800\"}]}", /* lone surrogate escape */
+        /* duplicate keys: the last one won, silently */
+        "{\"records\":[{\"value\":\"first\",\"value\":\"second\"}]}",
+        "{\"expected_offset\":0,\"expected_offset\":2,\"records\":[{\"value\":\"a\"}]}",
+        "{\"records\":[{\"value\":\"a\",\"headers\":[{\"name\":\"h\",\"name\":\"i\"}]}]}",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_rejected(BAD, cases[i], 400, "malformed_json");

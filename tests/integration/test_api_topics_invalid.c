@@ -140,6 +140,9 @@ static void test_invalid_topic_names(void **state)
     /* A name that is not a string at all is a malformed request. */
     ls_resp r;
     expect_err("POST", "/v1/topics", "{\"name\":42}", 400, "invalid_request");
+    /* Nor is one named twice (the last one was taken, silently). */
+    expect_err_same_dir("POST", "/v1/topics", "{\"name\":\"t2\",\"name\":\"t3\"}", 400,
+                        "malformed_json");
 
     /* 249 characters is the longest valid name. */
     char body[400];
@@ -187,6 +190,18 @@ static void test_invalid_topic_names_in_path(void **state)
     for (size_t i = 0; i < sizeof rec_paths / sizeof rec_paths[0]; i++)
         expect_err_same_dir("POST", rec_paths[i], "{\"records\":[{\"value\":\"x\"}]}", 422,
                             "invalid_topic_name");
+    /* A name over the router's 255-byte buffer is still a bad name, not an
+     * unknown route. */
+    char longpath[400];
+    snprintf(longpath, sizeof longpath, "/v1/topics/%0300d", 0);
+    expect_err_same_dir("GET", longpath, NULL, 422, "invalid_topic_name");
+    /* A name that is not UTF-8 is quoted in the message as \xNN escapes (it
+     * was "(unprintable message)"). */
+    ls_resp r;
+    assert_int_equal(ls_get(S, "/v1/topics/a%FFb", &r), 0);
+    CHECK_ERR(r, 422, "invalid_topic_name");
+    assert_non_null(strstr(ls_jstr(&r, "message"), "a\\xFFb"));
+    ls_resp_free(&r);
     /* Topic "a" survived every one of them. */
     assert_int_equal(ls_log_end_offset(S, "a", 0), 1);
     assert_int_equal(ls_live_status(S), 200);

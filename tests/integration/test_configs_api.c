@@ -239,11 +239,13 @@ static void test_put_and_delete_revert(void **state)
     assert_int_equal(ls_create_topic(S, "rev", 1, "{\"segment.bytes\":\"2097152\"}"), 201);
     put_config("rev", "retention.ms", "1000");              /* a JSON number */
     put_config("rev", "preallocate", "true");               /* a JSON boolean */
-    put_config("rev", "min.cleanable.dirty.ratio", "0.25"); /* a JSON real */
+    /* a JSON real, stored in its shortest form: "%.17g" made it
+     * "0.29999999999999999" (topic create already had the fix) */
+    put_config("rev", "min.cleanable.dirty.ratio", "0.3");
     json_t *arr = listing(S, "rev");
     expect(arr, "retention.ms", "1000", "TOPIC_CONFIG");
     expect(arr, "preallocate", "true", "TOPIC_CONFIG");
-    expect(arr, "min.cleanable.dirty.ratio", "0.25", "TOPIC_CONFIG");
+    expect(arr, "min.cleanable.dirty.ratio", "0.3", "TOPIC_CONFIG");
     json_decref(arr);
 
     /* DELETE goes back to the broker default (retention.ms) or the table's */
