@@ -199,6 +199,17 @@ static int reserve(eng_manager *m, const char *name, eng_errdetail *err)
     return 0;
 }
 
+/* The error for a change to a topic not in the table; callers hold
+ * m->lock.  A name that a create holds is busy, not missing: a client that
+ * deletes after its create timed out must not be told the topic is gone
+ * when it appears a moment later. */
+static int absent(const eng_manager *m, const char *name, eng_errdetail *err)
+{
+    if (reserved(m, name))
+        return eng_fail(err, ENG_EBUSY, "topic '%s' is being created; retry shortly", name);
+    return no_topic(err, name);
+}
+
 /* Takes m->lock itself. */
 static void release(eng_manager *m, const char *name)
 {
@@ -381,8 +392,9 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
     pthread_rwlock_wrlock(&m->lock);
     ssize_t i = eng__topic_find(m, name, NULL);
     if (i < 0) {
+        int rc_absent = absent(m, name, err);
         pthread_rwlock_unlock(&m->lock);
-        return no_topic(err, name);
+        return rc_absent;
     }
     /* The name stays taken until the directories have moved (below). */
     int rc = reserve(m, name, err);
@@ -454,8 +466,9 @@ int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, 
     ssize_t i = eng__topic_find(m, name, NULL);
     int rc = 0;
     if (i < 0) {
+        int rc_absent = absent(m, name, err);
         pthread_rwlock_unlock(&m->lock);
-        return no_topic(err, name);
+        return rc_absent;
     }
     eng_topic *t = m->topics[i];
     int32_t old = t->meta.partitions;
@@ -557,8 +570,9 @@ int eng_manager_set_topic_overrides(eng_manager *m, const char *name,
     pthread_rwlock_wrlock(&m->lock);
     ssize_t i = eng__topic_find(m, name, NULL);
     if (i < 0) {
+        int rc_absent = absent(m, name, err);
         pthread_rwlock_unlock(&m->lock);
-        return no_topic(err, name);
+        return rc_absent;
     }
     eng_topic *t = m->topics[i];
     eng_topic_meta updated = t->meta;

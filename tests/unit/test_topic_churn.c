@@ -250,10 +250,62 @@ static void test_delete_and_create_under_load(void **state)
     free(tmp);
 }
 
+typedef struct big_create {
+    eng_manager *m;
+    _Atomic bool done;
+    int rc;
+} big_create;
+
+static void *create_big(void *arg)
+{
+    big_create *b = arg;
+    eng_errdetail err = {0};
+    b->rc = eng_manager_create_topic(b->m, "big", 1500, NULL, NULL, 0, &err);
+    atomic_store(&b->done, true);
+    return NULL;
+}
+
+/* While a create holds a name, a delete, grow or config change of it is
+ * told busy (409), not unknown_topic: a client that deletes after its
+ * create timed out was told the topic was gone, and then it appeared. */
+static void test_changes_during_create_are_busy(void **state)
+{
+    (void)state;
+    char *tmp = ts_tmpdir();
+    char data[600];
+    snprintf(data, sizeof data, "%s/data", tmp);
+    big_create b = {.m = open_mgr(data)};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, create_big, &b), 0);
+    int busy = 0, missing_after_busy = 0;
+    eng_config_overrides ov = {0};
+    while (!atomic_load(&b.done)) {
+        eng_errdetail err = {0};
+        int rc[3] = {eng_manager_add_partitions(b.m, "big", 1500, &err),
+                     eng_manager_set_topic_overrides(b.m, "big", &ov, &err),
+                     /* last: it succeeds once the create is done */
+                     atomic_load(&b.done) ? ENG_EBUSY : eng_manager_delete_topic(b.m, "big", &err)};
+        for (int i = 0; i < 3; i++) {
+            busy += rc[i] == ENG_EBUSY;
+            missing_after_busy += busy > 0 && rc[i] == ENG_ENOTOPIC;
+        }
+        if (rc[2] == 0)
+            break;
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(b.rc, 0);
+    assert_true(busy > 0);
+    assert_int_equal(missing_after_busy, 0);
+    eng_manager_close(b.m);
+    ts_rmtree(tmp);
+    free(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_delete_and_create_under_load),
+        cmocka_unit_test(test_changes_during_create_are_busy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
