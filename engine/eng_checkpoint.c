@@ -32,26 +32,30 @@ static int take_int(const char **p, int64_t *out)
     const char *s = *p;
     while (*s == ' ' || *s == '\t')
         s++;
-    if (!*s || *s == '\n')
+    if (!*s || *s == '\n' || *s == '\r')
         return -1;
     errno = 0;
     char *end;
     long long v = strtoll(s, &end, 10);
-    if (errno || end == s || (*end && *end != ' ' && *end != '\t' && *end != '\n'))
+    if (errno || end == s || (*end && !strchr(" \t\r\n", *end)))
         return -1;
     *out = v;
     *p = end;
     return 0;
 }
 
+/* Kafka reads checkpoints with readLine(), so a CRLF file (edited on
+ * Windows) and a last line without its newline parse there: here too.
+ * Refused, the log start offset checkpoint fell back to the first segment
+ * and records removed by records:delete came back. */
 static int end_of_line(const char **p)
 {
     const char *s = *p;
     while (*s == ' ' || *s == '\t' || *s == '\r')
         s++;
-    if (*s != '\n')
+    if (*s != '\n' && *s)
         return -1;
-    *p = s + 1;
+    *p = *s ? s + 1 : s;
     return 0;
 }
 
@@ -99,7 +103,7 @@ int eng_checkpoint_read(const char *path, eng_ckpt *out)
         c.entries[c.n - 1].partition = (int32_t)part;
         c.entries[c.n - 1].offset = off;
     }
-    while (*p == '\n' || *p == ' ')
+    while (*p == '\n' || *p == '\r' || *p == ' ' || *p == '\t')
         p++;
     if (*p)
         goto done; /* more lines than the count says */

@@ -246,6 +246,10 @@ void eng_index_truncate_to(eng_index *idx, int64_t offset)
 
 int eng_index_check(const eng_index *idx, uint64_t log_size)
 {
+    /* Kafka's sanityCheck: a length that is not whole entries was cut or
+     * written by something else. */
+    if (idx->file_len % idx->entry_size)
+        return ENG_ECORRUPT;
     uint32_t n = eng_index_entries(idx);
     int64_t prev_off = idx->base_offset - 1, prev_key = INT64_MIN;
     for (uint32_t i = 0; i < n; i++) {

@@ -282,7 +282,8 @@ static void read_checkpoint(const char *dir, const char *name, eng_ckpt *out, bo
         return;
     int rc = eng_checkpoint_read(path, out);
     if (rc && rc != -ENOENT) {
-        ENG_WARN("%s does not parse (%s); ignoring it", path, eng_strerror(rc));
+        ENG_WARN("%s %s; ignoring it", path,
+                 rc == ENG_ECORRUPT ? "is not in Kafka's checkpoint format" : eng_strerror(rc));
         if (trusted)
             *trusted = false;
     }

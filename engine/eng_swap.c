@@ -141,10 +141,12 @@ int eng_swap_complete(const char *dir)
      * index files; the loader rebuilds missing indexes from the .log.
      * Found by tests/crash/test_crash_loop.c (leftover .index.swap). */
     for (size_t i = 0; i < nindex && !rc; i++) {
-        bool has_log_swap = false;
+        bool has_log_swap = false, seen = false;
         for (size_t k = 0; k < nswaps; k++)
             has_log_swap |= swaps[k] == index_swaps[i];
-        if (has_log_swap)
+        for (size_t k = 0; k < i; k++) /* one entry per index file found */
+            seen |= index_swaps[k] == index_swaps[i];
+        if (has_log_swap || seen)
             continue;
         char path[PATH_MAX], full[48];
         for (int x = 1; exts[x]; x++) {

@@ -139,6 +139,20 @@ static void test_reads_kafka_variants(void **state)
     assert_int_equal(eng_checkpoint_find(&c, "orders", 3, -1), 17);
     assert_int_equal(eng_checkpoint_find(&c, "logs", 0, -1), 5);
     eng_checkpoint_free(&c);
+    /* CRLF line ends, and a last line without its newline: Kafka reads
+     * them with readLine(); refused, the log start offset was forgotten. */
+    static const char *const variants[] = {"0\r\n2\r\norders 3 17\r\nlogs 0 5\r\n",
+                                           "0\n2\norders 3 17\nlogs 0 5",
+                                           "0\r\n2\r\norders 3 17\r\nlogs 0 5"};
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        write_text(f->path, variants[i]);
+        if (eng_checkpoint_read(f->path, &c))
+            fail_msg("variant %zu refused", i);
+        assert_int_equal(c.n, 2);
+        assert_int_equal(eng_checkpoint_find(&c, "orders", 3, -1), 17);
+        assert_int_equal(eng_checkpoint_find(&c, "logs", 0, -1), 5);
+        eng_checkpoint_free(&c);
+    }
     /* A missing file. */
     char missing[600];
     snprintf(missing, sizeof missing, "%s/nope", f->dir);
@@ -156,6 +170,8 @@ static void test_rejects_malformed(void **state)
         "0\n0\norders 0 60\n",             /* more lines than the count */
         "0\n-1\n",                         /* negative count */
         "0\n1\norders 0\n",                /* missing offset */
+        "0\r\n1\r\norders 0\r\n",          /* missing offset, CRLF */
+        "0\n1\norders 0 6\r0\n",           /* a CR inside a line */
         "0\n1\norders\n",                  /* missing partition and offset */
         "0\n1\n\n",                        /* empty entry line */
         "0\n1\norders x 60\n",             /* partition not a number */

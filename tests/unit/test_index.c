@@ -497,6 +497,9 @@ static void test_check_rejects_bad_files(void **state)
     /* A relative offset outside int32 (negative). */
     put_oentry(b + 8, 0x80000000u, 10924);
     assert_int_equal(check_file(f->path, ENG_INDEX_OFFSET, b, 16, 16386), ENG_ECORRUPT);
+    /* A length that is not whole entries (Kafka's sanityCheck). */
+    assert_int_equal(check_file(f->path, ENG_INDEX_OFFSET, b, 19, 16386), ENG_ECORRUPT);
+    assert_int_equal(check_file(f->path, ENG_INDEX_OFFSET, b, 3, 16386), ENG_ECORRUPT);
     /* Empty files are fine. */
     assert_int_equal(check_file(f->path, ENG_INDEX_OFFSET, b, 0, 0), 0);
 
