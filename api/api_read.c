@@ -75,6 +75,14 @@ static int collect(eng_partition *p, const eng_fetch *f, const read_req *rr, rea
             out->done = true;
             return 0;
         }
+        if (h.attributes & ENG_ATTR_CONTROL) {
+            /* A transaction marker (in a log written by Kafka) is no record
+             * of the producer's: consumers skip it, and so do readers here. */
+            if (eng_batch_last_offset(&h) + 1 > out->next_offset)
+                out->next_offset = eng_batch_last_offset(&h) + 1;
+            pos += eng_batch_size(&h);
+            continue;
+        }
         const uint8_t *recs;
         size_t len;
         int rc = eng_batch_plain_records(f->data + pos, &h, scratch, &recs, &len);
@@ -641,7 +649,8 @@ void api_h_read_one(api_ctx *ctx, const api_request *req, const api_params *para
         api_error_from_engine(resp, req, rc, &d);
     else if (!first || json_integer_value(json_object_get(first, "offset")) != offset)
         api_error(resp, req, "record_not_found", json_pack("{s:I}", "offset", (json_int_t)offset),
-                  "no record at offset %lld (removed by compaction)", (long long)offset);
+                  "no record at offset %lld (removed by compaction, or a transaction marker)",
+                  (long long)offset);
     else
         api_resp_json(resp, 200, json_incref(first));
     json_decref(out.records);

@@ -171,6 +171,12 @@ static void refill(api_stream *s)
             fail(s, crc_err.code, crc_err.message);
             break;
         }
+        if (h.attributes & ENG_ATTR_CONTROL) { /* a transaction marker: skipped, as by consumers */
+            if (eng_batch_last_offset(&h) + 1 > s->next)
+                s->next = eng_batch_last_offset(&h) + 1;
+            pos += eng_batch_size(&h);
+            continue;
+        }
         if (eng_batch_plain_records(f.data + pos, &h, &s->scratch, &recs, &len)) {
             fail(s, "corrupt_record", "a stored batch does not decode");
             break;
