@@ -757,6 +757,17 @@ static void test_bad_metadata_and_checkpoint(void **state)
     fputs("0\n5\n", fp);
     assert_int_equal(fclose(fp), 0);
 
+    /* Metadata that does not parse stops the start, naming the file
+     * (test_corruption_mgr.c checks that nothing is touched)... */
+    eng_manager_opts o = f->opts;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_open(&o, &m, &err), ENG_ECORRUPT);
+    assert_non_null(strstr(err.message, "meta/other.json"));
+    /* ... and moved away, the topic is gone and the rest loads. */
+    char moved[700];
+    snprintf(path, sizeof path, "%s/meta/other.json", f->data);
+    snprintf(moved, sizeof moved, "%s/other.json.bad", f->data);
+    assert_int_equal(rename(path, moved), 0);
     m = open_mgr(f);
     eng_startup_report rep;
     eng_manager_startup_report(m, &rep);
