@@ -62,14 +62,20 @@ static void run(api_ctx *ctx, const api_request *req, api_response *resp, eng_pa
             else
                 eng_fail(&d, rc, "cleaning %s-%d failed: %s", eng_partition_topic(parts[i]),
                          eng_partition_id(parts[i]), eng_strerror(rc));
-            api_error_from_engine(resp, req, rc, &d);
+            if (rc == ENG_EINVAL) /* nothing the caller sent: the clean itself failed */
+                api_error(resp, req, "internal_error", NULL, "%s", d.message);
+            else
+                api_error_from_engine(resp, req, rc, &d);
             json_decref(o);
             json_decref(arr);
             return;
         }
         if (rc)
-            json_object_set_new(o, "error", api_error_object(req, api_error_code_for(rc),
-                                                             eng_strerror(rc), NULL));
+            json_object_set_new(o, "error",
+                                api_error_object(req,
+                                                 rc == ENG_EINVAL ? "internal_error"
+                                                                  : api_error_code_for(rc),
+                                                 eng_strerror(rc), NULL));
         else
             json_object_update_new(o, json_pack("{s:o}", "stats", stats_json(&st)));
         json_array_append_new(arr, o);

@@ -2,6 +2,7 @@
  * api_codec.c - JSON <-> records, base64, and Kafka's key partitioner.
  */
 #include "api_codec.h"
+#include "api_utf8.h"
 
 #include "eng_fs.h"
 #include "eng_logger.h"
@@ -363,6 +364,26 @@ int api_check_stored_batch(const uint8_t *batch, size_t avail, const eng_batch_h
                 (long long)eng_batch_last_offset(h) + 1);
 }
 
+/* A header name as a JSON string.  Kafka's header keys are strings, but a
+ * producer's bytes are stored as sent: Kafka's Java client decodes one that
+ * is not UTF-8 with U+FFFD in place of the bad bytes, and so does this.
+ * (Answering invalid_utf8 made the record unreadable, base64 reads too.)
+ * NULL only when out of memory. */
+static json_t *header_name_json(const uint8_t *key, int32_t len)
+{
+    size_t n = len > 0 ? (size_t)len : 0;
+    json_t *j = utf8_json(key, n);
+    if (j)
+        return j;
+    size_t fixed_len;
+    char *fixed = api_utf8_repair(key, n, false, &fixed_len);
+    if (!fixed)
+        return NULL;
+    j = json_stringn_nocheck(fixed, fixed_len);
+    free(fixed);
+    return j;
+}
+
 json_t *api_record_json(const eng_record *r, bool log_append_time, bool base64, api_codec_err *err)
 {
     bool bad = false;
@@ -380,10 +401,12 @@ json_t *api_record_json(const eng_record *r, bool log_append_time, bool base64, 
     eng_record_header h;
     while (eng_record_header_next(&p, r->headers_end, &h) == 1) {
         json_t *ho = json_object();
-        json_t *name = utf8_json(h.key, (size_t)h.key_len);
-        if (!name)
-            bad = true;
-        json_object_set_new(ho, "name", name ? name : json_null());
+        json_t *name = header_name_json(h.key, h.key_len);
+        if (!name) {
+            json_decref(ho);
+            goto oom;
+        }
+        json_object_set_new(ho, "name", name);
         json_object_set_new(ho, "value", bytes_json(h.value, h.value_len, base64, &bad));
         json_array_append_new(hdrs, ho);
     }

@@ -4,6 +4,7 @@
 #include "api_errors.h"
 
 #include "api_metrics.h"
+#include "api_utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -75,25 +76,6 @@ int api_error_status(const char *code)
     return find_def(code)->status;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-                               : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (len == 0 || len > n)
-        return 0;
-    uint32_t cp = len == 1 ? s[0] : s[0] & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    static const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
 /* The message as a JSON string.  Messages quote what the client sent (a
  * path, a name), which may not be UTF-8, and a "%.64s" may cut a character
  * in two: such bytes are written as \xNN so the message still says what
@@ -103,25 +85,12 @@ static json_t *message_string(const char *message)
     json_t *j = json_string(message);
     if (j)
         return j;
-    size_t n = strlen(message);
-    char *out = malloc(4 * n + 1);
-    if (!out)
+    size_t len;
+    char *text = api_utf8_repair((const uint8_t *)message, strlen(message), true, &len);
+    if (!text)
         return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq((const unsigned char *)message + i, n - i);
-        if (k) {
-            memcpy(out + o, message + i, k);
-            o += k;
-            i += k;
-        } else {
-            o += (size_t)snprintf(out + o, 5, "\\x%02X", (unsigned char)message[i]);
-            i++;
-        }
-    }
-    out[o] = 0;
-    j = json_string(out);
-    free(out);
+    j = json_stringn(text, len);
+    free(text);
     return j;
 }
 

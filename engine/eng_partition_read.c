@@ -270,6 +270,13 @@ int eng_partition_read_slice(eng_partition *p, int64_t offset, size_t max_bytes,
     return rc ? read_failed(p, offset, rc, err) : 0;
 }
 
+/* True if segment k of v holds nothing at or above lso: deleted for readers,
+ * waiting for retention to remove it. */
+static bool below_start(const eng_segview *v, size_t k, int64_t lso)
+{
+    return k + 1 < v->n && eng_segment_base(v->segs[k + 1]) <= lso;
+}
+
 int eng_partition_offset_for_timestamp(eng_partition *p, int64_t ts, int64_t *offset,
                                        int64_t *found_ts)
 {
@@ -279,7 +286,7 @@ int eng_partition_offset_for_timestamp(eng_partition *p, int64_t ts, int64_t *of
     int rc = ENG_ENOTFOUND;
     for (size_t k = 0; k < v->n; k++) {
         eng_segment *seg = v->segs[k];
-        if (k + 1 < v->n && eng_segment_base(v->segs[k + 1]) <= lso)
+        if (below_start(v, k, lso))
             continue;
         if (eng_segment_size(seg) == 0 || eng_segment_max_timestamp(seg) < ts)
             continue;
@@ -341,10 +348,15 @@ static int visit_max_ts(const eng_batch_pos *b, void *vctx)
 
 int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
 {
+    int64_t lso = atomic_load(&p->log_start_offset);
     eng_segview *v = eng__segview_acquire(p);
     eng_segment *best = NULL;
     int64_t best_ts = -1;
+    /* Fix: segments below the log start offset counted, so after
+     * records:delete the answer named an offset that reads as 416. */
     for (size_t k = 0; k < v->n; k++) {
+        if (below_start(v, k, lso))
+            continue;
         int64_t t = eng_segment_max_timestamp(v->segs[k]);
         if (t > best_ts) {
             best_ts = t;
@@ -469,7 +481,7 @@ void eng_partition_info_get(eng_partition *p, eng_partition_info *out)
     for (size_t k = 0; k < v->n; k++) {
         out->size_bytes += eng_segment_size(v->segs[k]);
         int64_t t = eng_segment_max_timestamp(v->segs[k]);
-        if (t > out->max_timestamp)
+        if (t > out->max_timestamp && !below_start(v, k, out->log_start_offset))
             out->max_timestamp = t;
     }
     if (v->n > 0)

@@ -70,6 +70,31 @@ static void test_delete_records(void **state)
     close_part(p);
 }
 
+/* What delete-records removed no longer counts as the partition's latest
+ * timestamp: ?spec=max_timestamp named offset 0 of a deleted segment,
+ * which then read as 416. */
+static void test_max_timestamp_after_delete(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f);
+    int64_t now = eng_now_ms();
+    append(p, 10, now + 5000); /* [0,10): the largest timestamps */
+    roll(p);
+    append(p, 10, now); /* [10,20) */
+    int64_t off, ts;
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(ts, now + 5000);
+    assert_true(off < 10);
+    assert_int_equal(del(p, 10, 0, NULL), 10);
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(ts, now);
+    assert_true(off >= 10 && off < 20);
+    eng_partition_info info;
+    eng_partition_info_get(p, &info);
+    assert_int_equal(info.max_timestamp, now);
+    close_part(p);
+}
+
 /* ---- .deleted, then unlinked ----------------------------------------------- */
 
 static void test_deleted_then_unlinked(void **state)
@@ -241,6 +266,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_delete_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_timestamp_after_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deleted_then_unlinked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readers_race_deletion, setup, teardown),
     };
