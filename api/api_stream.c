@@ -201,9 +201,11 @@ static void refill(api_stream *s)
             }
             emit_json(s, "record", o, r.offset);
             json_decref(o);
+            /* counted as pages count them: keys, values and headers */
             eng_partition_count_read(s->p, 1,
                                      (uint64_t)((r.key_len > 0 ? r.key_len : 0) +
-                                                (r.value_len > 0 ? r.value_len : 0)));
+                                                (r.value_len > 0 ? r.value_len : 0) +
+                                                (r.headers_end - r.headers)));
             s->next = r.offset + 1;
             if (++s->sent >= s->o.max_records)
                 finish(s);
