@@ -258,6 +258,24 @@ static int open_new_partitions(eng_manager *m, const eng_topic *t, eng_partition
     return rc;
 }
 
+/* The name of a topic (loaded, or being created) that equals name once
+ * '.' and '_' are taken as one character, as Kafka's Topic.hasCollision
+ * does, or NULL; callers hold m->lock. */
+static const char *collides(const eng_manager *m, const char *name)
+{
+    for (size_t i = 0; i < m->ntopics + m->nreserved; i++) {
+        const char *other = i < m->ntopics ? m->topics[i]->meta.name : m->reserved[i - m->ntopics];
+        size_t k = 0;
+        while (name[k] && other[k] &&
+               (name[k] == other[k] ||
+                ((name[k] == '.' || name[k] == '_') && (other[k] == '.' || other[k] == '_'))))
+            k++;
+        if (!name[k] && !other[k] && strcmp(name, other) != 0)
+            return other;
+    }
+    return NULL;
+}
+
 int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partitions,
                              const char *const *keys, const char *const *values, size_t n,
                              eng_errdetail *err)
@@ -290,8 +308,14 @@ int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partition
         return -ENOMEM;
     }
     pthread_rwlock_wrlock(&m->lock);
+    const char *twin = NULL;
     if (eng__topic_find(m, name, NULL) >= 0)
         rc = eng_fail(err, ENG_ETOPICEXISTS, "topic '%s' already exists", name);
+    else if ((twin = collides(m, name)))
+        rc = eng_fail(err, ENG_ETOPICNAME,
+                      "topic '%s' collides with topic '%s': names that differ only in '.' and "
+                      "'_' are refused, as in Kafka (their metric names would be the same)",
+                      name, twin);
     else if (!(rc = check_fd_budget(name, partitions, err)))
         rc = reserve(m, name, err);
     pthread_rwlock_unlock(&m->lock);

@@ -32,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -123,6 +125,11 @@ int main(int argc, char **argv)
     }
 
     raise_open_files_limit();
+    /* segment.jitter.ms draws from random(): unseeded, every start drew the
+     * same jitters in the same order. */
+    struct timespec seed;
+    clock_gettime(CLOCK_REALTIME, &seed);
+    srandom((unsigned)seed.tv_nsec ^ (unsigned)seed.tv_sec ^ (unsigned)getpid());
 
     sigset_t sigs;
     sigemptyset(&sigs);

@@ -144,6 +144,18 @@ static void test_invalid_topic_names(void **state)
     expect_err_same_dir("POST", "/v1/topics", "{\"name\":\"t2\",\"name\":\"t3\"}", 400,
                         "malformed_json");
 
+    /* Names that differ only in '.' and '_' collide, as in Kafka. */
+    assert_int_equal(ls_create_topic(S, "metrics.eu_west", 1, NULL), 201);
+    expect_err_same_dir("POST", "/v1/topics", "{\"name\":\"metrics_eu.west\"}", 422,
+                        "invalid_topic_name");
+    expect_err_same_dir("POST", "/v1/topics", "{\"name\":\"metrics_eu_west\"}", 422,
+                        "invalid_topic_name");
+    assert_int_equal(ls_create_topic(S, "metrics.eu_west2", 1, NULL), 201);
+    delete_ok("/v1/topics/metrics.eu_west");
+    assert_int_equal(ls_create_topic(S, "metrics_eu_west", 1, NULL), 201);
+    delete_ok("/v1/topics/metrics_eu_west");
+    delete_ok("/v1/topics/metrics.eu_west2");
+
     /* 249 characters is the longest valid name. */
     char body[400];
     snprintf(body, sizeof body, "{\"name\":\"%s\",\"partitions\":1}", n249);
