@@ -241,8 +241,13 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
                 goto done;
             st->segments_recovered++;
             /* Below the recovery point no flush revisits the segment: its
-             * rebuilt indexes (and any truncation) are synced now. */
-            if (i < first_recover && (rc = eng_segment_sync(segs[i])))
+             * rebuilt indexes (and any truncation) are synced now.  A sealed
+             * segment above it is synced too: its rebuilt indexes keep their
+             * descriptors until a sync, and a partition with many such
+             * segments (a crash right after rolls) needed twice the
+             * descriptors of a clean start, so a server that ran fine could
+             * not start again after a crash (EMFILE). */
+            if ((i < first_recover || i + 1 < nsegs) && (rc = eng_segment_sync(segs[i])))
                 goto done;
             if (rs.zero_tail && cfg.v[ENG_CFG_PREALLOCATE].i && i + 1 == nsegs) {
                 /* The active segment of a preallocating topic: the zeros are

@@ -358,6 +358,36 @@ static void test_bit_flip_below_recovery_point(void **state)
     eng_partition_unref(q);
 }
 
+static int open_fds(void)
+{
+    DIR *dh = opendir("/proc/self/fd");
+    assert_non_null(dh);
+    int n = 0;
+    while (readdir(dh))
+        n++;
+    closedir(dh);
+    return n;
+}
+
+/* After a crash every segment from the recovery point on is recovered; the
+ * sealed ones among them used to keep their rebuilt indexes' descriptors
+ * (3 a segment instead of 1), so a data dir that ran within its descriptor
+ * limit could not start again after a kill -9. */
+static void test_unclean_start_opens_no_more_files(void **state)
+{
+    (void)state;
+    restore();
+    int before = open_fds();
+    eng_partition *p = open_at(g_dir, true, 3 * NB, NULL);
+    int clean = open_fds() - before;
+    eng_partition_unref(p);
+    eng_load_stats st;
+    p = open_at(g_dir, false, 0, &st);
+    assert_int_equal(st.segments_recovered, 3);
+    assert_int_equal(open_fds() - before, clean);
+    eng_partition_unref(p);
+}
+
 /* A read at off answers a batch starting at want_base. */
 static void read_first_base_next(eng_partition *p, int64_t off, int64_t want_base)
 {
@@ -617,6 +647,7 @@ int main(void)
         cmocka_unit_test(test_bit_flip_below_recovery_point),
         cmocka_unit_test(test_shifted_index_entries),
         cmocka_unit_test(test_index_rebuild_keeps_later_segments),
+        cmocka_unit_test(test_unclean_start_opens_no_more_files),
         cmocka_unit_test(test_huge_and_negative_lengths),
         cmocka_unit_test(test_stray_files),
         cmocka_unit_test(test_swap_completed),
