@@ -6,6 +6,7 @@
  */
 #include "api_server.h"
 
+#include "api_admission.h"
 #include "api_metrics.h"
 #include "api_stream.h"
 #include "api_wait.h"
@@ -156,6 +157,7 @@ void api_request_id(api_ctx *ctx, const char *client_id, char out[65])
 typedef struct kv_list {
     api_kv *v;
     size_t n, cap;
+    bool failed; /* an allocation failed: the list is short */
 } kv_list;
 
 static enum MHD_Result collect_kv(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -166,8 +168,10 @@ static enum MHD_Result collect_kv(void *cls, enum MHD_ValueKind kind, const char
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
         api_kv *nv = realloc(l->v, cap * sizeof *nv);
-        if (!nv)
+        if (!nv) {
+            l->failed = true;
             return MHD_NO;
+        }
         l->v = nv;
         l->cap = cap;
     }
@@ -286,39 +290,6 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
     return ret;
 }
 
-/* The 413 for a body over the limit, or the 401 in its place when the route
- * needs a token the request does not present. */
-static void too_large(api_server *s, const api_route *r, const api_request *req,
-                      api_response *resp, unsigned long long declared)
-{
-    if (r && r->role != API_ROLE_NONE && !api_auth_known(s->ctx->auth, req, resp))
-        return;
-    size_t max = s->ctx->limits.max_request_bytes;
-    json_t *details = json_pack("{s:I}", "max_bytes", (json_int_t)max);
-    if (declared)
-        api_error(resp, req, "request_too_large", details,
-                  "request body of %llu bytes is larger than http.max.request.bytes (%zu)",
-                  declared, max);
-    else
-        api_error(resp, req, "request_too_large", details,
-                  "request body is larger than http.max.request.bytes (%zu)", max);
-}
-
-/* The 503 for a body that did not fit under http.max.inflight.request.bytes
- * (or the 401 in its place, as for too_large). */
-static void overloaded(api_server *s, const api_route *r, const api_request *req,
-                       api_response *resp)
-{
-    if (r && r->role != API_ROLE_NONE && !api_auth_known(s->ctx->auth, req, resp))
-        return;
-    api_error(resp, req, "overloaded",
-              json_pack("{s:I}", "max_inflight_bytes", (json_int_t)s->max_buffered),
-              "the server already holds http.max.inflight.request.bytes (%zu) of request "
-              "bodies; retry shortly",
-              s->max_buffered);
-    api_resp_header(resp, "Retry-After", "1");
-}
-
 /* Takes delta more bytes of body buffer from the shared budget; false when
  * they do not fit. */
 static bool reserve_body(api_server *s, size_t delta)
@@ -340,7 +311,11 @@ static void release_body(api_server *s, conn_state *st)
     st->len = st->cap = 0;
 }
 
-/* Answers before reading the body (unknown route, oversized Content-Length). */
+/* Answers before reading the body, so that nothing a request could be
+ * refused for costs a byte of body or a 100 Continue: an unknown route, the
+ * route's token (role and topic prefix), a body on a route that takes none,
+ * a Content-Length over http.max.request.bytes, or one the shared budget
+ * cannot hold now (api_admission.h). */
 static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *method,
                           const char *url, api_response *resp, api_request *req, conn_state *st)
 {
@@ -348,39 +323,43 @@ static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *m
     bool known;
     char allow[64];
     const api_route *r = api_route_match(method, url, &params, &known, allow, sizeof allow);
-    unsigned long long declared = 0;
-    bool busy = false;
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl) {
-        char *end;
-        unsigned long long n = strtoull(cl, &end, 10);
-        if (*end == 0 && n > s->ctx->limits.max_request_bytes)
-            declared = n;
-        /* A body that cannot fit the budget now is refused before it is
-         * sent (a client using Expect: 100-continue never sends it); one
-         * that fits is still checked chunk by chunk as it arrives. */
-        else if (*end == 0 && s->max_buffered)
-            busy = atomic_load(&s->buffered) + n > s->max_buffered;
-        if (*end == 0 && n <= s->ctx->limits.max_request_bytes)
-            st->declared = (size_t)n;
-    }
-    if (r && !declared && !busy)
-        return false;
-    /* Refused before the body: the headers still tell whether a token came. */
     kv_list headers = {0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, collect_kv, &headers);
+    if (headers.failed) {
+        /* A request judged on part of its headers could pass for another. */
+        free(headers.v);
+        api_error(resp, req, "internal_error", NULL, "out of memory reading the request headers");
+        return true;
+    }
     req->headers = headers.v;
     req->nheaders = headers.n;
-    if (!r)
+    bool refused = true;
+    if (!r) {
         api_dispatch(s->ctx, req, resp); /* 401, or 404 / 405 with the usual body */
-    else if (declared)
-        too_large(s, r, req, resp, declared);
-    else
-        overloaded(s, r, req, resp);
+    } else if (!api_admit_route(s->ctx, r, &params, req, resp)) {
+        /* 401 / 403 / 413 already in resp */
+    } else {
+        const char *cl = api_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        char *end = NULL;
+        unsigned long long n = cl ? strtoull(cl, &end, 10) : 0;
+        if (cl && *end == 0 && n > s->ctx->limits.max_request_bytes) {
+            api_admit_too_large(s->ctx, req, resp, n);
+        } else if (cl && *end == 0 && s->max_buffered &&
+                   atomic_load(&s->buffered) + n > s->max_buffered) {
+            /* A body that cannot fit the budget now is refused before it is
+             * sent (a client using Expect: 100-continue never sends it); one
+             * that fits is still checked chunk by chunk as it arrives. */
+            api_admit_overloaded(req, resp, s->max_buffered);
+        } else {
+            if (cl && *end == 0)
+                st->declared = (size_t)n;
+            refused = false;
+        }
+    }
     free(headers.v);
     req->headers = NULL;
     req->nheaders = 0;
-    return true;
+    return refused;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -470,14 +449,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     req.transport = &transport;
     api_response resp = {0};
     if (st->too_large || st->overloaded) {
-        api_params params;
-        bool known;
-        char allow[64];
-        const api_route *r = api_route_match(method, url, &params, &known, allow, sizeof allow);
+        /* The token was checked before the body (early_refusal). */
         if (st->too_large)
-            too_large(s, r, &req, &resp, 0);
+            api_admit_too_large(s->ctx, &req, &resp, 0);
         else
-            overloaded(s, r, &req, &resp);
+            api_admit_overloaded(&req, &resp, s->max_buffered);
         api_resp_header(&resp, "X-Request-Id", req.request_id);
     } else {
         api_dispatch(s->ctx, &req, &resp);
