@@ -1,7 +1,9 @@
 /*
  * api_admission.c - see api_admission.h.
  *
- * Order matters and is api_server.c's: the route (token, then body), then
+ * Order matters and is api_server.c's: framing first (a request whose length
+ * is ambiguous is not read further, whoever sent it), then the route (token,
+ * then body), then
  * the body's declared size and the shared body budget.  The token comes
  * before any statement about the body, so a client without one learns
  * nothing but 401.
@@ -14,6 +16,51 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* Compares a header value with word, ignoring case and the optional white
+ * space around it (RFC 9110 §5.5). */
+static bool value_is(const char *v, const char *word)
+{
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t n = strlen(word);
+    if (strncasecmp(v, word, n) != 0)
+        return false;
+    for (v += n; *v; v++)
+        if (*v != ' ' && *v != '\t')
+            return false;
+    return true;
+}
+
+static bool bad_framing(const api_request *req, api_response *resp, const char *why)
+{
+    api_error(resp, req, "invalid_request", NULL, "%s; the connection is closed", why);
+    api_resp_header(resp, "Connection", "close");
+    return false;
+}
+
+bool api_admit_framing(const api_request *req, api_response *resp)
+{
+    size_t cl = 0, te = 0;
+    const char *te_value = NULL;
+    for (size_t i = 0; i < req->nheaders; i++) {
+        if (strcasecmp(req->headers[i].key, "Content-Length") == 0) {
+            cl++;
+        } else if (strcasecmp(req->headers[i].key, "Transfer-Encoding") == 0) {
+            te++;
+            te_value = req->headers[i].value;
+        }
+    }
+    if (cl > 1)
+        return bad_framing(req, resp, "more than one Content-Length header");
+    if (cl && te)
+        return bad_framing(req, resp, "Content-Length together with Transfer-Encoding");
+    /* libmicrohttpd decodes "chunked" alone; any other coding (or a list)
+     * would be read as a body of unknown end. */
+    if (te > 1 || (te && !value_is(te_value ? te_value : "", "chunked")))
+        return bad_framing(req, resp, "the only Transfer-Encoding taken is a single 'chunked'");
+    return true;
+}
 
 /* True when the request announces a body: a non-zero Content-Length, or one
  * sent chunked (whose size is not known yet).  Framing was checked first. */

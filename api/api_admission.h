@@ -5,9 +5,9 @@
  * whole body has arrived, and in between only close the connection.  So
  * everything that the request line and headers decide is decided on the first
  * callback, before a client is sent 100 Continue or a byte of body is held
- * against http.max.inflight.request.bytes: the route's token (role and topic
- * prefix), whether the route takes a body at all, and a Content-Length over
- * the limit.
+ * against http.max.inflight.request.bytes: how the body is framed, the
+ * route's token (role and topic prefix), whether the route takes a body at
+ * all, and a Content-Length over the limit.
  *
  * These functions know nothing of libmicrohttpd: api_server.c passes them the
  * request's headers (and the sizes only the transport knows), and they fill
@@ -22,6 +22,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+/* False, with a 400 (and Connection: close) in resp, when the body's length
+ * is ambiguous: more than one Content-Length, Content-Length together with
+ * Transfer-Encoding, or a Transfer-Encoding other than exactly "chunked".
+ * A proxy in front could read such a request's end differently from us and
+ * smuggle a second request inside its body (RFC 9112 §6.1, §6.3). */
+bool api_admit_framing(const api_request *req, api_response *resp);
 
 /* False, with the answer in resp, when route r refuses req before its body:
  * the token (401/403, exactly as the handler's own check would answer), or a

@@ -312,10 +312,11 @@ static void release_body(api_server *s, conn_state *st)
 }
 
 /* Answers before reading the body, so that nothing a request could be
- * refused for costs a byte of body or a 100 Continue: an unknown route, the
- * route's token (role and topic prefix), a body on a route that takes none,
- * a Content-Length over http.max.request.bytes, or one the shared budget
- * cannot hold now (api_admission.h). */
+ * refused for costs a byte of body or a 100 Continue: an ambiguous body
+ * length (two Content-Lengths, or Content-Length with Transfer-Encoding), an
+ * unknown route, the route's token (role and topic prefix), a body on a
+ * route that takes none, a Content-Length over http.max.request.bytes, or
+ * one the shared budget cannot hold now (api_admission.h). */
 static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *method,
                           const char *url, api_response *resp, api_request *req, conn_state *st)
 {
@@ -334,7 +335,9 @@ static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *m
     req->headers = headers.v;
     req->nheaders = headers.n;
     bool refused = true;
-    if (!r) {
+    if (!api_admit_framing(req, resp)) {
+        /* 400: its body's end is ambiguous, so nothing after it is read */
+    } else if (!r) {
         api_dispatch(s->ctx, req, resp); /* 401, or 404 / 405 with the usual body */
     } else if (!api_admit_route(s->ctx, r, &params, req, resp)) {
         /* 401 / 403 / 413 already in resp */

@@ -9,6 +9,9 @@
  * http.max.inflight.request.bytes, which it could otherwise fill for
  * everyone; a body sent to a route that takes none is 413 from its headers.
  *
+ * Framing: more than one Content-Length, or Content-Length with
+ * Transfer-Encoding, is 400 with the connection closed (request smuggling).
+ *
  * Raw sockets stand in for clients that hold a request half sent; libcurl
  * would not.
  */
@@ -217,10 +220,73 @@ static void test_token_checked_before_the_body(void **state)
     ls_cleanup(&s);
 }
 
+/* ---- framing ---------------------------------------------------------------------- */
+
+/* Sends one raw request and returns its status; *closed tells whether the
+ * server closed the connection after answering. */
+static int raw_request(int port, const char *text, char *buf, size_t len, bool *closed)
+{
+    int fd = tcp_connect(port);
+    send_all(fd, text);
+    read_reply(fd, buf, len, 5000);
+    char more[64];
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    *closed = poll(&p, 1, 1000) == 1 && recv(fd, more, sizeof more, 0) <= 0;
+    close(fd);
+    return reply_status(buf);
+}
+
+/* A body whose end two parties could read differently - a proxy in front by
+ * one header, the server by another - lets a second request hide inside it
+ * (request smuggling).  More than one Content-Length, Content-Length with
+ * Transfer-Encoding, or a Transfer-Encoding other than "chunked" is 400 with
+ * the connection closed (RFC 9112 §6.1, §6.3), and nothing is appended. */
+#define REC "{\"records\":[{\"value\":\"a\"}]}" /* 27 (0x1b) bytes */
+
+static void test_ambiguous_framing(void **state)
+{
+    (void)state;
+    ls_server s;
+    assert_int_equal(ls_start(&s, NULL), 0);
+    assert_int_equal(ls_create_topic(&s, "f", 1, NULL), 201);
+    const char *head = "POST /v1/topics/f/partitions/0/records HTTP/1.1\r\nHost: x\r\n"
+                       "Content-Type: application/json\r\n";
+    const char *const bad[] = {
+        "Content-Length: 27\r\nContent-Length: 27\r\n\r\n" REC,
+        "Content-Length: 27\r\nContent-Length: 5\r\n\r\n" REC,
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n1b\r\n" REC "\r\n0\r\n\r\n",
+        "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n1b\r\n" REC "\r\n0\r\n\r\n",
+        "Transfer-Encoding: gzip, chunked\r\n\r\n1b\r\n" REC "\r\n0\r\n\r\n",
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n1b\r\n" REC "\r\n0\r\n\r\n",
+    };
+    char req[1024], buf[4096];
+    bool closed;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(req, sizeof req, "%s%s", head, bad[i]);
+        int st = raw_request(s.port, req, buf, sizeof buf, &closed);
+        if (st != 400 || !closed)
+            fprintf(stderr, "# framing case %zu: closed=%d %.300s\n", i, closed, buf);
+        assert_int_equal(st, 400);
+        assert_non_null(strstr(buf, "\"error_code\":\"invalid_request\""));
+        assert_non_null(strstr(buf, "Connection: close"));
+        assert_true(closed);
+    }
+    assert_int_equal(ls_log_end_offset(&s, "f", 0), 0);
+    /* the control: each framing alone is served */
+    snprintf(req, sizeof req, "%sContent-Length: 27\r\n\r\n" REC, head);
+    assert_int_equal(raw_request(s.port, req, buf, sizeof buf, &closed), 200);
+    snprintf(req, sizeof req, "%sTransfer-Encoding: chunked\r\n\r\n1b\r\n" REC "\r\n0\r\n\r\n", head);
+    assert_int_equal(raw_request(s.port, req, buf, sizeof buf, &closed), 200);
+    assert_int_equal(ls_log_end_offset(&s, "f", 0), 2);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_token_checked_before_the_body),
+        cmocka_unit_test(test_ambiguous_framing),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ls_scratch_remove();
