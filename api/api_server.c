@@ -35,6 +35,13 @@
  * request ends (see on_completed). */
 #define TRIM_AFTER_BODY_BYTES (4u << 20)
 
+/* libmicrohttpd answers a request only once its whole body is in (or before
+ * any of it): a body refused while it streams in (over http.max.request.bytes,
+ * or past the shared budget) is read and dropped this far further, so a client
+ * that is nearly done still gets its 413 or 503; past it the connection is
+ * closed without an answer rather than read to its end, however long. */
+#define REFUSED_DRAIN_BYTES (64u << 10)
+
 struct api_server {
     struct MHD_Daemon *daemon;
     api_ctx *ctx;
@@ -73,6 +80,7 @@ typedef struct conn_state {
     char *body;
     size_t len, cap; /* cap is counted in api_server.buffered */
     size_t declared; /* Content-Length (within http.max.request.bytes), or 0 */
+    size_t drained;  /* bytes dropped since the body was refused */
     bool too_large;
     bool overloaded; /* the body did not fit under api_server.max_buffered */
     bool refused; /* a response was queued before the body */
@@ -399,8 +407,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (st->too_large || st->overloaded)
-            return MHD_YES;
+        if (st->too_large || st->overloaded) {
+            st->drained += n;
+            if (st->drained <= REFUSED_DRAIN_BYTES)
+                return MHD_YES;
+            ENG_INFO("http: closed a connection whose refused body (%s) went on past %u more bytes",
+                     st->too_large ? "over http.max.request.bytes" : "overloaded",
+                     REFUSED_DRAIN_BYTES);
+            return MHD_NO;
+        }
         if (st->len + n > s->ctx->limits.max_request_bytes) {
             st->too_large = true;
             release_body(s, st);

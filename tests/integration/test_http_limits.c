@@ -375,7 +375,8 @@ static int finish_upload(int fd, const char *body, size_t part, char *buf, size_
  * overloaded instead of growing the process without bound.  Two 1 MB
  * uploads fill a 2 MiB budget.  A third that declares its length is refused
  * from its headers alone; one sent chunked (no length to judge) is refused
- * once its body outgrows what is left.  When the two are done, one fits
+ * once its body outgrows what is left, and its connection closed a bounded
+ * way further (libmicrohttpd cannot answer mid-body).  When the two are done, one fits
  * again. */
 static void test_inflight_body_budget(void **state)
 {
@@ -409,16 +410,24 @@ static void test_inflight_body_budget(void **state)
     int chunked = tcp_connect(s.port);
     send_all(chunked, "POST /v1/topics/up/partitions/0/records HTTP/1.1\r\nHost: x\r\n"
                       "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+    /* libmicrohttpd cannot answer mid-body: once refused, the body is read
+     * only a bounded way further (64 KiB), then the connection is closed
+     * with no answer, instead of reading the whole upload to say 503. */
     char size[32];
-    for (size_t off = 0; off < N; off += 100000) {
+    bool cut = false;
+    for (size_t off = 0; off < N && !cut; off += 100000) {
         snprintf(size, sizeof size, "%x\r\n", 100000);
-        send_all(chunked, size);
-        assert_int_equal(send(chunked, body + off, 100000, MSG_NOSIGNAL), 100000);
-        send_all(chunked, "\r\n");
+        cut = send(chunked, size, strlen(size), MSG_NOSIGNAL) < 0 ||
+              send(chunked, body + off, 100000, MSG_NOSIGNAL) != 100000 ||
+              send(chunked, "\r\n", 2, MSG_NOSIGNAL) != 2;
     }
-    send_all(chunked, "0\r\n\r\n");
-    assert_int_equal(read_answer(chunked, buf, sizeof buf), 503);
-    assert_non_null(strstr(buf, "\"error_code\":\"overloaded\""));
+    if (!cut)
+        cut = send(chunked, "0\r\n\r\n", 5, MSG_NOSIGNAL) != 5;
+    ssize_t got = recv_within(chunked, buf, sizeof buf, 5000);
+    assert_true(got == 0 || (got > 0 && strstr(buf, "\"error_code\":\"overloaded\"")));
+    fprintf(stderr, "# a chunked upload past the budget: %s\n",
+            got == 0 ? "closed without an answer" : "answered 503");
+    close(chunked);
 
     assert_int_equal(finish_upload(fd[0], body, PART, buf, sizeof buf), 200);
     assert_int_equal(finish_upload(fd[1], body, PART, buf, sizeof buf), 200);
