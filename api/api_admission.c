@@ -2,8 +2,8 @@
  * api_admission.c - see api_admission.h.
  *
  * Order matters and is api_server.c's: framing first (a request whose length
- * is ambiguous is not read further, whoever sent it), then the route (token,
- * then body), then
+ * is ambiguous is not read further, whoever sent it), then the header size,
+ * then the route (token, then body), then
  * the body's declared size and the shared body budget.  The token comes
  * before any statement about the body, so a client without one learns
  * nothing but 401.
@@ -60,6 +60,24 @@ bool api_admit_framing(const api_request *req, api_response *resp)
     if (te > 1 || (te && !value_is(te_value ? te_value : "", "chunked")))
         return bad_framing(req, resp, "the only Transfer-Encoding taken is a single 'chunked'");
     return true;
+}
+
+bool api_admit_header_size(const api_request *req, size_t line_bytes, size_t header_bytes,
+                           size_t max_bytes, api_response *resp)
+{
+    if (!max_bytes || header_bytes <= max_bytes)
+        return true;
+    json_t *details = json_pack("{s:I}", "max_header_bytes", (json_int_t)max_bytes);
+    bool line = line_bytes > max_bytes;
+    /* No code of its own in the error table: request_too_large says what
+     * the client must shrink, the status says which part. */
+    api_error(resp, req, "request_too_large", details,
+              line ? "the request line of %zu bytes is larger than http.max.header.bytes (%zu)"
+                   : "the request line and headers (%zu bytes) are larger than "
+                     "http.max.header.bytes (%zu)",
+              line ? line_bytes : header_bytes, max_bytes);
+    resp->status = line ? 414 : 431;
+    return false;
 }
 
 /* True when the request announces a body: a non-zero Content-Length, or one

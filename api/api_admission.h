@@ -5,9 +5,10 @@
  * whole body has arrived, and in between only close the connection.  So
  * everything that the request line and headers decide is decided on the first
  * callback, before a client is sent 100 Continue or a byte of body is held
- * against http.max.inflight.request.bytes: how the body is framed, the
- * route's token (role and topic prefix), whether the route takes a body at
- * all, and a Content-Length over the limit.
+ * against http.max.inflight.request.bytes: how the body is framed, the size
+ * of the request line and headers, the route's token (role and topic
+ * prefix), whether the route takes a body at all, and a Content-Length over
+ * the limit.
  *
  * These functions know nothing of libmicrohttpd: api_server.c passes them the
  * request's headers (and the sizes only the transport knows), and they fill
@@ -29,6 +30,13 @@
  * A proxy in front could read such a request's end differently from us and
  * smuggle a second request inside its body (RFC 9112 §6.1, §6.3). */
 bool api_admit_framing(const api_request *req, api_response *resp);
+
+/* False, with a 414 (request line) or 431 (headers) in resp, when the request
+ * line and headers together (header_bytes, as received) pass max_bytes
+ * (http.max.header.bytes; 0 = no check).  line_bytes is the request line's
+ * size, which tells the two apart. */
+bool api_admit_header_size(const api_request *req, size_t line_bytes, size_t header_bytes,
+                           size_t max_bytes, api_response *resp);
 
 /* False, with the answer in resp, when route r refuses req before its body:
  * the token (401/403, exactly as the handler's own check would answer), or a

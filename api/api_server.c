@@ -42,6 +42,14 @@
  * closed without an answer rather than read to its end, however long. */
 #define REFUSED_DRAIN_BYTES (64u << 10)
 
+/* Per-connection memory past http.max.header.bytes, where libmicrohttpd builds
+ * the response headers (see api_server_start).  Measured with header blocks
+ * swept across the limit: a JSON error with CORS headers needed about 800
+ * bytes past the request's; our largest answer adds at most
+ * API_MAX_RESP_HEADERS headers of 48 + 512 bytes (4.5 KiB) to libmicrohttpd's
+ * own (Date, Content-Length, Connection), so 8 KiB covers it with room. */
+#define RESPONSE_HEADROOM_BYTES (8u << 10)
+
 struct api_server {
     struct MHD_Daemon *daemon;
     api_ctx *ctx;
@@ -58,6 +66,7 @@ struct api_server {
      * (503 overloaded) instead of growing the process without bound. */
     _Atomic size_t buffered;
     size_t max_buffered;
+    size_t max_header_bytes; /* http.max.header.bytes, checked in early_refusal; 0 = none */
 };
 
 /* A deferred answer.  The lock orders "suspend" (the request thread) against
@@ -319,10 +328,38 @@ static void release_body(api_server *s, conn_state *st)
     st->len = st->cap = 0;
 }
 
+/* The request line's size: method, target and version with their three
+ * separators.  The target is measured decoded (path and query arguments),
+ * which may be a little shorter than sent: it only tells 414 from 431. */
+static size_t request_line_bytes(struct MHD_Connection *c, const char *method, const char *url)
+{
+    kv_list query = {0};
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_kv, &query);
+    size_t n = strlen(method) + 1 + strlen(url) + 1 + strlen("HTTP/1.1") + 2;
+    for (size_t i = 0; i < query.n; i++)
+        n += 1 + strlen(query.v[i].key) + (query.v[i].value ? 1 + strlen(query.v[i].value) : 0);
+    free(query.v);
+    return n;
+}
+
+/* The request line and headers as received, up to the empty line; counted
+ * from the parsed headers when libmicrohttpd cannot say. */
+static size_t request_header_bytes(struct MHD_Connection *c, const kv_list *headers)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (ci && ci->header_size)
+        return ci->header_size;
+    size_t n = 2;
+    for (size_t i = 0; i < headers->n; i++)
+        n += strlen(headers->v[i].key) + 2 + strlen(headers->v[i].value) + 2;
+    return n;
+}
+
 /* Answers before reading the body, so that nothing a request could be
  * refused for costs a byte of body or a 100 Continue: an ambiguous body
- * length (two Content-Lengths, or Content-Length with Transfer-Encoding), an
- * unknown route, the route's token (role and topic prefix), a body on a
+ * length (two Content-Lengths, or Content-Length with Transfer-Encoding),
+ * headers over http.max.header.bytes, an unknown route, the route's token (role and topic prefix), a body on a
  * route that takes none, a Content-Length over http.max.request.bytes, or
  * one the shared budget cannot hold now (api_admission.h). */
 static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *method,
@@ -345,6 +382,10 @@ static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *m
     bool refused = true;
     if (!api_admit_framing(req, resp)) {
         /* 400: its body's end is ambiguous, so nothing after it is read */
+    } else if (!api_admit_header_size(req, request_line_bytes(c, method, url),
+                                      request_header_bytes(c, &headers), s->max_header_bytes,
+                                      resp)) {
+        /* 414 / 431 */
     } else if (!r) {
         api_dispatch(s->ctx, req, resp); /* 401, or 404 / 405 with the usual body */
     } else if (!api_admit_route(s->ctx, r, &params, req, resp)) {
@@ -616,8 +657,17 @@ int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, c
      * take half the connections.  libmicrohttpd's default, SO_REUSEADDR,
      * still lets a restart bind at once past TIME_WAIT. */
     opts[k++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_keep_nul, NULL};
+    /* libmicrohttpd builds the response headers in the same per-connection
+     * pool that holds the request's: with the pool at http.max.header.bytes,
+     * a request whose headers just fit left no room, so an append was stored
+     * but answered with nothing ("failed to create response header") and a
+     * retry stored it twice.  The pool gets room for our answers on top, and
+     * the limit itself is checked in early_refusal. */
+    s->max_header_bytes = o->memory_limit;
     if (o->memory_limit)
-        opts[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)o->memory_limit, NULL};
+        opts[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                            (intptr_t)(o->memory_limit + RESPONSE_HEADROOM_BYTES),
+                                            NULL};
     if (tls) {
         flags |= MHD_USE_TLS;
         opts[k++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)o->tls_cert_pem};

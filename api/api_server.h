@@ -23,7 +23,10 @@ typedef struct api_server_opts {
     unsigned threads;         /* MHD thread pool size */
     unsigned connection_limit;
     unsigned idle_timeout_s;
-    size_t memory_limit;      /* per connection: headers and buffers (0 = MHD's) */
+    size_t memory_limit;      /* http.max.header.bytes: the request line and headers, checked
+                               * before the body (431); libmicrohttpd's per-connection pool
+                               * gets room for the response headers on top (0 = MHD's
+                               * default pool, no check of our own) */
     size_t max_buffered;      /* request bodies held at once, all connections (0 = no cap) */
     const char *tls_cert_pem; /* both set: serve HTTPS (TLS 1.2+) */
     const char *tls_key_pem;

@@ -15,6 +15,10 @@
  * Refused while streaming: a chunked body over http.max.request.bytes is
  * read a bounded way past the limit, then its connection is closed.
  *
+ * Header size: every request whose line and headers fit
+ * http.max.header.bytes is answered (libmicrohttpd builds the answer's
+ * headers in the same memory), and past it the 431 is JSON.
+ *
  * Raw sockets stand in for clients that hold a request half sent; libcurl
  * would not.
  */
@@ -345,12 +349,106 @@ static void test_refused_body_not_drained(void **state)
     ls_cleanup(&s);
 }
 
+/* ---- header size ------------------------------------------------------------------ */
+
+/* A raw append whose request line and headers are exactly size bytes (a
+ * padding header fills them); returns its status, 0 when no answer came. */
+static int padded_append(int port, size_t size, char *buf, size_t len)
+{
+    static const char body[] = "{\"records\":[{\"value\":\"h\"}]}";
+    char head[512];
+    int n = snprintf(head, sizeof head,
+                     "POST /v1/topics/h/partitions/0/records HTTP/1.1\r\nHost: x\r\n"
+                     "Authorization: Bearer %s\r\nOrigin: https://dash.example.com\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\nX-Pad: ",
+                     TOK_WRITE, strlen(body));
+    size_t pad = size - (size_t)n - 4;
+    char *req = malloc(size + sizeof body);
+    assert_non_null(req);
+    memcpy(req, head, (size_t)n);
+    memset(req + n, 'p', pad);
+    memcpy(req + n + pad, "\r\n\r\n", 4);
+    memcpy(req + size, body, sizeof body);
+    int fd = tcp_connect(port);
+    send_all(fd, req);
+    free(req);
+    read_reply(fd, buf, len, 5000);
+    close(fd);
+    return reply_status(buf);
+}
+
+/* libmicrohttpd builds the response headers in the per-connection pool that
+ * holds the request's.  With that pool at http.max.header.bytes, a request
+ * whose headers just fit left no room: the append was stored but answered
+ * with nothing, and a client's retry stored it twice.  Every size up to the
+ * limit must now be answered (and each record written once); past it, the
+ * answer is 431 (414 for the request line) as JSON. */
+static void test_headers_just_under_the_limit(void **state)
+{
+    (void)state;
+    char setting[400];
+    write_tokens(setting, sizeof setting);
+    ls_server s;
+    const char *const extra[] = {setting, "http.max.header.bytes=4096",
+                                 "http.cors.allowed.origins=https://dash.example.com", NULL};
+    assert_int_equal(ls_start(&s, extra), 0);
+    char auth[128];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", TOK_WRITE);
+    const char *const admin[] = {auth, NULL};
+    ls_resp r;
+    assert_int_equal(ls_http(&s, "POST", "/v1/topics", "application/json", "{\"name\":\"h\"}", 12,
+                             admin, &r), 0);
+    assert_int_equal(r.status, 201);
+    ls_resp_free(&r);
+    char buf[8192];
+    int answered = 0, silent = 0;
+    for (size_t size = 3000; size <= 4096; size += 16) {
+        int st = padded_append(s.port, size, buf, sizeof buf);
+        if (st != 200) {
+            fprintf(stderr, "# headers of %zu bytes: %s\n", size, st ? buf : "no answer");
+            silent++;
+        } else {
+            answered++;
+        }
+    }
+    fprintf(stderr, "# header blocks 3000..4096 bytes: %d answered, %d not\n", answered, silent);
+    assert_int_equal(silent, 0);
+    assert_int_equal(padded_append(s.port, 4096, buf, sizeof buf), 200);
+    answered++;
+    char path[512];
+    snprintf(path, sizeof path, "/v1/topics/h/partitions/0");
+    assert_int_equal(ls_http(&s, "GET", path, NULL, NULL, 0, admin, &r), 0);
+    assert_int_equal(ls_jint(&r, "log_end_offset"), answered); /* each once */
+    ls_resp_free(&r);
+    /* past the limit: 431 as JSON, nothing written */
+    const size_t over[] = {4097, 4500, 8000};
+    for (size_t i = 0; i < sizeof over / sizeof over[0]; i++) {
+        assert_int_equal(padded_append(s.port, over[i], buf, sizeof buf), 431);
+        assert_non_null(strstr(buf, "\"error_code\":\"request_too_large\""));
+        assert_non_null(strstr(buf, "\"max_header_bytes\":4096"));
+    }
+    static char line[6000];
+    memcpy(line, "/health/live?x=", 15);
+    memset(line + 15, 'b', 5000);
+    line[5015] = 0;
+    assert_int_equal(ls_get(&s, line, &r), 0);
+    CHECK_ERR(r, 414, "request_too_large");
+    ls_resp_free(&r);
+    assert_int_equal(ls_log_end_offset(&s, "h", 0), -1); /* read needs a token */
+    assert_int_equal(ls_http(&s, "GET", path, NULL, NULL, 0, admin, &r), 0);
+    assert_int_equal(ls_jint(&r, "log_end_offset"), answered);
+    ls_resp_free(&r);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_token_checked_before_the_body),
         cmocka_unit_test(test_ambiguous_framing),
         cmocka_unit_test(test_refused_body_not_drained),
+        cmocka_unit_test(test_headers_just_under_the_limit),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ls_scratch_remove();
