@@ -18,6 +18,7 @@
 #include "api_errors.h"
 #include "api_json_arena.h"
 #include "api_router.h"
+#include "eng_batch.h"
 #include "eng_buf.h"
 #include "eng_compress.h"
 #include "eng_fs.h"
@@ -163,18 +164,46 @@ static void append_answer(eng_partition *p, eng_append_result *res, const api_re
     eng_partition_when_durable(p, res->durable_upto, on_durable, w);
 }
 
+/* The records the batches in a binary body declare, summed from their
+ * headers (recordCount) without decoding a record, so that
+ * http.max.records.per.request holds for binary appends as for JSON ones.
+ * Counting stops at the first header that does not decode or a batch that
+ * runs past the body: the engine refuses those itself. */
+static uint64_t binary_record_count(const uint8_t *body, size_t len)
+{
+    uint64_t total = 0;
+    size_t pos = 0;
+    eng_batch_header h;
+    while (pos < len && eng_batch_header_decode(body + pos, len - pos, &h) == 0) {
+        total += (uint64_t)h.record_count; /* never negative once decoded */
+        size_t size = eng_batch_size(&h);
+        if (size > len - pos)
+            break;
+        pos += size;
+    }
+    return total;
+}
+
 /* Content-Type: application/octet-stream: one or more RecordBatch v2 as a
  * Kafka producer builds them, checked as a broker checks them and stored
  * without re-encoding (unless the topic's compression.type asks for another
  * codec).  The body is modified in place (offsets stamped), so the batches
  * are copied once: from the request into the page cache. */
-static void append_binary(eng_partition *p, const api_request *req, api_response *resp)
+static void append_binary(api_ctx *ctx, eng_partition *p, const api_request *req,
+                          api_response *resp)
 {
     int64_t expected;
     if (!api_query_i64(req, resp, "expected_offset", -1, 0, INT64_MAX, &expected))
         return;
     if (!req->body || req->body_len == 0) {
         api_error(resp, req, "corrupt_record", NULL, "the body holds no record batch");
+        return;
+    }
+    uint64_t count = binary_record_count(req->body, req->body_len);
+    if (count > ctx->limits.max_records_per_request) {
+        api_error(resp, req, "request_too_large", NULL,
+                  "%llu records in one request; the limit is %zu", (unsigned long long)count,
+                  ctx->limits.max_records_per_request);
         return;
     }
     uint8_t *bytes = req->body_mut;
@@ -208,7 +237,7 @@ void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params
         return;
     const char *ct = api_header(req, "Content-Type");
     if (api_media_type_is(ct, "application/octet-stream")) {
-        append_binary(p, req, resp);
+        append_binary(ctx, p, req, resp);
         eng_partition_unref(p);
         return;
     }

@@ -19,6 +19,9 @@
  * http.max.header.bytes is answered (libmicrohttpd builds the answer's
  * headers in the same memory), and past it the 431 is JSON.
  *
+ * Records per request: http.max.records.per.request holds for binary
+ * appends too, summed over the batches' headers.
+ *
  * Raw sockets stand in for clients that hold a request half sent; libcurl
  * would not.
  */
@@ -442,6 +445,50 @@ static void test_headers_just_under_the_limit(void **state)
     ls_cleanup(&s);
 }
 
+/* ---- records per request, binary appends ------------------------------------------ */
+
+/* http.max.records.per.request held for JSON appends only: a binary body
+ * (application/octet-stream) of many batches, or one batch of many records,
+ * went through.  The batches' recordCount headers are summed: two batches
+ * of three records are six, one more than the limit of 5. */
+static void test_binary_records_per_request(void **state)
+{
+    (void)state;
+    ls_server s;
+    const char *const extra[] = {"http.max.records.per.request=5", NULL};
+    assert_int_equal(ls_start(&s, extra), 0);
+    assert_int_equal(ls_create_topic(&s, "src", 1, NULL), 201);
+    assert_int_equal(ls_create_topic(&s, "dst", 1, NULL), 201);
+    const char *three = "{\"records\":[{\"value\":\"1\"},{\"value\":\"2\"},{\"value\":\"3\"}]}";
+    assert_int_equal(ls_append_json(&s, "src", 0, three), 200);
+    assert_int_equal(ls_append_json(&s, "src", 0, three), 200);
+    /* the stored batches, as a producer would send them */
+    ls_resp raw, r;
+    const char *const accept[] = {"Accept: application/octet-stream", NULL};
+    assert_int_equal(ls_http(&s, "GET", "/v1/topics/src/partitions/0/records?offset=0", NULL, NULL, 0,
+                             accept, &raw), 0);
+    assert_int_equal(raw.status, 200);
+    assert_true(raw.len > 2 * 61);
+    assert_int_equal(ls_http(&s, "POST", "/v1/topics/dst/partitions/0/records",
+                             "application/octet-stream", raw.body, raw.len, NULL, &r), 0);
+    CHECK_ERR(r, 413, "request_too_large");
+    assert_non_null(strstr(ls_jstr(&r, "message"), "6 records"));
+    ls_resp_free(&r);
+    assert_int_equal(ls_log_end_offset(&s, "dst", 0), 0);
+    /* the first batch alone (three records) is within the limit */
+    size_t first = 12 + ((size_t)(uint8_t)raw.body[8] << 24 | (size_t)(uint8_t)raw.body[9] << 16 |
+                         (size_t)(uint8_t)raw.body[10] << 8 | (size_t)(uint8_t)raw.body[11]);
+    assert_true(first < raw.len);
+    assert_int_equal(ls_http(&s, "POST", "/v1/topics/dst/partitions/0/records",
+                             "application/octet-stream", raw.body, first, NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_log_end_offset(&s, "dst", 0), 3);
+    ls_resp_free(&raw);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -449,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_ambiguous_framing),
         cmocka_unit_test(test_refused_body_not_drained),
         cmocka_unit_test(test_headers_just_under_the_limit),
+        cmocka_unit_test(test_binary_records_per_request),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ls_scratch_remove();
