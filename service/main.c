@@ -95,10 +95,15 @@ static int load_security(const svc_settings *s, api_ctx *ctx, char **cert, char 
     if (s->tls) {
         size_t klen = 0;
         int rc = eng_fs_read_file(s->text[SVC_TLS_CERT_FILE], 1u << 20, cert, &len);
-        if (!rc)
-            rc = eng_fs_read_file(s->text[SVC_TLS_KEY_FILE], 1u << 20, key, &klen);
         if (rc) {
-            ENG_ERROR("cannot read the TLS certificate or key: %s", eng_strerror(rc));
+            ENG_ERROR("cannot read tls.cert.file %s: %s", s->text[SVC_TLS_CERT_FILE],
+                      eng_strerror(rc));
+            return -1;
+        }
+        rc = eng_fs_read_file(s->text[SVC_TLS_KEY_FILE], 1u << 20, key, &klen);
+        if (rc) {
+            ENG_ERROR("cannot read tls.key.file %s: %s", s->text[SVC_TLS_KEY_FILE],
+                      eng_strerror(rc));
             return -1;
         }
         char msg[512];

@@ -4,7 +4,9 @@
 #include "svc_tls.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -24,6 +26,27 @@ static int fail(char *msg, size_t msglen, const char *what)
     return -1;
 }
 
+/* OpenSSL's default, with no callback, asks for a pass phrase on the
+ * terminal ("Enter PEM pass phrase"): a start under systemd or in a container
+ * hung there, and an interactive one asked a question the settings cannot
+ * answer.  No pass phrase is ever given, so an encrypted key fails to read. */
+static int no_pass_phrase(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    (void)u;
+    return 0;
+}
+
+/* True when the key PEM is encrypted: PKCS#8 ("BEGIN ENCRYPTED PRIVATE KEY")
+ * or the traditional form's "Proc-Type: 4,ENCRYPTED" header. */
+static bool key_encrypted(const char *key, size_t key_len)
+{
+    return memmem(key, key_len, "-----BEGIN ENCRYPTED PRIVATE KEY-----", 37) ||
+           memmem(key, key_len, "Proc-Type: 4,ENCRYPTED", 22);
+}
+
 int svc_tls_check_pair(const char *cert, size_t cert_len, const char *key, size_t key_len,
                        char *msg, size_t msglen)
 {
@@ -39,7 +62,12 @@ int svc_tls_check_pair(const char *cert, size_t cert_len, const char *key, size_
         rc = fail(msg, msglen, "out of memory");
     else if (!(x = PEM_read_bio_X509(cb, NULL, NULL, NULL)))
         rc = fail(msg, msglen, "tls.cert.file holds no PEM certificate");
-    else if (!(k = PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL)))
+    else if (key_encrypted(key, key_len))
+        rc = fail(msg, msglen,
+                  "tls.key.file is encrypted, and logstore cannot be given its pass phrase; "
+                  "store it decrypted (openssl pkey -in KEY -out PLAIN) and readable by the "
+                  "server only");
+    else if (!(k = PEM_read_bio_PrivateKey(kb, NULL, no_pass_phrase, NULL)))
         rc = fail(msg, msglen, "tls.key.file holds no unencrypted PEM private key");
     else if (X509_check_private_key(x, k) != 1)
         rc = fail(msg, msglen, "tls.key.file does not belong to the certificate in tls.cert.file");

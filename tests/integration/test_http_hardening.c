@@ -22,6 +22,9 @@
  * Records per request: http.max.records.per.request holds for binary
  * appends too, summed over the batches' headers.
  *
+ * TLS files: an encrypted key is refused at start (exit 2) without asking for
+ * a pass phrase; a missing certificate or key is named.
+ *
  * Raw sockets stand in for clients that hold a request half sent; libcurl
  * would not.
  */
@@ -34,6 +37,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -489,6 +495,104 @@ static void test_binary_records_per_request(void **state)
     ls_cleanup(&s);
 }
 
+/* ---- TLS key files ------------------------------------------------------------------ */
+
+/* A self-signed P-256 certificate into cert_path; its key into key_path
+ * unencrypted, into enc8_path as encrypted PKCS#8 and into enctrad_path in
+ * the traditional encrypted form (Proc-Type: 4,ENCRYPTED). */
+static void make_keys(const char *cert_path, const char *key_path, const char *enc8_path,
+                      const char *enctrad_path)
+{
+    EVP_PKEY *pkey = EVP_EC_gen("P-256");
+    assert_non_null(pkey);
+    X509 *x = X509_new();
+    assert_non_null(x);
+    X509_set_version(x, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_gmtime_adj(X509_getm_notBefore(x), -3600);
+    X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+    X509_set_pubkey(x, pkey);
+    X509_NAME *name = X509_get_subject_name(x);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1, 0);
+    X509_set_issuer_name(x, name);
+    assert_true(X509_sign(x, pkey, EVP_sha256()) > 0);
+    FILE *f = fopen(cert_path, "w");
+    assert_non_null(f);
+    assert_int_equal(PEM_write_X509(f, x), 1);
+    assert_int_equal(fclose(f), 0);
+    char pass[] = "secret";
+    f = fopen(key_path, "w");
+    assert_non_null(f);
+    assert_int_equal(PEM_write_PrivateKey(f, pkey, NULL, NULL, 0, NULL, NULL), 1);
+    assert_int_equal(fclose(f), 0);
+    f = fopen(enc8_path, "w");
+    assert_non_null(f);
+    assert_int_equal(PEM_write_PKCS8PrivateKey(f, pkey, EVP_aes_256_cbc(), pass, 6, NULL, NULL), 1);
+    assert_int_equal(fclose(f), 0);
+    BIO *b = BIO_new_file(enctrad_path, "w");
+    assert_non_null(b);
+    assert_int_equal(PEM_write_bio_PrivateKey_traditional(b, pkey, EVP_aes_128_cbc(),
+                                                          (unsigned char *)pass, 6, NULL, NULL), 1);
+    assert_int_equal(BIO_free(b), 1);
+    X509_free(x);
+    EVP_PKEY_free(pkey);
+}
+
+/* Starts the server with an https listener and the given files; returns its
+ * exit status, its output in out.  Under `script` (when installed) it has a
+ * terminal, where OpenSSL's default would ask "Enter PEM pass phrase" and
+ * wait (the timeout's 124). */
+static int tls_start(const char *cert, const char *key, char *out, size_t len)
+{
+    char dir[300], cmd[2048], inner[1500];
+    ls_scratch_path(dir, sizeof dir, "tls-refused-data");
+    snprintf(inner, sizeof inner,
+             "%s --set log.dirs=%s --set listeners=https://127.0.0.1:0 --set tls.cert.file=%s "
+             "--set tls.key.file=%s",
+             ls_binary(), dir, cert, key);
+    if (access("/usr/bin/script", X_OK) == 0)
+        snprintf(cmd, sizeof cmd, "timeout 20 /usr/bin/script -qec '%s' /dev/null </dev/null 2>&1",
+                 inner);
+    else
+        snprintf(cmd, sizeof cmd, "timeout 20 %s </dev/null 2>&1", inner);
+    return ls_run_cmd(cmd, out, len);
+}
+
+/* An encrypted key stopped the start at a pass phrase prompt on the terminal
+ * (or, without one, failed as "no unencrypted PEM private key"); it is now
+ * refused at once, exit 2, saying it is encrypted and naming the file.  A
+ * missing certificate or key names which one is missing. */
+static void test_tls_key_files(void **state)
+{
+    (void)state;
+    char cert[300], key[300], enc8[300], enctrad[300], out[16384];
+    ls_scratch_path(cert, sizeof cert, "cert.pem");
+    ls_scratch_path(key, sizeof key, "key.pem");
+    ls_scratch_path(enc8, sizeof enc8, "key-pkcs8-enc.pem");
+    ls_scratch_path(enctrad, sizeof enctrad, "key-trad-enc.pem");
+    make_keys(cert, key, enc8, enctrad);
+    const char *const encrypted[] = {enc8, enctrad};
+    for (size_t i = 0; i < 2; i++) {
+        int st = tls_start(cert, encrypted[i], out, sizeof out);
+        if (st != 2 || !strstr(out, "tls.key.file is encrypted"))
+            fprintf(stderr, "# exit %d:\n%.2000s\n", st, out);
+        assert_int_equal(st, 2);
+        assert_non_null(strstr(out, "tls.key.file is encrypted"));
+        assert_non_null(strstr(out, encrypted[i]));
+        assert_null(strstr(out, "pass phrase:"));
+    }
+    char missing[320];
+    snprintf(missing, sizeof missing, "%s.missing", cert);
+    assert_int_equal(tls_start(missing, key, out, sizeof out), 2);
+    char want[400];
+    snprintf(want, sizeof want, "cannot read tls.cert.file %s", missing);
+    assert_non_null(strstr(out, want));
+    snprintf(missing, sizeof missing, "%s.missing", key);
+    assert_int_equal(tls_start(cert, missing, out, sizeof out), 2);
+    snprintf(want, sizeof want, "cannot read tls.key.file %s", missing);
+    assert_non_null(strstr(out, want));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +601,7 @@ int main(void)
         cmocka_unit_test(test_refused_body_not_drained),
         cmocka_unit_test(test_headers_just_under_the_limit),
         cmocka_unit_test(test_binary_records_per_request),
+        cmocka_unit_test(test_tls_key_files),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ls_scratch_remove();
