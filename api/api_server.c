@@ -359,9 +359,10 @@ static size_t request_header_bytes(struct MHD_Connection *c, const kv_list *head
 /* Answers before reading the body, so that nothing a request could be
  * refused for costs a byte of body or a 100 Continue: an ambiguous body
  * length (two Content-Lengths, or Content-Length with Transfer-Encoding),
- * headers over http.max.header.bytes, an unknown route, the route's token (role and topic prefix), a body on a
- * route that takes none, a Content-Length over http.max.request.bytes, or
- * one the shared budget cannot hold now (api_admission.h). */
+ * headers over http.max.header.bytes, an unknown route, the route's token
+ * (role and topic prefix), a body on a route that takes none, a
+ * Content-Length over http.max.request.bytes, or one the shared budget
+ * cannot hold now (api_admission.h). */
 static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *method,
                           const char *url, api_response *resp, api_request *req, conn_state *st)
 {

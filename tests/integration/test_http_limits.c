@@ -3,9 +3,10 @@
  * binary over loopback; a sibling of test_auth_tls.c.
  *
  * http.max.header.bytes: a header far over it is refused with 431 (a
- * request line far over it gets 414) and the server goes on serving.  http.max.records.per.request: one more record than
- * allowed is 413 request_too_large on both append routes and nothing is
- * written.  http.max.request.bytes: a body over it is 413 whether it
+ * request line far over it gets 414) and the server goes on serving.
+ * http.max.records.per.request: one more record than allowed is 413
+ * request_too_large on both append routes and nothing is written.
+ * http.max.request.bytes: a body over it is 413 whether it
  * announces its length or streams in chunks.  http.max.connections: with
  * that many connections held, further ones get no answer (libmicrohttpd
  * stops accepting; the kernel queues them) until slots free up, and nothing
