@@ -88,13 +88,29 @@ int api_auth_load(const char *text, size_t len, api_auth **out, char *err, size_
         char *hash = strchr(line, '#');
         if (hash)
             *hash = 0;
-        char f[3][300] = {{0}};
-        int nf = sscanf(line, "%299s %299s %299s", f[0], f[1], f[2]);
-        if (nf <= 0)
+        /* Split on white space by hand: sscanf with three %s fields read a
+         * fourth field (a prefix with a space, a stray word) as nothing, and
+         * a field of 300 bytes or more as two, so the line meant something
+         * other than what it said, silently. */
+        const char *f[3] = {"", "", ""};
+        int nf = 0;
+        char *save = NULL;
+        static const char ws[] = " \t\r\v\f";
+        for (char *w = strtok_r(line, ws, &save); w; w = strtok_r(NULL, ws, &save)) {
+            if (nf == 3) {
+                snprintf(err, err_len,
+                         "tokens file line %d has more than three fields; expected '<sha256 hex> "
+                         "<read|write|admin,...> [topic prefix]' ('#' starts a comment)",
+                         lineno);
+                goto fail;
+            }
+            f[nf++] = w;
+        }
+        if (nf == 0)
             continue;
         token t = {0};
-        bool ok = nf >= 2 && strlen(f[0]) == 64 && parse_roles(f[1], &t.roles) == 0 &&
-                  strlen(f[2]) < sizeof t.prefix;
+        bool ok = nf >= 2 && strlen(f[0]) == 64 && strlen(f[1]) < 300 &&
+                  parse_roles(f[1], &t.roles) == 0 && strlen(f[2]) < sizeof t.prefix;
         for (int i = 0; ok && i < 32; i++) {
             int hi = hexval(f[0][2 * i]), lo = hexval(f[0][2 * i + 1]);
             ok = hi >= 0 && lo >= 0;
@@ -106,8 +122,8 @@ int api_auth_load(const char *text, size_t len, api_auth **out, char *err, size_
                      lineno);
             goto fail;
         }
-        /* Fix: snprintf here broke the -O1 sanitizer build (-Werror=format-truncation:
-         * f[2] holds up to 299 bytes); the length was checked above, so copy it. */
+        /* The length was checked above (snprintf here trips
+         * -Werror=format-truncation in the -O1 sanitizer build). */
         memcpy(t.prefix, f[2], strlen(f[2]) + 1);
         token *nt = realloc(a->tokens, (a->n + 1) * sizeof *nt);
         if (!nt)
@@ -138,10 +154,10 @@ size_t api_auth_count(const api_auth *a)
 
 /* The matching token, comparing against every entry whatever matches so the
  * time taken does not depend on which (or whether) one matched. */
-static const token *find(const api_auth *a, const char *presented)
+static const token *find(const api_auth *a, const char *presented, size_t len)
 {
     unsigned char h[32];
-    sha256(presented, strlen(presented), h);
+    sha256(presented, len, h);
     const token *found = NULL;
     for (size_t i = 0; i < a->n; i++) {
         bool eq = CRYPTO_memcmp(h, a->tokens[i].hash, 32) == 0;
@@ -157,12 +173,18 @@ static const token *authenticate(const api_auth *a, const api_request *req, api_
 {
     const char *h = api_header(req, "Authorization");
     const char *presented = NULL;
+    size_t len = 0;
     if (h && strncasecmp(h, "Bearer ", 7) == 0) {
         presented = h + 7;
         while (*presented == ' ')
             presented++;
+        /* White space after the token is the header's, not the token's
+         * (RFC 9110 §5.5 OWS); libmicrohttpd leaves it in the value. */
+        len = strlen(presented);
+        while (len && (presented[len - 1] == ' ' || presented[len - 1] == '\t'))
+            len--;
     }
-    const token *t = presented && *presented ? find(a, presented) : NULL;
+    const token *t = len ? find(a, presented, len) : NULL;
     if (!t) {
         api_error(resp, req, "unauthorized", NULL,
                   presented ? "the bearer token is not valid" : "a bearer token is required");

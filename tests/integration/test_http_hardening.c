@@ -25,6 +25,9 @@
  * TLS files: an encrypted key is refused at start (exit 2) without asking for
  * a pass phrase; a missing certificate or key is named.
  *
+ * Tokens: a tokens file line with more than three fields stops the start;
+ * white space after a bearer token is not part of it.
+ *
  * Raw sockets stand in for clients that hold a request half sent; libcurl
  * would not.
  */
@@ -593,6 +596,62 @@ static void test_tls_key_files(void **state)
     assert_non_null(strstr(out, want));
 }
 
+/* ---- tokens file and header ---------------------------------------------------------- */
+
+/* A tokens file line with a fourth field (a prefix with a space in it, a
+ * stray word) was read as its first three, silently; it now stops the start
+ * (exit 2) naming the line.  White space after a bearer token is the
+ * header's (RFC 9110 OWS), so the token still matches. */
+static void test_tokens_fields_and_trailing_space(void **state)
+{
+    (void)state;
+    char w[65], file[300], text[512], dir[300], cmd[1024], out[8192];
+    hash_token(TOK_WRITE, w);
+    ls_scratch_path(file, sizeof file, "tokens-extra");
+    ls_scratch_path(dir, sizeof dir, "tokens-refused-data");
+    const char *const line[] = {"line 1", "line 2"};
+    for (size_t i = 0; i < 2; i++) {
+        /* a prefix with a space in it; a stray word after a comment-free line */
+        if (i == 0)
+            snprintf(text, sizeof text, "%s write,read orders eu\n", w);
+        else
+            snprintf(text, sizeof text, "%s read orders # ok\n%s admin x y\n", w, w);
+        assert_int_equal(ls_write_file(file, text), 0);
+        snprintf(cmd, sizeof cmd,
+                 "timeout 20 %s --set log.dirs=%s --set listeners=http://127.0.0.1:0 "
+                 "--set auth.tokens.file=%s </dev/null 2>&1",
+                 ls_binary(), dir, file);
+        int st = ls_run_cmd(cmd, out, sizeof out);
+        if (st != 2)
+            fprintf(stderr, "# tokens case %zu: exit %d\n%.1500s\n", i, st, out);
+        assert_int_equal(st, 2);
+        assert_non_null(strstr(out, line[i]));
+        assert_non_null(strstr(out, "more than three fields"));
+    }
+
+    char setting[400];
+    write_tokens(setting, sizeof setting);
+    ls_server s;
+    const char *const extra[] = {setting, NULL};
+    assert_int_equal(ls_start(&s, extra), 0);
+    const char *const tails[] = {"", "  ", "\t", " \t "};
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        char req[256], buf[4096];
+        snprintf(req, sizeof req,
+                 "GET /v1/topics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s%s\r\n\r\n",
+                 TOK_READ, tails[i]);
+        int fd = tcp_connect(s.port);
+        send_all(fd, req);
+        read_reply(fd, buf, sizeof buf, 5000);
+        close(fd);
+        if (reply_status(buf) != 200)
+            fprintf(stderr, "# token followed by %zu white space bytes: %.200s\n", strlen(tails[i]), buf);
+        assert_int_equal(reply_status(buf), 200);
+    }
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -602,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_headers_just_under_the_limit),
         cmocka_unit_test(test_binary_records_per_request),
         cmocka_unit_test(test_tls_key_files),
+        cmocka_unit_test(test_tokens_fields_and_trailing_space),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ls_scratch_remove();
