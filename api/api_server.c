@@ -626,6 +626,9 @@ int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, c
     memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
     bool v6 = ai->ai_family == AF_INET6;
     freeaddrinfo(ai);
+    /* "[::]" means every address, as it does for Kafka (Java binds it
+     * dual-stack): IPv4 clients reach it too, instead of only IPv6 ones. */
+    bool any6 = v6 && IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr);
     if (v6)
         ((struct sockaddr_in6 *)&ss)->sin6_port = htons(o->port);
     else
@@ -637,7 +640,8 @@ int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, c
     s->cors_varies = api_cors_varies(ctx->cors_origins);
     s->max_buffered = o->max_buffered;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-                     MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
+                     MHD_ALLOW_SUSPEND_RESUME |
+                     (any6 ? MHD_USE_DUAL_STACK : v6 ? MHD_USE_IPv6 : 0);
     bool tls = o->tls_cert_pem && o->tls_key_pem;
     if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
         snprintf(err, err_len, "this libmicrohttpd has no TLS support");

@@ -28,6 +28,9 @@
  * Tokens: a tokens file line with more than three fields stops the start;
  * white space after a bearer token is not part of it.
  *
+ * Listeners: http://[::]:PORT is dual-stack (127.0.0.1 and [::1] both
+ * connect), skipped where IPv6 is not available.
+ *
  * Raw sockets stand in for clients that hold a request half sent; libcurl
  * would not.
  */
@@ -47,7 +50,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -652,6 +657,98 @@ static void test_tokens_fields_and_trailing_space(void **state)
     ls_cleanup(&s);
 }
 
+/* ---- listening on [::] ------------------------------------------------------------ */
+
+/* True when this machine can bind an IPv6 socket to [::]. */
+static bool ipv6_available(void)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd < 0)
+        return false;
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* A port free on [::] (dual-stack, so on 0.0.0.0 too), or -1. */
+static int free_any_port(void)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    int off = 0;
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+    socklen_t al = sizeof a;
+    int port = -1;
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) == 0 &&
+        bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+        port = ntohs(a.sin6_port);
+    close(fd);
+    return port;
+}
+
+/* Status of GET /health/live at base ("http://127.0.0.1:PORT"), 0 when
+ * nothing answers. */
+static long live_at(const char *base)
+{
+    ls_server at = {0};
+    snprintf(at.base_url, sizeof at.base_url, "%s", base);
+    ls_resp r;
+    if (ls_http(&at, "GET", "/health/live", NULL, NULL, 0, NULL, &r) != 0)
+        return 0;
+    long st = r.status;
+    ls_resp_free(&r);
+    return st;
+}
+
+/* listeners=http://[::]:PORT bound IPv6 only, so IPv4 clients (127.0.0.1)
+ * could not connect; Kafka (Java) binds it dual-stack, and so does logstore
+ * now: both 127.0.0.1 and [::1] are answered.  The server is started by hand
+ * on a port found free, since the harness reads the port from the
+ * "listening on" line, which does not bracket an IPv6 host. */
+static void test_any_ipv6_listener_is_dual_stack(void **state)
+{
+    (void)state;
+    int port = ipv6_available() ? free_any_port() : -1;
+    if (port < 0) {
+        fprintf(stderr, "# no IPv6 here: [::] dual-stack not checked\n");
+        skip();
+    }
+    char dir[300], log[300], listener[64], v4[64], v6[64];
+    ls_scratch_path(dir, sizeof dir, "v6-data");
+    ls_scratch_path(log, sizeof log, "v6.log");
+    snprintf(listener, sizeof listener, "listeners=http://[::]:%d", port);
+    snprintf(v4, sizeof v4, "http://127.0.0.1:%d", port);
+    snprintf(v6, sizeof v6, "http://[::1]:%d", port);
+    char logdirs[320];
+    snprintf(logdirs, sizeof logdirs, "log.dirs=%s", dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(log, "w", stderr))
+            _exit(126);
+        execl(ls_binary(), ls_binary(), "--set", logdirs, "--set", listener, (char *)NULL);
+        _exit(127);
+    }
+    long st6 = 0, st4 = 0;
+    for (int i = 0; i < 200 && !st6; i++) {
+        usleep(50 * 1000);
+        st6 = live_at(v6);
+    }
+    st4 = live_at(v4);
+    kill(pid, SIGTERM);
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    if (st4 != 200 || st6 != 200)
+        fprintf(stderr, "# [::]:%d answered %ld on [::1] and %ld on 127.0.0.1\n", port, st6, st4);
+    assert_int_equal(st6, 200);
+    assert_int_equal(st4, 200);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -662,6 +759,7 @@ int main(void)
         cmocka_unit_test(test_binary_records_per_request),
         cmocka_unit_test(test_tls_key_files),
         cmocka_unit_test(test_tokens_fields_and_trailing_space),
+        cmocka_unit_test(test_any_ipv6_listener_is_dual_stack),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ls_scratch_remove();
