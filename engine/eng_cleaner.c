@@ -31,6 +31,8 @@ typedef struct worker {
     pthread_t thread;
     eng_offset_map *map; /* allocated on first clean */
     eng_cleaner_thread_info info;
+    int64_t alloc_logged_ms;   /* last "cannot allocate" line (0: none yet) */
+    uint64_t alloc_failures;   /* in a row; 0 once a map is allocated */
 } worker;
 
 struct eng_cleaner {
@@ -323,6 +325,62 @@ static eng_partition *choose(eng_cleaner *c)
     return best;
 }
 
+/* Sleeps up to ms on c->wake, or until the cleaner stops. */
+static void backoff(eng_cleaner *c, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->lock);
+    if (!c->stopping)
+        pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* At most one line a minute per thread: a map that cannot be allocated now
+ * will not be next round either, and the log is not the place to count. */
+#define ALLOC_LOG_EVERY_MS 60000
+
+/* log.cleaner.backoff.ms may be 0, which suits an idle poll but would spin
+ * on an allocation that keeps failing; this bounds it to one try a second. */
+#define ALLOC_BACKOFF_MIN_MS 1000
+
+static int64_t alloc_backoff_ms(const eng_cleaner *c)
+{
+    return c->o.backoff_ms > ALLOC_BACKOFF_MIN_MS ? c->o.backoff_ms : ALLOC_BACKOFF_MIN_MS;
+}
+
+/* An offset map could not be allocated for p.  Not p's fault, so p is not
+ * marked uncleanable; but it is a failed run (counted, and shown in the
+ * status), and the thread backs off instead of choosing again at once: it
+ * used to spin on choose() and log a line each time, 250,000 a second. */
+static void map_alloc_failed(worker *w, eng_partition *p, int rc)
+{
+    eng_cleaner *c = w->c;
+    int64_t now = eng_now_ms();
+    w->alloc_failures++;
+    if (!w->alloc_logged_ms || now - w->alloc_logged_ms >= ALLOC_LOG_EVERY_MS) {
+        ENG_ERROR("cleaner thread %u: cannot allocate its %zu-byte offset map to clean %s-%d: %s "
+                  "(failure %llu in a row); trying again in %lld ms",
+                  w->id, c->map_bytes, eng_partition_topic(p), eng_partition_id(p),
+                  eng_strerror(rc), (unsigned long long)w->alloc_failures,
+                  (long long)alloc_backoff_ms(c));
+        w->alloc_logged_ms = now;
+    }
+    eng_clean_stats st;
+    memset(&st, 0, sizeof st);
+    eng_stats_cleaner(1, 0, 0, 0, 0);
+    pthread_mutex_lock(&c->lock);
+    record_run(c, p, false, rc, &st);
+    unmark_in_progress(c, p);
+    pthread_mutex_unlock(&c->lock);
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -335,23 +393,21 @@ static void *worker_main(void *arg)
             break;
         eng_partition *p = choose(c);
         if (!p) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += c->o.backoff_ms / 1000;
-            ts.tv_nsec += (c->o.backoff_ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_mutex_lock(&c->lock);
-            if (!c->stopping)
-                pthread_cond_timedwait(&c->wake, &c->lock, &ts);
-            pthread_mutex_unlock(&c->lock);
+            backoff(c, c->o.backoff_ms);
             continue;
         }
-        int rc = 0;
-        if (!w->map)
-            rc = eng_offset_map_new(c->map_bytes, c->o.load_factor, &w->map);
+        if (!w->map) {
+            int rc = ENG_FAULT("cleaner.map_alloc");
+            if (!rc)
+                rc = eng_offset_map_new(c->map_bytes, c->o.load_factor, &w->map);
+            if (rc) {
+                map_alloc_failed(w, p, rc);
+                eng_partition_unref(p);
+                backoff(c, alloc_backoff_ms(c));
+                continue;
+            }
+            w->alloc_failures = 0;
+        }
         pthread_mutex_lock(&c->lock);
         w->info.busy = true;
         snprintf(w->info.topic, sizeof w->info.topic, "%s", eng_partition_topic(p));
@@ -360,10 +416,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&c->lock);
         eng_clean_stats st;
         memset(&st, 0, sizeof st);
-        if (!rc)
-            run_clean(c, p, w->map, false, false, &st);
-        else
-            ENG_ERROR("cleaner thread %u: cannot allocate its offset map: %s", w->id, eng_strerror(rc));
+        run_clean(c, p, w->map, false, false, &st);
         pthread_mutex_lock(&c->lock);
         w->info.busy = false;
         w->info.cleanings++;
@@ -382,7 +435,12 @@ int eng_cleaner_start(eng_manager *m, const eng_cleaner_opts *o, eng_cleaner **o
     c->m = m;
     c->o = *o;
     c->nworkers = o->enable ? o->threads : 0;
+    /* Kafka's cap (kafka-format.md §16.2): min(buffer / threads, 2^31 - 1)
+     * bytes a thread, so a huge log.cleaner.dedupe.buffer.size asks for a
+     * 2 GiB map rather than one no machine can give. */
     c->map_bytes = o->dedupe_buffer_bytes / (o->threads ? o->threads : 1);
+    if (c->map_bytes > ENG_CLEANER_MAP_BYTES_MAX)
+        c->map_bytes = ENG_CLEANER_MAP_BYTES_MAX;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->admin_lock, NULL);
     pthread_condattr_t ca;

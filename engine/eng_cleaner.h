@@ -7,7 +7,10 @@
  * being cleaned, not marked uncleanable, and either its dirty ratio is
  * strictly above min.cleanable.dirty.ratio or a dirty segment is older than
  * max.compaction.lag.ms.  Each thread owns an offset map of
- * log.cleaner.dedupe.buffer.size / threads bytes, allocated on first use.
+ * log.cleaner.dedupe.buffer.size / threads bytes, at most 2^31 - 1 as in
+ * Kafka, allocated on first use.  A thread that cannot allocate it counts a
+ * failed run (the partition is not marked: it is not its fault), logs at
+ * most a line a minute and backs off log.cleaner.backoff.ms.
  *
  * The first dirty offset of every compacted partition is kept in
  * cleaner-offset-checkpoint (Kafka's format), rewritten atomically after
@@ -25,6 +28,9 @@
 #include <stdint.h>
 
 typedef struct eng_cleaner eng_cleaner;
+
+/* Largest offset map a thread gets, in bytes: Kafka's Int.MaxValue. */
+#define ENG_CLEANER_MAP_BYTES_MAX ((size_t)INT32_MAX)
 
 typedef struct eng_cleaner_opts {
     bool enable;                 /* log.cleaner.enable */

@@ -21,7 +21,12 @@
  *     a segment that min.compaction.lag.ms keeps) is not picked again and
  *     again: the thread backs off;
  *   - cleanup.policy=compact,delete topics also get retention (the
- *     log-retention job), compact-only topics do not, and both compact.
+ *     log-retention job), compact-only topics do not, and both compact;
+ *   - a thread's offset map is capped at 2^31 - 1 bytes as in Kafka,
+ *     whatever log.cleaner.dedupe.buffer.size says; a map that cannot be
+ *     allocated is a counted, reported failure after which the thread backs
+ *     off (at least a second) and logs one line, not a spin logging
+ *     hundreds of thousands a second, and the partition is not marked.
  *
  * The engine does not speak JSON: a line-based codec stands in, as in
  * test_manager.c.
@@ -37,6 +42,7 @@
 #include "eng_fs.h"
 #include "eng_logger.h"
 #include "eng_manager.h"
+#include "eng_stats.h"
 #include "support.h"
 
 #include <errno.h>
@@ -553,6 +559,89 @@ static void test_compact_delete_retention(void **state)
     eng_manager_close(m);
 }
 
+/* Kafka's cap: min(dedupe.buffer.size / threads, Int.MaxValue) bytes a
+ * thread.  Uncapped, log.cleaner.dedupe.buffer.size near INT64_MAX asked for
+ * a 48 GiB table that no allocation could give. */
+static void test_map_capped(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f, false);
+    eng_cleaner_opts huge = f->copts;
+    huge.threads = 0; /* nothing allocated: only the size is checked */
+    huge.dedupe_buffer_bytes = (size_t)INT64_MAX;
+    eng_cleaner *c;
+    assert_int_equal(eng_cleaner_start(m, &huge, &c), 0);
+    eng_cleaner_status s;
+    assert_int_equal(eng_cleaner_status_get(c, &s), 0);
+    assert_int_equal(s.dedupe_buffer_bytes_per_thread, 2147483647);
+    eng_cleaner_status_free(&s);
+    eng_cleaner_stop(c);
+    huge.threads = 4;
+    huge.dedupe_buffer_bytes = (size_t)4 << 20;
+    assert_int_equal(eng_cleaner_start(m, &huge, &c), 0);
+    assert_int_equal(eng_cleaner_status_get(c, &s), 0);
+    assert_int_equal(s.dedupe_buffer_bytes_per_thread, 1 << 20); /* under the cap: divided */
+    eng_cleaner_status_free(&s);
+    eng_cleaner_stop(c);
+    eng_manager_close(m);
+}
+
+static size_t count_logged(fixture *f, const char *needle)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&f->mu);
+    for (const char *p = f->log; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+/* The offset map cannot be allocated twice, then can.  Each failure is a
+ * failed run in the counters and the status, followed by a backoff of at
+ * least a second (log.cleaner.backoff.ms is 20 here), logged once in the
+ * minute; the partition is not marked uncleanable and is cleaned once the
+ * map can be had. */
+static void test_map_alloc_failure_backs_off(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f, false);
+    topic(m, "nomem", 1, NULL, NULL, NULL, NULL);
+    eng_partition *p = part(m, "nomem", 0);
+    write_keys(p, 10, 5, CU_T0);
+    eng_stats before;
+    eng_stats_snapshot(&before);
+    eng_fault_set("cleaner.map_alloc=eio@1,cleaner.map_alloc=eio@2");
+    int64_t t0 = eng_now_ms();
+    assert_int_equal(eng_manager_start_cleaner(m), 0);
+    eng_cleaner *c = eng_manager_cleaner(m);
+    sleep_ms(300);
+    /* Mid-backoff: one failure so far, reported, nothing marked. */
+    eng_cleaner_status s;
+    assert_int_equal(eng_cleaner_status_get(c, &s), 0);
+    assert_int_equal(s.nuncleanable, 0);
+    assert_int_equal(s.nruns, 1);
+    assert_string_equal(s.runs[0].topic, "nomem");
+    assert_int_equal(s.runs[0].result, -EIO);
+    assert_int_equal(s.threads[0].cleanings, 0);
+    eng_cleaner_status_free(&s);
+    eng_stats mid;
+    eng_stats_snapshot(&mid);
+    assert_int_equal(mid.cleaner_failures - before.cleaner_failures, 1);
+    assert_true(wait_checkpoint(c, "nomem", 50, 5000));
+    int64_t took = eng_now_ms() - t0;
+    eng_fault_set(NULL);
+    assert_true(took >= 1900); /* two backoffs of a second, not 20 ms */
+    eng_stats after;
+    eng_stats_snapshot(&after);
+    assert_int_equal(after.cleaner_failures - before.cleaner_failures, 2);
+    assert_int_equal(count_logged(f, "cannot allocate its 1048576-byte offset map"), 1);
+    assert_true(logged(f, "to clean nomem-0: Input/output error (failure 1 in a row); trying "
+                          "again in 1000 ms"));
+    assert_int_equal(count_records(p), 10);
+    eng_partition_unref(p);
+    eng_manager_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -562,6 +651,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_out_of_room_tried_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nothing_cleanable_backs_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_delete_retention, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_map_capped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_map_alloc_failure_backs_off, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
