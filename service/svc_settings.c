@@ -12,6 +12,7 @@
 #include "api_auth.h"
 #include "api_cors.h"
 #include "svc_log.h"
+#include "svc_properties.h"
 #include "svc_version.h"
 
 #include <ctype.h>
@@ -166,64 +167,33 @@ static void warn(svc_settings *s, const char *fmt, ...)
     s->warnings = w;
 }
 
-static char *trim(char *p)
+/* One entry of the --config file.  The value is trimmed as Kafka's ConfigDef
+ * trims every value it parses (String.trim: all bytes up to space). */
+static int push_file_entry(void *ctx, const char *key, const char *value, int lineno)
 {
-    while (isspace((unsigned char)*p))
-        p++;
-    char *e = p + strlen(p);
-    while (e > p && isspace((unsigned char)e[-1]))
-        *--e = 0;
-    return p;
+    (void)lineno;
+    size_t n = strlen(value);
+    while (n && (unsigned char)value[n - 1] <= ' ')
+        n--;
+    while (n && (unsigned char)*value <= ' ') {
+        value++;
+        n--;
+    }
+    char *v = strndup(value, n);
+    int rc = v ? raw_push(ctx, key, strlen(key), v, SVC_SRC_FILE) : -1;
+    free(v);
+    if (rc)
+        fprintf(stderr, "logstore: out of memory reading the config file\n");
+    return rc;
 }
 
-/* Java-properties subset: key=value, key: value or key value; # and !
- * comments; a trailing backslash continues the line. */
 static int read_properties(const char *path, raw_list *raw)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "logstore: cannot read config file %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    char line[8192], logical[65536];
-    size_t used = 0;
-    int rc = 0, lineno = 0;
-    logical[0] = 0;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        line[strcspn(line, "\r\n")] = 0;
-        char *t = used ? line : trim(line);
-        if (!used && (*t == '#' || *t == '!' || *t == 0))
-            continue;
-        size_t n = strlen(t);
-        bool cont = n > 0 && t[n - 1] == '\\';
-        if (cont)
-            t[--n] = 0;
-        if (used + n + 1 > sizeof logical) {
-            fprintf(stderr, "logstore: %s:%d: line too long\n", path, lineno);
-            rc = -1;
-            break;
-        }
-        memcpy(logical + used, used ? trim(t) : t, strlen(used ? trim(t) : t) + 1);
-        used += strlen(logical + used);
-        if (cont)
-            continue;
-        char *sep = logical + strcspn(logical, "=: \t");
-        char *key = logical, *value = *sep ? sep + 1 : sep;
-        size_t klen = (size_t)(sep - logical);
-        value = trim(value);
-        if (*value == '=' || *value == ':')
-            value = trim(value + 1);
-        if (klen == 0 || raw_push(raw, key, klen, value, SVC_SRC_FILE)) {
-            fprintf(stderr, "logstore: %s:%d: cannot parse '%s'\n", path, lineno, logical);
-            rc = -1;
-            break;
-        }
-        used = 0;
-        logical[0] = 0;
-    }
-    fclose(f);
-    return rc;
+    char err[512] = "";
+    int rc = svc_properties_read(path, push_file_entry, raw, err, sizeof err);
+    if (rc && err[0])
+        fprintf(stderr, "logstore: %s\n", err);
+    return rc ? -1 : 0;
 }
 
 static void usage(FILE *out)

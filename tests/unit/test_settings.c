@@ -1,0 +1,144 @@
+/*
+ * test_settings.c - svc_settings_load with a --config file, as main() calls
+ * it (SVC_LOAD_EXIT_ERROR is exit status 2):
+ *
+ *   - --config naming a directory, a missing file or a device stops the
+ *     start with the path named (a directory used to read as an empty file
+ *     and the server started on its defaults);
+ *   - the file goes through the Properties.load reader: an escaped trailing
+ *     backslash does not swallow the next line, escapes are decoded, a
+ *     commented-out setting on a line past 8 KiB is not applied, a
+ *     continuation at end of file is, values are trimmed as Kafka trims them.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "svc_settings.h"
+#include "support.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct fixture {
+    char *tmp;
+    char path[600];
+    char err[4096]; /* what the load printed on stderr */
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f || !(f->tmp = ts_tmpdir()))
+        return -1;
+    snprintf(f->path, sizeof f->path, "%s/server.properties", f->tmp);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    ts_rmtree(f->tmp);
+    free(f->tmp);
+    free(f);
+    return 0;
+}
+
+static void write_file(fixture *f, const char *text, size_t n)
+{
+    FILE *out = fopen(f->path, "w");
+    assert_non_null(out);
+    assert_int_equal(fwrite(text, 1, n, out), n);
+    assert_int_equal(fclose(out), 0);
+}
+
+/* Loads with --config path, the extra argv and envp, stderr kept in f->err. */
+static svc_load_result load(fixture *f, svc_settings *s, const char *path, const char *set,
+                            char **envp)
+{
+    char *argv[] = {"logstore", "--config", (char *)path, set ? "--set" : NULL, (char *)set, NULL};
+    char cap[700];
+    snprintf(cap, sizeof cap, "%s/stderr", f->tmp);
+    int fd = open(cap, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    svc_load_result r = svc_settings_load(s, set ? 5 : 3, argv, envp);
+    fflush(stderr);
+    assert_int_equal(dup2(saved, 2), 2);
+    assert_int_equal(close(saved), 0);
+    ssize_t n = pread(fd, f->err, sizeof f->err - 1, 0);
+    assert_true(n >= 0);
+    f->err[n] = 0;
+    assert_int_equal(close(fd), 0);
+    return r;
+}
+
+static void test_config_not_a_file(void **state)
+{
+    fixture *f = *state;
+    svc_settings s;
+    assert_int_equal(load(f, &s, f->tmp, NULL, NULL), SVC_LOAD_EXIT_ERROR);
+    assert_non_null(strstr(f->err, f->tmp));
+    assert_non_null(strstr(f->err, "is a directory"));
+    assert_int_equal(load(f, &s, "/dev/zero", NULL, NULL), SVC_LOAD_EXIT_ERROR);
+    assert_non_null(strstr(f->err, "/dev/zero"));
+    assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_EXIT_ERROR); /* not there yet */
+    assert_non_null(strstr(f->err, f->path));
+    write_file(f, "log.level=WARN\n", 15);
+    assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_RUN);
+    assert_string_equal(s.text[SVC_LOG_LEVEL], "WARN");
+    svc_settings_free(&s);
+}
+
+static void test_properties_syntax(void **state)
+{
+    fixture *f = *state;
+    size_t pad = 10000; /* past the old 8191-byte line buffer */
+    char *text = malloc(pad + 1000);
+    assert_non_null(text);
+    char *p = text;
+    p += sprintf(p, "log.dirs=/tmp/x\\\\\n"          /* ends in an escaped backslash */
+                    "log.level = WARN   \n"           /* trimmed, as Kafka trims */
+                    "http.cors.allowed.origins=http://a.example\\:8080\n"
+                    "auth.tokens.file=/etc/t\\u00e9\\\n"
+                    "     st\n"
+                    "#");
+    memset(p, 'x', pad);
+    p += pad;
+    p += sprintf(p, "http.threads=99\n"                /* the tail of a comment */
+                    "log.retention.hours=\\\n   5\n"
+                    "http.max.waiters=77\\");           /* a continuation at EOF */
+    write_file(f, text, (size_t)(p - text));
+    free(text);
+    svc_settings s;
+    assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_RUN);
+    assert_string_equal(s.log_dir, "/tmp/x\\");
+    assert_string_equal(s.text[SVC_LOG_LEVEL], "WARN");
+    assert_string_equal(s.text[SVC_HTTP_CORS_ALLOWED_ORIGINS], "http://a.example:8080");
+    assert_string_equal(s.text[SVC_AUTH_TOKENS_FILE], "/etc/t\xc3\xa9st");
+    assert_int_equal(s.http_threads, 4);
+    assert_int_equal(s.max_waiters, 77);
+    assert_int_equal(s.topic_defaults.cfg.v[ENG_CFG_RETENTION_MS].i, 5 * 3600000LL);
+    assert_int_equal(s.source[SVC_LOG_DIRS], SVC_SRC_FILE);
+    svc_settings_free(&s);
+    write_file(f, "log.dirs=/x\\u00zz\n", 18);
+    assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_EXIT_ERROR);
+    assert_non_null(strstr(f->err, "server.properties:1: malformed \\uxxxx encoding"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_config_not_a_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_properties_syntax, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
