@@ -202,10 +202,75 @@ static void usage(FILE *out)
                  "       logstore --hash-token TOKEN   (the line to put in auth.tokens.file)\n");
 }
 
+static bool is_http_listener(const char *l, size_t n)
+{
+    return (n >= 7 && !strncmp(l, "http://", 7)) || (n >= 8 && !strncmp(l, "https://", 8));
+}
+
+/* listeners is also Kafka's name, for its own protocol
+ * (PLAINTEXT://:9092,CONTROLLER://:9093), so the server.properties of a
+ * broker, which README says can be reused, would stop the start.  From the
+ * file, then, only http:// and https:// entries count: with none the value
+ * is ignored (with a warning), with one that one is used.  The environment
+ * and --set name logstore's listener alone and get no such leeway.
+ * Returns 1 to skip e, 0 to apply it (e->value may have been narrowed), -1
+ * on error. */
+static int file_listener(svc_settings *s, raw_entry *e)
+{
+    const char *found = NULL;
+    size_t found_len = 0;
+    int nhttp = 0, nother = 0;
+    for (const char *p = e->value; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *q = p, *end = p + n;
+        while (q < end && isspace((unsigned char)*q))
+            q++;
+        while (end > q && isspace((unsigned char)end[-1]))
+            end--;
+        if (is_http_listener(q, (size_t)(end - q))) {
+            found = q;
+            found_len = (size_t)(end - q);
+            nhttp++;
+        } else if (end > q) {
+            nother++;
+        }
+        p += n + (p[n] == ',');
+    }
+    if (nhttp == 0) {
+        warn(s, "ignoring 'listeners=%s' from the config file: it names no http:// or https:// "
+                "listener (a Kafka broker's listeners are not logstore's); set logstore's with "
+                "--set listeners=http://host:port",
+             e->value);
+        return 1;
+    }
+    if (nhttp > 1) {
+        fprintf(stderr, "logstore: listeners '%s' in the config file names %d http(s):// "
+                        "listeners; logstore serves one\n", e->value, nhttp);
+        return -1;
+    }
+    if (nother == 0)
+        return 0;
+    char *one = strndup(found, found_len);
+    if (!one)
+        return -1;
+    warn(s, "listeners '%s' from the config file: serving %s; the others are not HTTP and are "
+            "ignored", e->value, one);
+    free(e->value);
+    e->value = one;
+    return 0;
+}
+
 static int apply(svc_settings *s, raw_list *raw)
 {
     for (size_t i = 0; i < raw->n; i++) {
         raw_entry *e = &raw->v[i];
+        if (e->source == SVC_SRC_FILE && !strcmp(e->name, defs[SVC_LISTENERS].name)) {
+            int skip = file_listener(s, e);
+            if (skip < 0)
+                return -1;
+            if (skip)
+                continue;
+        }
         /* A name can be both a server setting and a topic-config synonym
          * (log.flush.scheduler.interval.ms): it then feeds both. */
         int id = lookup(e->name);
@@ -285,6 +350,10 @@ static int resolve_listener(svc_settings *s)
 {
     const char *l = s->text[SVC_LISTENERS];
     const char *p;
+    if (strchr(l, ',')) {
+        fprintf(stderr, "logstore: listeners takes one http:// or https:// listener, got '%s'\n", l);
+        return -1;
+    }
     if (!strncmp(l, "http://", 7)) {
         p = l + 7;
         s->tls = false;

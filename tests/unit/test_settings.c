@@ -8,7 +8,11 @@
  *   - the file goes through the Properties.load reader: an escaped trailing
  *     backslash does not swallow the next line, escapes are decoded, a
  *     commented-out setting on a line past 8 KiB is not applied, a
- *     continuation at end of file is, values are trimmed as Kafka trims them.
+ *     continuation at end of file is, values are trimmed as Kafka trims them;
+ *   - a Kafka broker's server.properties starts: its listeners
+ *     (PLAINTEXT://:9092,...) are not logstore's and are ignored with a
+ *     warning; an http:// one among them is used; two are refused; the
+ *     environment and --set get no such leeway.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -134,11 +138,95 @@ static void test_properties_syntax(void **state)
     assert_non_null(strstr(f->err, "server.properties:1: malformed \\uxxxx encoding"));
 }
 
+/* The head of Kafka's config/kraft/server.properties. */
+static const char kafka[] =
+    "process.roles=broker,controller\n"
+    "node.id=1\n"
+    "controller.quorum.voters=1@localhost:9093\n"
+    "listeners=PLAINTEXT://:9092,CONTROLLER://:9093\n"
+    "inter.broker.listener.name=PLAINTEXT\n"
+    "advertised.listeners=PLAINTEXT://localhost:9092\n"
+    "controller.listener.names=CONTROLLER\n"
+    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL\n"
+    "num.network.threads=3\n"
+    "num.io.threads=8\n"
+    "socket.send.buffer.bytes=102400\n"
+    "socket.receive.buffer.bytes=102400\n"
+    "socket.request.max.bytes=104857600\n"
+    "log.dirs=/tmp/kraft-combined-logs\n"
+    "num.partitions=1\n"
+    "num.recovery.threads.per.data.dir=1\n"
+    "offsets.topic.replication.factor=1\n"
+    "transaction.state.log.replication.factor=1\n"
+    "transaction.state.log.min.isr=1\n"
+    "log.retention.hours=168\n"
+    "log.segment.bytes=1073741824\n"
+    "log.retention.check.interval.ms=300000\n";
+
+static void test_kafka_server_properties(void **state)
+{
+    fixture *f = *state;
+    write_file(f, kafka, strlen(kafka));
+    svc_settings s;
+    assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_RUN);
+    assert_string_equal(s.text[SVC_LISTENERS], "http://127.0.0.1:8080");
+    assert_int_equal(s.source[SVC_LISTENERS], SVC_SRC_DEFAULT);
+    assert_int_equal(s.listen_port, 8080);
+    assert_string_equal(s.log_dir, "/tmp/kraft-combined-logs");
+    assert_non_null(s.warnings);
+    assert_non_null(strstr(s.warnings, "ignoring 'listeners=PLAINTEXT://:9092,CONTROLLER://:9093' "
+                                       "from the config file: it names no http:// or https://"));
+    assert_non_null(strstr(s.warnings, "ignoring unknown setting 'process.roles'"));
+    svc_settings_free(&s);
+    /* With logstore's listener given by --set or the environment. */
+    assert_int_equal(load(f, &s, f->path, "listeners=http://127.0.0.1:18231", NULL), SVC_LOAD_RUN);
+    assert_int_equal(s.listen_port, 18231);
+    assert_int_equal(s.source[SVC_LISTENERS], SVC_SRC_FLAG);
+    svc_settings_free(&s);
+    char *envp[] = {"LOGSTORE_LISTENERS=http://127.0.0.1:18232", NULL};
+    assert_int_equal(load(f, &s, f->path, NULL, envp), SVC_LOAD_RUN);
+    assert_int_equal(s.listen_port, 18232);
+    svc_settings_free(&s);
+    /* Kafka's listeners from --set or the environment are still errors. */
+    char *kenv[] = {"LOGSTORE_LISTENERS=PLAINTEXT://:9092", NULL};
+    assert_int_equal(load(f, &s, f->path, NULL, kenv), SVC_LOAD_EXIT_ERROR);
+    assert_non_null(strstr(f->err, "listeners must look like http://host:port"));
+    assert_int_equal(load(f, &s, f->path, "listeners=PLAINTEXT://:9092,CONTROLLER://:9093", NULL),
+                     SVC_LOAD_EXIT_ERROR);
+    assert_non_null(strstr(f->err, "listeners takes one http:// or https:// listener"));
+}
+
+static void test_file_listeners_mixed(void **state)
+{
+    fixture *f = *state;
+    const char *mixed = "listeners=PLAINTEXT://:9092, http://127.0.0.1:18233 ,CONTROLLER://:9093\n";
+    write_file(f, mixed, strlen(mixed));
+    svc_settings s;
+    assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_RUN);
+    assert_string_equal(s.text[SVC_LISTENERS], "http://127.0.0.1:18233");
+    assert_int_equal(s.source[SVC_LISTENERS], SVC_SRC_FILE);
+    assert_int_equal(s.listen_port, 18233);
+    assert_non_null(strstr(s.warnings, "serving http://127.0.0.1:18233; the others are not HTTP"));
+    svc_settings_free(&s);
+    const char *plain = "listeners=http://127.0.0.1:18234\n";
+    write_file(f, plain, strlen(plain));
+    assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_RUN);
+    assert_int_equal(s.listen_port, 18234);
+    assert_null(s.warnings);
+    svc_settings_free(&s);
+    const char *two = "listeners=http://127.0.0.1:18235,http://127.0.0.1:18236\n";
+    write_file(f, two, strlen(two));
+    assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_EXIT_ERROR);
+    assert_non_null(strstr(f->err, "names 2 http(s):// listeners; logstore serves one"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_config_not_a_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_properties_syntax, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kafka_server_properties, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_listeners_mixed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
