@@ -115,9 +115,15 @@ static void durable_answer(eng_partition *p, eng_append_result *res, int rc,
 {
     if (rc) {
         eng_errdetail d = {0};
-        eng_fail(&d, rc, "the append to %s-%d was written but its fsync failed: %s",
-                 eng_partition_topic(p), eng_partition_id(p), eng_strerror(rc));
-        api_error_from_engine(resp, req, rc == -ENOSPC ? rc : ENG_EOFFLINE, &d);
+        /* Not disk_full's "nothing written": the records are in the log,
+         * unconfirmed on disk, and the dir is offline until a restart
+         * recovers them (or not). */
+        eng_fail(&d, ENG_EOFFLINE,
+                 "the append to %s-%d was written but its fsync failed, so the log dir is "
+                 "offline: a restart recovers what reached the disk, and a retry then may "
+                 "duplicate it",
+                 eng_partition_topic(p), eng_partition_id(p));
+        api_error_from_engine(resp, req, ENG_EOFFLINE, &d);
         return;
     }
     res->high_watermark = eng_partition_high_watermark(p);
@@ -358,7 +364,9 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
         json_array_append_new(records, rec_out[i] ? rec_out[i] : json_null());
     free(rec_out);
     if (ok == 0 && first_error) {
-        /* Nothing was written: answer with the (first) error itself. */
+        /* Nothing was acknowledged: answer with the (first) error itself,
+         * whose message says when records were written unconfirmed (an
+         * fsync that failed). */
         api_resp_json(resp, first_status, json_incref(first_error));
     } else {
         api_resp_json(resp, failed ? 207 : 200,

@@ -169,6 +169,7 @@ void eng_partition_unref(eng_partition *p)
 }
 
 static int sync_from(eng_partition *p, int64_t from, bool data_only);
+static bool dir_is_offline(const eng_partition *p);
 
 int eng_partition_close(eng_partition *p)
 {
@@ -184,6 +185,10 @@ int eng_partition_close(eng_partition *p)
          * clean-shutdown marker) written after this. */
         pthread_mutex_lock(&p->flush_lock);
         int64_t from = p->flushed_offset;
+        /* After a failed fsync nothing past the recovery point is vouched
+         * for: it stays, and the next start recovers from it. */
+        if (!rc && (p->fsync_failed || dir_is_offline(p)))
+            rc = ENG_EOFFLINE;
         pthread_mutex_unlock(&p->flush_lock);
         if (!rc)
             rc = sync_from(p, from, false);
@@ -336,6 +341,15 @@ static int flush_upto(eng_partition *p, int64_t upto, bool data_only)
     int rc = 0;
     pthread_mutex_lock(&p->flush_lock);
     while (p->flushed_offset < upto) {
+        /* Fix: after a failed fsync the next flush (the flusher job, a
+         * waiting appender, the stop) "succeeded" and moved the recovery
+         * point and the high watermark over data that may never have
+         * reached the disk; appends told their fsync failed then became
+         * readable, and a retry duplicated them. */
+        if (p->fsync_failed || dir_is_offline(p)) {
+            rc = ENG_EOFFLINE;
+            break;
+        }
         if (p->flushing) {
             pthread_cond_wait(&p->flush_cond, &p->flush_lock);
             continue;
@@ -354,16 +368,27 @@ static int flush_upto(eng_partition *p, int64_t upto, bool data_only)
         p->flushing = false;
         if (!rc && target > p->flushed_offset)
             p->flushed_offset = target;
+        if (rc)
+            p->fsync_failed = true; /* before the waiters wake */
         pthread_cond_broadcast(&p->flush_cond);
         if (rc)
             break;
     }
     int64_t done = p->flushed_offset;
     pthread_mutex_unlock(&p->flush_lock);
-    if (rc) {
-        take_offline(p, rc, "fsync");
-        return rc;
+    if (rc && rc != ENG_EOFFLINE) {
+        /* Even ENOSPC: the bytes were written (the log end offset moved);
+         * what failed is their writeback, which no retry can vouch for. */
+        if (p->dir_offline && !atomic_exchange(p->dir_offline, 1))
+            ENG_ERROR("%s-%d: fsync failed (%s); taking the log dir offline", p->topic, p->id,
+                      eng_strerror(rc));
+        else if (!p->dir_offline)
+            ENG_ERROR("%s-%d: fsync failed (%s); no more flushes", p->topic, p->id,
+                      eng_strerror(rc));
+        rc = ENG_EOFFLINE;
     }
+    if (rc)
+        return rc;
     raise_atomic(&p->recovery_point, done);
     atomic_store(&p->last_flush_ms, eng_mono_ms());
     return 0;
@@ -371,7 +396,10 @@ static int flush_upto(eng_partition *p, int64_t upto, bool data_only)
 
 int eng_partition_flush_upto(eng_partition *p, int64_t offset)
 {
-    return flush_upto(p, offset, false);
+    int rc = flush_upto(p, offset, false);
+    if (!rc) /* on disk, so visible: acknowledged appends must be readable */
+        set_hw(p, offset);
+    return rc;
 }
 
 int64_t eng_partition_ms_since_flush(const eng_partition *p)
@@ -659,8 +687,10 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         rc = flush_upto(p, last + 1, true);
         if (rc) {
             eng__append_plan_free(&plan);
-            return eng_fail(err, offline_code(p, rc), "fsync of %s-%d failed: %s", p->topic,
-                            p->id, eng_strerror(rc));
+            return eng_fail(err, offline_code(p, rc),
+                            "the append to %s-%d was written but its fsync failed, so the log "
+                            "dir is offline: a restart recovers what reached the disk",
+                            p->topic, p->id);
         }
     }
     /* With flush.messages=1, only what is on disk is acknowledged and visible;

@@ -66,6 +66,10 @@ struct eng_partition {
     struct durable_waiter *waiters; /* asynchronous appenders (flush_lock) */
     size_t nwaiters, cap_waiters;
     int64_t flushed_offset;     /* everything below is fsync'd */
+    /* Set (under flush_lock) when an fsync failed: Linux reports a writeback
+     * error once and then marks the pages clean, so a later fsync that
+     * succeeds proves nothing about them.  No flush runs after it. */
+    bool fsync_failed;
     /* A data-only flush may have left the active segment's indexes unsynced:
      * the next roll syncs them.  Set before such a flush takes its view. */
     _Atomic bool index_sync_owed;

@@ -15,7 +15,9 @@
  *                           enospc: 507 and the .log unchanged
  *   partition.fsync         eio with flush.messages=1: the append fails, the
  *                           high watermark does not move, the dir goes
- *                           offline; exit: acknowledged records survive
+ *                           offline; no later flush moves the high
+ *                           watermark or the recovery point (enospc too);
+ *                           exit: acknowledged records survive
  *   (compaction, atomic writes and retention: test_faults_maint.c)
  *   roll.after_create       both segments load, the unsealed one recovered
  *   roll.index_sync         eio and enospc: the append that rolls fails 503,
@@ -172,6 +174,45 @@ static void test_fsync_eio(void **state)
     offline_after("partition.fsync=eio@5", DURABLE);
 }
 
+/* A failed fsync is final.  Linux reports a writeback error once and marks
+ * the pages clean, so the flusher's next fsync "succeeded": it moved the
+ * high watermark over the failed append (readable after its client was told
+ * it failed) and the stop wrote a recovery point past it.  ENOSPC from an
+ * fsync is the same (the bytes were written): 503, not 507's "nothing
+ * written". */
+static void test_fsync_failure_is_final(void **state)
+{
+    (void)state;
+    static const char *const faults[] = {"partition.fsync=eio@5", "partition.fsync=enospc@5"};
+    static const char *const fast_flusher[] = {"log.flush.scheduler.interval.ms=50", NULL};
+    for (int i = 0; i < 2; i++) {
+        static ls_server s;
+        start(&s, faults[i], fast_flusher, false);
+        assert_int_equal(ls_create_topic(&s, "t", 1,
+                                         "{\"flush.messages\":\"1\",\"flush.ms\":\"100\"}"),
+                         201);
+        for (int b = 0; b < 4; b++)
+            append_ok(&s, "t", 5, "a");
+        ls_resp r;
+        assert_int_equal(append(&s, "t", 5, "failed", &r), 503);
+        CHECK_ERR(r, 503, "log_dir_offline");
+        assert_non_null(strstr(ls_jstr(&r, "message"), "written but its fsync failed"));
+        ls_resp_free(&r);
+        sleep_ms(500); /* several flusher runs */
+        assert_int_equal(part_field(&s, "t", "high_watermark"), 20);
+        assert_int_equal(part_field(&s, "t", "recovery_point"), 20);
+        assert_int_equal(ls_stop(&s), 0);
+        char path[1400];
+        snprintf(path, sizeof path, "%s/recovery-point-offset-checkpoint", s.dir);
+        size_t len;
+        char *ck = ls_read_file(path, &len);
+        assert_non_null(ck);
+        assert_non_null(strstr(ck, "t 0 20\n"));
+        free(ck);
+        ls_cleanup(&s);
+    }
+}
+
 /* Appends' fsyncs leave the active segment's indexes to the roll, which
  * syncs them before the segment stops being last; when that fails the dir
  * goes offline like a failed append fsync, even on a full disk (the
@@ -270,6 +311,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_append_index_exit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_index_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_eio, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fsync_failure_is_final, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_index_sync_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_index_sync_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_exit, setup, teardown),
