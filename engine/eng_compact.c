@@ -705,6 +705,7 @@ int eng_partition_clean(eng_partition *p, int64_t checkpoint, const eng_clean_op
         return ENG_EBUSY;
     int rc = atomic_load(&p->retired) ? ENG_ENOTOPIC
              : p->closed                ? ENG_ESHUTDOWN
+             : eng__dir_offline(p)      ? ENG_EOFFLINE
                                         : clean_locked(&rd);
     pthread_mutex_unlock(&p->maint_lock);
     eng_buf_free(&rd.scratch);

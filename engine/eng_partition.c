@@ -310,7 +310,7 @@ static bool out_of_room(int rc)
 
 static bool dir_is_offline(const eng_partition *p)
 {
-    return p->dir_offline && atomic_load(p->dir_offline);
+    return eng__dir_offline(p);
 }
 
 static void take_offline(eng_partition *p, int rc, const char *what)

@@ -138,6 +138,14 @@ void eng__restamp_log_append(uint8_t *data, size_t len, int64_t ts);
  * max_ts_batch (Kafka's shallowOffsetOfMaxTimestamp). */
 int64_t eng__assign_offsets(uint8_t *data, size_t len, int64_t next, size_t max_ts_batch);
 
+/* True once the log dir holding p went offline after an I/O error: its
+ * files are not read or rewritten again until a restart recovers them
+ * (DESIGN §3: 503 on its partitions). */
+static inline bool eng__dir_offline(const eng_partition *p)
+{
+    return p->dir_offline && atomic_load(p->dir_offline);
+}
+
 /* Loads segments from p->dir into p's view (eng_loader.c). */
 int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_load_stats *st);
 

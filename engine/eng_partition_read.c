@@ -102,6 +102,11 @@ static int open_read(eng_partition *p, int64_t offset, int64_t *hw, int64_t *lso
     *lso = atomic_load(&p->log_start_offset);
     if (atomic_load(&p->retired))
         return eng_fail(err, ENG_ENOTOPIC, "topic '%s' was deleted", p->topic);
+    if (eng__dir_offline(p))
+        return eng_fail(err, ENG_EOFFLINE,
+                        "the log dir holding %s-%d went offline after an I/O error; restart the "
+                        "server to recover it",
+                        p->topic, p->id);
     if (offset < *lso || offset > *hw)
         return out_of_range(p, offset, *lso, *hw, err);
     if (offset == *hw)

@@ -186,6 +186,8 @@ int eng_partition_retention(eng_partition *p, int64_t now_ms, bool dry_run,
     rep->log_start_offset_before = rep->log_start_offset_after = atomic_load(&p->log_start_offset);
     /* A cleaning in progress owns the segment set; retention waits for the
      * next pass rather than block behind it. */
+    if (eng__dir_offline(p))
+        return ENG_EOFFLINE; /* its files are left as the failure found them */
     if (pthread_mutex_trylock(&p->maint_lock) != 0) {
         rep->busy = true;
         return 0;
