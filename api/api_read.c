@@ -311,21 +311,27 @@ static void answer_raw(eng_partition *p, const read_req *rr, const api_request *
 
 /* Either answer: the JSON page or the stored batches.  *bytes is what counts
  * against min_bytes (record data, at least 1 byte a record, for a page; batch
- * bytes for a raw read); *next_offset where a reader waiting for more would
- * resume. */
+ * bytes for a raw read).  The answer is final (*wait false) unless a reader
+ * waiting for more could get it: a page cut short by max_records, max_bytes
+ * or until_timestamp, or a raw slice ending at its segment's end, stops below
+ * the high watermark, and waiting cannot change it.  (Parked there, such a
+ * long-poll was woken at once by the data already past it, built the same
+ * short answer and parked again: one core spun for the whole wait_ms.) */
 static void answer_read(eng_partition *p, const read_req *rr, const api_request *req,
-                        api_response *resp, int64_t *bytes, int64_t *next_offset)
+                        api_response *resp, int64_t *bytes, int64_t *next, bool *wait)
 {
     if (rr->raw) {
-        *next_offset = rr->start;
-        answer_raw(p, rr, req, resp, next_offset);
+        *next = rr->start;
+        answer_raw(p, rr, req, resp, next);
         *bytes = resp->has_file ? (int64_t)resp->file_length : 0;
-        return;
+    } else {
+        read_out out;
+        answer_page(p, rr, req, resp, &out);
+        *bytes = out.wait_bytes;
+        *next = out.next_offset;
     }
-    read_out out;
-    answer_page(p, rr, req, resp, &out);
-    *bytes = out.wait_bytes;
-    *next_offset = out.next_offset;
+    *wait = resp->status == 200 && *bytes < rr->min_bytes &&
+            *next >= eng_partition_high_watermark(p);
 }
 
 /* ---- long-poll ------------------------------------------------------------ */
@@ -353,16 +359,17 @@ static void long_poll_wake(api_waiter *w, api_wake_reason why)
     memcpy(req.request_id, lp->request_id, sizeof req.request_id);
     api_response resp = {0};
     int64_t bytes, next;
-    answer_read(lp->p, &lp->rr, &req, &resp, &bytes, &next);
-    bool enough = bytes >= lp->rr.min_bytes;
-    if (resp.status == 200 && !enough && why == API_WAKE_DATA && eng_mono_ms() < lp->deadline_ms) {
-        /* Some data came, not yet min_bytes of it: wait for more. */
+    bool wait;
+    answer_read(lp->p, &lp->rr, &req, &resp, &bytes, &next, &wait);
+    if (wait && why == API_WAKE_DATA && eng_mono_ms() < lp->deadline_ms) {
+        /* Some data came, not yet min_bytes of it: wait for more, from the
+         * end of what is there. */
         lp->w.offset = next;
         api_response_clear(&resp);
         if (api_waiter_park(lp->ws, &lp->w) == 0)
             return;
         /* Cannot wait any longer (stopping): answer with what there is. */
-        answer_read(lp->p, &lp->rr, &req, &resp, &bytes, &next);
+        answer_read(lp->p, &lp->rr, &req, &resp, &bytes, &next, &wait);
     }
     api_async_complete(lp->async, &resp);
     long_poll_free(lp);
@@ -468,7 +475,8 @@ static bool park_read(api_ctx *ctx, eng_partition *p, const read_req *rr, int64_
             api_resp_header(&now, "Retry-After", "1");
         } else {
             int64_t bytes, next;
-            answer_read(p, rr, req, &now, &bytes, &next);
+            bool more;
+            answer_read(p, rr, req, &now, &bytes, &next, &more);
         }
         api_async_complete(a, &now);
         long_poll_free(lp);
@@ -600,11 +608,12 @@ void api_h_read(api_ctx *ctx, const api_request *req, const api_params *params, 
              * little and the client is willing to wait. */
             rr.raw = mode == MODE_RAW;
             int64_t got, next;
-            answer_read(p, &rr, req, resp, &got, &next);
-            if (resp->status == 200 && rr.wait_ms > 0 && got < rr.min_bytes && !api_is_head(req)) {
+            bool wait;
+            answer_read(p, &rr, req, resp, &got, &next, &wait);
+            if (wait && rr.wait_ms > 0 && !api_is_head(req)) {
                 api_response_clear(resp);
                 if (!park_read(ctx, p, &rr, next, req, resp))
-                    answer_read(p, &rr, req, resp, &got, &next);
+                    answer_read(p, &rr, req, resp, &got, &next, &wait);
             }
         }
     }

@@ -12,6 +12,9 @@
  * min_bytes: a long-poll with the default min_bytes=1 is answered by an
  * empty record (null key, "" value), which once counted 0 bytes.
  *
+ * A page already cut short (max_records, until_timestamp, a raw read's
+ * max_bytes) is answered at once instead of spinning until wait_ms.
+ *
  * Last-Event-ID: the largest int64 (whose next offset does not exist) is
  * past the high watermark like any other: 416, or the high watermark with
  * clamp=true.
@@ -187,6 +190,53 @@ static void test_empty_record_satisfies_min_bytes(void **state)
     mset_free(&ms);
 }
 
+/* ---- a page already cut short ----------------------------------------------------------- */
+
+/* A long-poll whose page stops below the high watermark (max_records,
+ * until_timestamp, a raw read's max_bytes) cannot gain by waiting: it is
+ * answered at once.  It used to be parked at its next offset, woken at once
+ * by the data already past it, and parked again, spinning a core for the
+ * whole wait_ms and answering only at its end. */
+static void test_cut_page_answers_at_once(void **state)
+{
+    (void)state;
+    settle();
+    assert_int_equal(ls_create_topic(S, "cut", 1, NULL), 201);
+    assert_int_equal(ls_append_json(S, "cut", 0,
+                                    "{\"records\":[{\"value\":\"a\",\"timestamp\":1000},"
+                                    "{\"value\":\"b\",\"timestamp\":2000}]}"),
+                     200);
+    static const char *const paths[] = {
+        "/v1/topics/cut/partitions/0/records?offset=0&max_records=1&min_bytes=1000&wait_ms=10000",
+        "/v1/topics/cut/partitions/0/records?offset=0&until_timestamp=1500&min_bytes=1000&wait_ms=10000",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        long long t0 = ru_mono_ms();
+        ls_resp r;
+        assert_int_equal(ls_get(S, paths[i], &r), 0);
+        long long took = ru_mono_ms() - t0;
+        fprintf(stderr, "# cut page %zu answered in %lld ms\n", i, took);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(json_array_size(ls_jget(&r, "records")), 1);
+        assert_int_equal(ls_jint(&r, "next_offset"), 1);
+        assert_true(took < 5000); /* wait_ms / 2: generous */
+        ls_resp_free(&r);
+    }
+    /* A raw read of one batch with max_bytes below it still answers that
+     * batch; the page it makes is final too. */
+    assert_int_equal(ls_append_json(S, "cut", 0, "{\"records\":[{\"value\":\"c\"}]}"), 200);
+    long long t0 = ru_mono_ms();
+    ls_resp r;
+    assert_int_equal(ru_get_accept(S, "/v1/topics/cut/partitions/0/records?offset=0&max_bytes=1&"
+                                      "min_bytes=100000&wait_ms=10000",
+                                   "application/octet-stream", NULL, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_true(ru_mono_ms() - t0 < 5000);
+    ls_resp_free(&r);
+    assert_int_equal(parked(S), 0);
+}
+
 /* ---- Last-Event-ID ------------------------------------------------------------------- */
 
 static void test_last_event_id_at_int64_max(void **state)
@@ -235,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_deadlines_kept_under_traffic),
         cmocka_unit_test(test_empty_record_satisfies_min_bytes),
         cmocka_unit_test(test_last_event_id_at_int64_max),
+        cmocka_unit_test(test_cut_page_answers_at_once),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
