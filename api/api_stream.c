@@ -3,7 +3,7 @@
  *
  * The stream's output buffer holds at most one refill (records worth about
  * REFILL_BYTES, plus one record): it is drained by the HTTP layer before the
- * partition is read again.  Everything here runs on the HTTP thread that
+ * next refill, which goes on from the record where the last one stopped.  Everything here runs on the HTTP thread that
  * owns the connection, except on_wake, which runs on a waiter thread and
  * only flags and resumes.
  */
@@ -41,6 +41,13 @@ struct api_stream {
     void (*resume)(void *conn);
     void *conn;
     int fd;
+    /* Where the last refill stopped: the fetch it read, the batch in it
+     * (decompressed into scratch) and the record iterator over that. */
+    eng_fetch f;
+    bool fetched, in_batch;
+    size_t fpos;
+    eng_batch_header h;
+    eng_record_iter it;
     eng_buf scratch;
 };
 
@@ -73,6 +80,8 @@ void api_stream_free(api_stream *s)
         return;
     api_metrics_streams(-1);
     eng_partition_unref(s->p);
+    if (s->fetched)
+        eng_fetch_free(&s->f);
     eng_buf_free(&s->scratch);
     free(s->out);
     free(s);
@@ -144,77 +153,130 @@ static void fail(api_stream *s, const char *code, const char *message)
     s->finished = true;
 }
 
-/* Reads about REFILL_BYTES of records into the output buffer. */
+/* A decompressed batch larger than this is not kept between refills. */
+#define SCRATCH_KEEP (1u << 20)
+
+/* Done with the batch at s->fpos: the cursor passes its last offset (a
+ * compaction gap, a marker), and the fetch moves to the next batch. */
+static void close_batch(api_stream *s)
+{
+    if (!s->finished && eng_batch_last_offset(&s->h) + 1 > s->next)
+        s->next = eng_batch_last_offset(&s->h) + 1;
+    s->fpos += eng_batch_size(&s->h);
+    s->in_batch = false;
+    if (s->scratch.cap > SCRATCH_KEEP)
+        eng_buf_free(&s->scratch);
+}
+
+/* Takes up the next batch of the fetch for its records: false (and
+ * s->fpos moved past it) when it has none to give (a transaction marker),
+ * or when it fails the stream. */
+static bool open_batch(api_stream *s)
+{
+    const uint8_t *b = s->f.data + s->fpos;
+    size_t avail = s->f.len - s->fpos;
+    if (eng_batch_header_decode(b, avail, &s->h)) {
+        fail(s, "corrupt_record", "a stored batch does not decode");
+        return false;
+    }
+    api_codec_err crc_err = {0};
+    if (api_check_stored_batch(b, avail, &s->h, eng_partition_topic(s->p), eng_partition_id(s->p),
+                               &crc_err)) {
+        fail(s, crc_err.code, crc_err.message);
+        return false;
+    }
+    if (s->h.attributes & ENG_ATTR_CONTROL) { /* a transaction marker: skipped, as by consumers */
+        close_batch(s);
+        return false;
+    }
+    const uint8_t *recs;
+    size_t len;
+    if (eng_batch_plain_records(b, &s->h, &s->scratch, &recs, &len)) {
+        fail(s, "corrupt_record", "a stored batch does not decode");
+        return false;
+    }
+    eng_record_iter_init(&s->it, &s->h, recs, len);
+    s->in_batch = true;
+    return true;
+}
+
+/* Appends one record to the output; false once the stream ended. */
+static bool emit_record(api_stream *s, const eng_record *r)
+{
+    if (r->timestamp > s->o.until_timestamp) {
+        s->next = r->offset;
+        finish(s);
+        return false;
+    }
+    api_codec_err cerr = {0};
+    json_t *o = api_record_json(r, (s->h.attributes & ENG_ATTR_LOG_APPEND_TIME) != 0, s->o.base64,
+                                &cerr);
+    if (!o) {
+        fail(s, cerr.code, cerr.message);
+        return false;
+    }
+    emit_json(s, "record", o, r->offset);
+    json_decref(o);
+    /* counted as pages count them: keys, values and headers */
+    eng_partition_count_read(s->p, 1,
+                             (uint64_t)((r->key_len > 0 ? r->key_len : 0) +
+                                        (r->value_len > 0 ? r->value_len : 0) +
+                                        (r->headers_end - r->headers)));
+    s->next = r->offset + 1;
+    if (++s->sent >= s->o.max_records) {
+        finish(s);
+        return false;
+    }
+    return true;
+}
+
+/* Renders about REFILL_BYTES of records into the output buffer.  It stops
+ * there even inside a batch and goes on from the same record next time:
+ * rendering a whole fetch at once made one slow client cost the JSON of
+ * every record of a large compressed batch (hundreds of megabytes), not
+ * the 64 KiB the README promises.  The fetch and the decompressed batch
+ * are kept between refills for that; a large decompressed batch is let go
+ * once read. */
 static void refill(api_stream *s)
 {
-    eng_fetch f;
-    eng_errdetail d = {0};
-    int rc = eng_partition_read(s->p, s->next, REFILL_BYTES, &f, &d);
-    if (rc) {
-        fail(s, api_error_code_for(rc), d.message[0] ? d.message : eng_strerror(rc));
-        return;
-    }
-    if (f.len == 0 && f.next_offset > s->next)
-        s->next = f.next_offset; /* a clean emptied the range: resume past it */
-    size_t pos = 0;
-    while (pos < f.len && !s->finished) {
-        eng_batch_header h;
-        const uint8_t *recs;
-        size_t len;
-        if (eng_batch_header_decode(f.data + pos, f.len - pos, &h)) {
-            fail(s, "corrupt_record", "a stored batch does not decode");
-            break;
+    bool fetched_now = false;
+    while (!s->finished && s->len < REFILL_BYTES) {
+        if (!s->fetched) {
+            if (fetched_now)
+                break; /* one read of the partition per refill */
+            eng_errdetail d = {0};
+            int rc = eng_partition_read(s->p, s->next, REFILL_BYTES, &s->f, &d);
+            if (rc) {
+                fail(s, api_error_code_for(rc), d.message[0] ? d.message : eng_strerror(rc));
+                return;
+            }
+            fetched_now = true;
+            if (s->f.len == 0) {
+                if (s->f.next_offset > s->next)
+                    s->next = s->f.next_offset; /* a clean emptied the range: resume past it */
+                eng_fetch_free(&s->f);
+                break;
+            }
+            s->fetched = true;
+            s->fpos = 0;
         }
-        api_codec_err crc_err = {0};
-        if (api_check_stored_batch(f.data + pos, f.len - pos, &h, eng_partition_topic(s->p),
-                                   eng_partition_id(s->p), &crc_err)) {
-            fail(s, crc_err.code, crc_err.message);
-            break;
+        if (!s->in_batch) {
+            if (s->fpos >= s->f.len) {
+                eng_fetch_free(&s->f);
+                s->fetched = false;
+                continue;
+            }
+            if (!open_batch(s))
+                continue;
         }
-        if (h.attributes & ENG_ATTR_CONTROL) { /* a transaction marker: skipped, as by consumers */
-            if (eng_batch_last_offset(&h) + 1 > s->next)
-                s->next = eng_batch_last_offset(&h) + 1;
-            pos += eng_batch_size(&h);
+        eng_record r;
+        if (eng_record_iter_next(&s->it, &r) != 1) {
+            close_batch(s);
             continue;
         }
-        if (eng_batch_plain_records(f.data + pos, &h, &s->scratch, &recs, &len)) {
-            fail(s, "corrupt_record", "a stored batch does not decode");
+        if (r.offset >= s->next && !emit_record(s, &r))
             break;
-        }
-        bool lat = (h.attributes & ENG_ATTR_LOG_APPEND_TIME) != 0;
-        eng_record_iter it;
-        eng_record r;
-        eng_record_iter_init(&it, &h, recs, len);
-        while (!s->finished && eng_record_iter_next(&it, &r) == 1) {
-            if (r.offset < s->next)
-                continue;
-            if (r.timestamp > s->o.until_timestamp) {
-                s->next = r.offset;
-                finish(s);
-                break;
-            }
-            api_codec_err cerr = {0};
-            json_t *o = api_record_json(&r, lat, s->o.base64, &cerr);
-            if (!o) {
-                fail(s, cerr.code, cerr.message);
-                break;
-            }
-            emit_json(s, "record", o, r.offset);
-            json_decref(o);
-            /* counted as pages count them: keys, values and headers */
-            eng_partition_count_read(s->p, 1,
-                                     (uint64_t)((r.key_len > 0 ? r.key_len : 0) +
-                                                (r.value_len > 0 ? r.value_len : 0) +
-                                                (r.headers_end - r.headers)));
-            s->next = r.offset + 1;
-            if (++s->sent >= s->o.max_records)
-                finish(s);
-        }
-        if (!s->finished && eng_batch_last_offset(&h) + 1 > s->next)
-            s->next = eng_batch_last_offset(&h) + 1;
-        pos += eng_batch_size(&h);
     }
-    eng_fetch_free(&f);
 }
 
 ssize_t api_stream_produce(api_stream *s, char *buf, size_t max)

@@ -15,6 +15,8 @@
  * A page already cut short (max_records, until_timestamp, a raw read's
  * max_bytes) is answered at once instead of spinning until wait_ms.
  *
+ * A stream over one large compressed batch renders it a refill at a time.
+ *
  * Last-Event-ID: the largest int64 (whose next offset does not exist) is
  * past the high watermark like any other: 416, or the high watermark with
  * clamp=true.
@@ -237,6 +239,63 @@ static void test_cut_page_answers_at_once(void **state)
     assert_int_equal(parked(S), 0);
 }
 
+/* ---- a slow stream over one large compressed batch ------------------------------------ */
+
+/* A stream renders about 64 KiB of records per refill, stopping inside a
+ * batch if need be.  It rendered every record of each fetched batch at
+ * once: one slow client of a large compressed batch held the JSON of all
+ * of it (hundreds of megabytes with a few readers).  The partition's
+ * records_read counts what streams rendered. */
+static void test_slow_stream_renders_per_refill(void **state)
+{
+    (void)state;
+    settle();
+    assert_int_equal(ls_create_topic(S, "bigbatch", 1, "{\"compression.type\":\"lz4\"}"), 201);
+    enum { N = 8000, V = 1000 };
+    size_t cap = (size_t)N * (V + 32) + 64, used = 0;
+    char *body = malloc(cap);
+    assert_non_null(body);
+    used += (size_t)snprintf(body + used, cap - used, "{\"records\":[");
+    for (int i = 0; i < N; i++) {
+        used += (size_t)snprintf(body + used, cap - used, "%s{\"value\":\"", i ? "," : "");
+        memset(body + used, 'a' + i % 26, V);
+        used += V;
+        used += (size_t)snprintf(body + used, cap - used, "\"}");
+    }
+    used += (size_t)snprintf(body + used, cap - used, "]}");
+    assert_int_equal(ls_append_json(S, "bigbatch", 0, body), 200); /* one batch */
+    free(body);
+    int fd = raw_get(S, "/v1/topics/bigbatch/partitions/0/records?offset=0", "text/event-stream", 4096);
+    assert_true(fd >= 0);
+    char head[4096];
+    assert_true(raw_read(fd, head, sizeof head - 1, 2000) > 0);
+    ru_sleep_ms(500); /* the server fills the socket and stops */
+    ls_resp r;
+    assert_int_equal(ls_get(S, "/v1/topics/bigbatch/partitions/0", &r), 0);
+    long long rendered = ls_jint(&r, "records_read");
+    ls_resp_free(&r);
+    fprintf(stderr, "# %lld of %d records rendered for a client that stopped reading\n", rendered, N);
+    /* What the sockets hold (a few MB) and one refill, not the batch. */
+    assert_true(rendered > 0 && rendered < N * 7 / 8);
+    /* Read on: every record arrives, in order. */
+    char *buf = malloc(64 << 20);
+    assert_non_null(buf);
+    size_t got = 0;
+    long long end = ru_mono_ms() + 20000;
+    char want[32];
+    snprintf(want, sizeof want, "id: %d\n", N - 1);
+    while (ru_mono_ms() < end) {
+        got += raw_read(fd, buf + got, (64 << 20) - 1 - got, 500);
+        buf[got] = 0;
+        if (strstr(buf, want))
+            break;
+    }
+    assert_non_null(strstr(buf, want));
+    assert_non_null(strstr(buf, "id: 4000\n"));
+    free(buf);
+    close(fd);
+}
+
 /* ---- Last-Event-ID ------------------------------------------------------------------- */
 
 static void test_last_event_id_at_int64_max(void **state)
@@ -286,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_empty_record_satisfies_min_bytes),
         cmocka_unit_test(test_last_event_id_at_int64_max),
         cmocka_unit_test(test_cut_page_answers_at_once),
+        cmocka_unit_test(test_slow_stream_renders_per_refill),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
