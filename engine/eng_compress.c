@@ -257,6 +257,20 @@ static int zstd_compress(int level, const uint8_t *in, size_t len, eng_buf *out)
     return 0;
 }
 
+bool eng_batch_lz4_dependent(const uint8_t *batch, const eng_batch_header *h)
+{
+    if ((h->attributes & ENG_ATTR_CODEC_MASK) != ENG_CODEC_LZ4)
+        return false;
+    LZ4F_dctx *d;
+    if (LZ4F_isError(LZ4F_createDecompressionContext(&d, LZ4F_VERSION)))
+        return false; /* out of memory: the decompression itself reports it */
+    LZ4F_frameInfo_t fi;
+    size_t src = eng_batch_size(h) - ENG_BATCH_OVERHEAD;
+    size_t r = LZ4F_getFrameInfo(d, &fi, batch + ENG_BATCH_OVERHEAD, &src);
+    LZ4F_freeDecompressionContext(d);
+    return !LZ4F_isError(r) && fi.blockMode != LZ4F_blockIndependent;
+}
+
 int eng_batch_plain_records(const uint8_t *batch, const eng_batch_header *h, eng_buf *scratch,
                             const uint8_t **recs, size_t *len)
 {

@@ -13,6 +13,8 @@
 #include "eng_batch.h"
 #include "eng_buf.h"
 
+#include <stdbool.h>
+
 /* Sets *recs and *len to the plain records of the batch at `batch` (whose header
  * is h and which is eng_batch_size(h) bytes long).  scratch is used (and
  * grown) only for compressed batches.  Fails with ENG_ECORRUPT for an unknown
@@ -36,6 +38,11 @@ int eng_records_compress(int codec, int level, const uint8_t *in, size_t len, en
  * records. */
 int eng_batch_recode(const uint8_t *batch, const eng_batch_header *h, int codec, int level,
                      eng_buf *scratch, eng_buf *out);
+
+/* True if the batch is LZ4 in a frame of linked (dependent) blocks: liblz4
+ * reads it, but Kafka's reader refuses it ("Dependent block stream is
+ * unsupported"), so a broker never stores one. */
+bool eng_batch_lz4_dependent(const uint8_t *batch, const eng_batch_header *h);
 
 /* True if this build can read and write codec (ENG_CODEC_*). */
 int eng_codec_supported(int codec);

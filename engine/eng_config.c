@@ -225,6 +225,10 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
                          (long long)d->max);
             return bad(err, d, text, why);
         }
+        /* Kafka's validator: 1..9, or -1 for zlib's default; 0 (no
+         * compression) is refused, not taken as the default. */
+        if (id == ENG_CFG_COMPRESSION_GZIP_LEVEL && v.i == 0)
+            return bad(err, d, text, "must be in [1, 9] or -1");
         break;
     case ENG_CFG_DOUBLE: {
         char *end;

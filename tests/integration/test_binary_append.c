@@ -29,6 +29,9 @@
 #include "read_util.h"
 
 #include "eng_batch.h"
+#include "eng_endian.h"
+
+#include <lz4frame.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -689,6 +692,49 @@ static void test_topic_rules_refuse_batches(void **state)
     free(plain);
 }
 
+/* An LZ4 batch whose frame links its blocks (each may refer to the one
+ * before) is refused: liblz4 reads it, but Kafka's clients do not, so a
+ * broker never stores one.  It used to be stored. */
+static void test_lz4_dependent_blocks_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "lz4dep", 1, NULL), 201);
+    enum { N = 4000 };
+    static eng_record_spec recs[N];
+    static char vals[N][100];
+    for (int i = 0; i < N; i++) {
+        snprintf(vals[i], sizeof vals[i], "value %d of a batch whose frame links its blocks %d", i,
+                 i * 7919 % 1000);
+        recs[i] = (eng_record_spec){.timestamp = 1700000000000LL, .value = (const uint8_t *)vals[i],
+                                    .value_len = (int32_t)strlen(vals[i])};
+    }
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    size_t cap = eng_batch_encoded_size(recs, N);
+    uint8_t *plain = malloc(cap);
+    assert_non_null(plain);
+    size_t plen = eng_batch_encode(plain, cap, &bp, recs, N);
+    assert_true(plen > ENG_BATCH_OVERHEAD + (128 << 10)); /* several 64 KiB blocks */
+    LZ4F_preferences_t prefs;
+    memset(&prefs, 0, sizeof prefs);
+    prefs.frameInfo.blockSizeID = LZ4F_max64KB;
+    prefs.frameInfo.blockMode = LZ4F_blockLinked;
+    size_t zcap = ENG_BATCH_OVERHEAD + LZ4F_compressFrameBound(plen, &prefs);
+    uint8_t *b = malloc(zcap);
+    assert_non_null(b);
+    memcpy(b, plain, ENG_BATCH_OVERHEAD);
+    size_t zlen = LZ4F_compressFrame(b + ENG_BATCH_OVERHEAD, zcap - ENG_BATCH_OVERHEAD,
+                                     plain + ENG_BATCH_OVERHEAD, plen - ENG_BATCH_OVERHEAD, &prefs);
+    assert_false(LZ4F_isError(zlen));
+    size_t size = ENG_BATCH_OVERHEAD + zlen;
+    eng_put_be32(b + 8, (uint32_t)(size - 12)); /* batchLength */
+    b[22] = (uint8_t)(b[22] | 3);              /* attributes: lz4 */
+    eng_put_be32(b + 17, eng_batch_compute_crc(b, size));
+    expect_refused("lz4dep", b, size, 422, "corrupt_record", "batch 0: ", "dependent blocks");
+    free(b);
+    free(plain);
+}
+
 /* A header key that is not UTF-8 (a producer's bytes are stored as sent)
  * reads with U+FFFD in place of the bad bytes, as Kafka's Java client
  * decodes it; it made every page and stream covering the record answer
@@ -737,6 +783,7 @@ int main(void)
         cmocka_unit_test(test_json_appends_use_topic_codec),
         cmocka_unit_test(test_bad_batches_refused),
         cmocka_unit_test(test_topic_rules_refuse_batches),
+        cmocka_unit_test(test_lz4_dependent_blocks_refused),
         cmocka_unit_test(test_header_key_not_utf8),
         cmocka_unit_test(test_clean_stop),
     };

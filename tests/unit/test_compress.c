@@ -296,6 +296,41 @@ static void test_lz4_frame_is_kafkas(void **state)
 
 /* ---- bounded decompression ---------------------------------------------------- */
 
+/* A frame of linked blocks decodes with liblz4, but Kafka's reader refuses
+ * it: an append must not store one (eng_validate.c asks this). */
+static void test_lz4_dependent_blocks_flagged(void **state)
+{
+    (void)state;
+    /* Several 64 KiB blocks: liblz4 makes a one-block frame independent
+     * whatever it is asked. */
+    enum { IN = 256 << 10 };
+    uint8_t *in = malloc(IN);
+    assert_non_null(in);
+    fill_text(in, IN);
+    for (int linked = 0; linked < 2; linked++) {
+        LZ4F_preferences_t prefs;
+        memset(&prefs, 0, sizeof prefs);
+        prefs.frameInfo.blockSizeID = LZ4F_max64KB;
+        prefs.frameInfo.blockMode = linked ? LZ4F_blockLinked : LZ4F_blockIndependent;
+        size_t cap = LZ4F_compressFrameBound(IN, &prefs);
+        uint8_t *z = malloc(cap);
+        assert_non_null(z);
+        size_t zlen = LZ4F_compressFrame(z, cap, in, IN, &prefs);
+        assert_false(LZ4F_isError(zlen));
+        eng_batch_header h;
+        uint8_t *b = wrap(ENG_CODEC_LZ4, z, zlen, &h);
+        assert_int_equal(eng_batch_lz4_dependent(b, &h), linked == 1);
+        free(b);
+        free(z);
+    }
+    free(in);
+    /* Other codecs are never flagged. */
+    eng_batch_header h;
+    uint8_t *b = wrap(ENG_CODEC_GZIP, (const uint8_t *)"x", 1, &h);
+    assert_false(eng_batch_lz4_dependent(b, &h));
+    free(b);
+}
+
 static void zstd_of_zeros(size_t total, eng_buf *out)
 {
     ZSTD_CCtx *c = ZSTD_createCCtx();
@@ -675,6 +710,7 @@ int main(void)
         cmocka_unit_test(test_xerial_snappy_framing),
         cmocka_unit_test(test_raw_snappy_is_read),
         cmocka_unit_test(test_lz4_frame_is_kafkas),
+        cmocka_unit_test(test_lz4_dependent_blocks_flagged),
         cmocka_unit_test(test_decompression_bombs_refused),
         cmocka_unit_test(test_truncated_and_garbage_refused),
         cmocka_unit_test(test_zstd_frames),

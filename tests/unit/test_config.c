@@ -147,6 +147,10 @@ static void test_bounds_and_types(void **state)
     /* Ranges. */
     assert_int_equal(parse(ENG_CFG_COMPRESSION_GZIP_LEVEL, "10", NULL), ENG_ECONFIG);
     assert_int_equal(parse(ENG_CFG_COMPRESSION_GZIP_LEVEL, "9", &v), 0);
+    /* 1..9 or -1: 0 was taken and silently meant the default */
+    assert_int_equal(parse(ENG_CFG_COMPRESSION_GZIP_LEVEL, "0", NULL), ENG_ECONFIG);
+    assert_int_equal(parse(ENG_CFG_COMPRESSION_GZIP_LEVEL, "-1", &v), 0);
+    assert_int_equal(parse(ENG_CFG_COMPRESSION_GZIP_LEVEL, "-2", NULL), ENG_ECONFIG);
     assert_int_equal(parse(ENG_CFG_COMPRESSION_LZ4_LEVEL, "0", NULL), ENG_ECONFIG);
     assert_int_equal(parse(ENG_CFG_COMPRESSION_ZSTD_LEVEL, "-131073", NULL), ENG_ECONFIG);
     assert_int_equal(parse(ENG_CFG_COMPRESSION_ZSTD_LEVEL, "-131072", &v), 0);
