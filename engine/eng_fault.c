@@ -7,16 +7,21 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_FAULTS 8
+/* `stall`: the point sleeps this long, then carries on (a slow disk). */
+#define FAULT_STALL 1
+#define FAULT_STALL_SECONDS 3
 
 typedef struct fault {
     char point[64];
-    int action; /* 0 exit, else the negative errno */
+    int action; /* 0 exit, FAULT_STALL, else the negative errno */
     long nth;
     long hits;
 } fault;
@@ -54,6 +59,8 @@ static void parse(const char *spec)
             f->action = -EIO;
         else if (!strcmp(eq + 1, "enospc"))
             f->action = -ENOSPC;
+        else if (!strcmp(eq + 1, "stall"))
+            f->action = FAULT_STALL;
         else
             continue;
         nfaults++;
@@ -73,6 +80,7 @@ int eng__fault(const char *point)
     if (nfaults < 0)
         parse(getenv("LOGSTORE_FAULT"));
     int rc = 0;
+    bool stall = false;
     for (int i = 0; i < nfaults; i++) {
         fault *f = &faults[i];
         if (strcmp(f->point, point) != 0 || ++f->hits != f->nth)
@@ -81,9 +89,18 @@ int eng__fault(const char *point)
             fprintf(stderr, "fault point %s: exiting\n", point);
             _exit(ENG_FAULT_EXIT_STATUS);
         }
+        if (f->action == FAULT_STALL) {
+            stall = true;
+            continue;
+        }
         rc = f->action;
     }
     pthread_mutex_unlock(&lock);
+    if (stall) { /* a slow disk: outside the lock, so other points go on */
+        struct timespec ts = {FAULT_STALL_SECONDS, 0};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
     return rc;
 }
 

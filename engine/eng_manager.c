@@ -250,6 +250,10 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc, eng_
     }
     atomic_fetch_add(&g_total, (uint32_t)t->meta.partitions);
     for (int32_t i = 0; i < t->meta.partitions; i++) {
+        if (atomic_load(&m->abort_load)) {
+            eng__topic_free(t);
+            return eng_fail(err, ENG_ESHUTDOWN, "loading %s stopped by a stop request", m->dir);
+        }
         int64_t t0 = eng_mono_ms();
         if ((rc = eng__open_partition(m, t, i, lc, &t->parts[i]))) {
             ENG_ERROR("topic %s partition %d failed to load: %s", t->meta.name, i, eng_strerror(rc));
@@ -502,6 +506,11 @@ int eng_manager_load(eng_manager *m, eng_errdetail *err)
              m->report.segments_recovered,
              m->report.bytes_truncated);
     return 0;
+}
+
+void eng_manager_abort_load(eng_manager *m)
+{
+    atomic_store(&m->abort_load, true);
 }
 
 void eng_manager_abandon(eng_manager *m)

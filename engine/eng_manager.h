@@ -104,6 +104,12 @@ int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail 
 int eng_manager_load(eng_manager *m, eng_errdetail *err);
 void eng_manager_abandon(eng_manager *m);
 
+/* Asks a running eng_manager_load to stop after the partition it is on, so
+ * a stop request during a long recovery ends the process in seconds (the
+ * load then fails with ENG_ESHUTDOWN; abandon the manager: the next start
+ * loads again).  Safe from any thread. */
+void eng_manager_abort_load(eng_manager *m);
+
 /* Clean stop: closes every partition (final index entries, trims, fsync),
  * writes checkpoints, then the clean-shutdown marker, then unlocks.  Frees m
  * either way; returns false when any of that failed (a full disk, an offline

@@ -36,6 +36,7 @@ struct eng_manager {
     char **reserved;
     size_t nreserved;
     _Atomic int offline;
+    _Atomic bool abort_load; /* eng_manager_abort_load: the load stops early */
     eng_startup_report report;
     eng_jobs_opts jobs_opts;
     _Atomic(eng_scheduler *) sched; /* NULL until eng_manager_start_jobs */

@@ -27,6 +27,7 @@
 #include "svc_version.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +117,57 @@ static int load_security(const svc_settings *s, api_ctx *ctx, char **cert, char 
     return 0;
 }
 
+/* The stop signal, waited for on its own thread from before the logs load:
+ * waited for only once the server was ready, a SIGTERM during a long
+ * recovery was held until the load ended, and an orchestrator's grace
+ * period ran out into a SIGKILL (and the same recovery at the next start). */
+typedef struct stop_watch {
+    sigset_t sigs;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int sig;          /* 0 until a stop signal came */
+    eng_manager *m;   /* told to stop loading, once set */
+} stop_watch;
+
+static void *stop_watch_main(void *arg)
+{
+    stop_watch *w = arg;
+    int sig = 0;
+    while (sigwait(&w->sigs, &sig) != 0 || sig == 0)
+        ;
+    pthread_mutex_lock(&w->mu);
+    w->sig = sig;
+    if (w->m)
+        eng_manager_abort_load(w->m);
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void stop_watch_manager(stop_watch *w, eng_manager *m)
+{
+    pthread_mutex_lock(&w->mu);
+    w->m = m;
+    if (w->sig)
+        eng_manager_abort_load(m);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int stop_watch_wait(stop_watch *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (!w->sig)
+        pthread_cond_wait(&w->cv, &w->mu);
+    int sig = w->sig;
+    pthread_mutex_unlock(&w->mu);
+    return sig;
+}
+
+static const char *signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+}
+
 int main(int argc, char **argv)
 {
     api_json_arena_install(); /* before any JSON value exists */
@@ -145,6 +197,15 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    static stop_watch watch = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    watch.sigs = sigs;
+    pthread_t watcher;
+    if (pthread_create(&watcher, NULL, stop_watch_main, &watch) != 0) {
+        ENG_ERROR("cannot start the signal thread");
+        svc_settings_free(&s);
+        return 1;
+    }
+    pthread_detach(watcher);
 
     static api_ctx ctx;
     api_ctx_init(&ctx, LOGSTORE_VERSION);
@@ -210,7 +271,22 @@ int main(int argc, char **argv)
     ENG_INFO("logstore %s listening on %s://%s:%u (data in %s)", LOGSTORE_VERSION,
              s.tls ? "https" : "http", s.listen_host, api_server_port(srv), s.log_dir);
 
-    if ((rc = eng_manager_load(m, &err))) {
+    stop_watch_manager(&watch, m);
+    if ((rc = eng_manager_load(m, &err)) == ENG_ESHUTDOWN) {
+        ENG_INFO("received %s while loading; stopped (the next start loads again)",
+                 signal_name(watch.sig));
+        atomic_store(&ctx.state, API_STOPPING);
+        api_server_stop(srv);
+        eng_manager_abandon(m);
+        api_waiters_free(ctx.waiters);
+        json_decref(ctx.server_settings);
+        api_auth_free(ctx.auth);
+        free(cert);
+        free(key);
+        svc_settings_free(&s);
+        return 0;
+    }
+    if (rc) {
         ENG_ERROR("%s", err.message[0] ? err.message : eng_strerror(rc));
         atomic_store(&ctx.state, API_FAILED);
         api_server_stop(srv);
@@ -234,10 +310,8 @@ int main(int argc, char **argv)
     atomic_store(&ctx.state, API_READY);
     ENG_INFO("ready");
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    ENG_INFO("received %s; stopping",
-             sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
+    int sig = stop_watch_wait(&watch);
+    ENG_INFO("received %s; stopping", signal_name(sig));
     atomic_store(&ctx.state, API_STOPPING);
     api_server_stop(srv);
     atomic_store(&ctx.mgr, NULL);

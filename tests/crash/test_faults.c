@@ -30,6 +30,8 @@
 
 #include "faults_fixture.h"
 
+#include <signal.h>
+
 /* ---- segment.append.partial ------------------------------------------------------ */
 
 static void test_append_partial_exit(void **state)
@@ -217,6 +219,50 @@ static void test_fsync_failure_is_final(void **state)
     }
 }
 
+/* A stop signal during a long load ends the process at the next partition,
+ * without the clean-shutdown marker (the next start loads again), rather
+ * than after the whole load: it used to be waited for only once the server
+ * was ready, so an orchestrator's grace period could run out into a
+ * SIGKILL.  (partition.open=stall makes the first partition take 3 s.) */
+static void test_stop_while_loading(void **state)
+{
+    (void)state;
+    static ls_server s;
+    start(&s, NULL, NULL, false);
+    assert_int_equal(ls_create_topic(&s, "t", 3, PLAIN), 201);
+    append_ok(&s, "t", 5, "a");
+    assert_int_equal(ls_stop(&s), 0);
+    char prev[400], dir[256];
+    snprintf(prev, sizeof prev, "%s.prev", s.log_path);
+    rename(s.log_path, prev);
+    snprintf(dir, sizeof dir, "%s", s.dir);
+    setenv("LOGSTORE_FAULT", "partition.open=stall@1", 1);
+    g_live = &s;
+    bool own = s.own_dir;
+    int rc = ls_start_dir(&s, dir, NULL, false);
+    s.own_dir = own;
+    unsetenv("LOGSTORE_FAULT");
+    assert_int_equal(rc, 0);
+    char st[32];
+    assert_int_equal(ready_status(&s, st, sizeof st), 503); /* still loading */
+    assert_int_equal(kill(s.pid, SIGTERM), 0);
+    assert_int_equal(wait_exit(&s), 0);
+    size_t len;
+    char *log = ls_read_file(s.log_path, &len);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "received SIGTERM while loading"));
+    free(log);
+    char marker[400];
+    snprintf(marker, sizeof marker, "%s/.kafka_cleanshutdown", s.dir);
+    assert_int_equal(access(marker, F_OK), -1);
+    /* The next start loads everything. */
+    start(&s, NULL, NULL, true);
+    assert_int_equal(startup(&s, "clean_shutdown"), 0);
+    assert_int_equal(part_field(&s, "t", "log_end_offset"), 5);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
 /* Appends' fsyncs leave the active segment's indexes to the roll, which
  * syncs them before the segment stops being last; when that fails the dir
  * goes offline like a failed append fsync, even on a full disk (the
@@ -319,6 +365,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_roll_index_sync_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_index_sync_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_exit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_while_loading, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_after_create, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -440,14 +440,19 @@ static void test_body_too_large(void **state)
     CHECK_ERR(r, 413, "request_too_large");
     assert_int_equal(ls_jint(&r, "details.max_bytes"), 65536);
     ls_resp_free(&r);
-    /* The same without a Content-Length (chunked): refused while streaming. */
+    /* The same without a Content-Length (chunked): refused while streaming.
+     * libmicrohttpd cannot answer in the middle of an upload, so the server
+     * reads at most 64 KiB past the limit and then closes the connection;
+     * nothing is written either way. */
     static const char *const chunked[] = {"Transfer-Encoding: chunked", NULL};
-    expect_rejected_h("POST", BAD, JSON, big, 1000000, chunked, 413, "request_too_large");
-    assert_int_equal(ls_http(S, "POST", BAD, JSON, big, 1000000, chunked, &r), 0);
-    CHECK_ERR(r, 413, "request_too_large");
-    /* (the early refusal names the Content-Length; this one cannot) */
-    assert_null(strstr(ls_jstr(&r, "message"), "1000000"));
-    ls_resp_free(&r);
+    snapshot before;
+    snap(&before);
+    if (ls_http(S, "POST", BAD, JSON, big, 1000000, chunked, &r) == 0) {
+        CHECK_ERR(r, 413, "request_too_large");
+        ls_resp_free(&r);
+    }
+    assert_int_equal(ls_live_status(S), 200);
+    assert_unchanged(&before, BAD);
     /* Just over the limit, and on the topic route. */
     free(big);
     big = body_of_size(65537);
