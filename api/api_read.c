@@ -138,6 +138,18 @@ static bool parse_read(const api_request *req, api_response *resp, eng_partition
                   "give at most one of offset, earliest, latest, timestamp or tail");
         return false;
     }
+    /* Bare flags: ?latest=0 or ?earliest=false acted as the flag itself. */
+    static const char *const flags[] = {"earliest", "latest"};
+    for (size_t i = 0; i < 2; i++) {
+        bool given;
+        const char *v = api_query(req, flags[i], &given);
+        if (given && v && *v && strcmp(v, "true") != 0) {
+            api_error(resp, req, "invalid_request", NULL,
+                      "%s is a flag: give it without a value (or as %s=true), or use offset=",
+                      flags[i], flags[i]);
+            return false;
+        }
+    }
     const char *enc = api_query(req, "encoding", NULL);
     if (api_parse_encoding(enc, &rr->base64)) {
         api_error(resp, req, "invalid_request", NULL, "encoding must be utf8 or base64");

@@ -385,6 +385,17 @@ static void test_query_parameters(void **state)
     expect_rejected_h("GET", BAD "?max_records=1&max_records=5", NULL, NULL, 0, NULL, 400,
                       "invalid_request");
     expect_rejected_h("GET", "/v1/topics?limit=5", NULL, NULL, 0, NULL, 400, "invalid_request");
+    /* earliest and latest are flags: a value other than true is refused
+     * (?latest=0 read from the high watermark) */
+    expect_rejected_h("GET", BAD "?latest=0", NULL, NULL, 0, NULL, 400, "invalid_request");
+    expect_rejected_h("GET", BAD "?earliest=false", NULL, NULL, 0, NULL, 400, "invalid_request");
+    ls_resp fl;
+    static const char *const fine[] = {BAD "?latest", BAD "?latest=true", BAD "?earliest="};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(ls_get(S, fine[i], &fl), 0);
+        assert_int_equal(fl.status, 200);
+        ls_resp_free(&fl);
+    }
     /* Probes may add a query of their own: health ignores it. */
     ls_resp h;
     assert_int_equal(ls_get(S, "/health/ready?probe=lb-7", &h), 0);
