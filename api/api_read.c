@@ -277,10 +277,8 @@ static void answer_page(eng_partition *p, const read_req *rr, const api_request 
         api_error(resp, req, cerr.code, NULL, "%s", cerr.message);
     else if (rc)
         api_error_from_engine(resp, req, rc, &d);
-    else {
-        eng_partition_count_read(p, (uint64_t)out->count, (uint64_t)out->bytes);
+    else
         api_resp_json(resp, 200, page_json(p, out));
-    }
     json_decref(out->records);
     out->records = NULL;
     /* About 1.5 bytes of JSON per byte of record data, plus each record's
@@ -289,10 +287,24 @@ static void answer_page(eng_partition *p, const read_req *rr, const api_request 
                                    (size_t)out->count * 120 + 256);
 }
 
+/* What an answer delivers, counted in the partition's read metrics when it
+ * is sent: an answer built and then dropped (a long-poll parked again) was
+ * counted too. */
+typedef struct read_tally {
+    int64_t records; /* offsets delivered, for raw reads (compaction gaps included) */
+    int64_t bytes;
+} read_tally;
+
+static void count_delivered(eng_partition *p, const read_tally *t)
+{
+    if (t->records > 0 || t->bytes > 0)
+        eng_partition_count_read(p, (uint64_t)t->records, (uint64_t)t->bytes);
+}
+
 /* The stored batches from rr->start, sent from the segment file; the cursor
  * headers say where to go on (*next_offset too). */
 static void answer_raw(eng_partition *p, const read_req *rr, const api_request *req,
-                       api_response *resp, int64_t *next_offset)
+                       api_response *resp, int64_t *next_offset, read_tally *tally)
 {
     eng_slice sl;
     eng_errdetail d = {0};
@@ -312,8 +324,7 @@ static void answer_raw(eng_partition *p, const read_req *rr, const api_request *
     snprintf(v, sizeof v, "%lld", (long long)sl.log_start_offset);
     api_resp_header(resp, "X-Log-Start-Offset", v);
     if (sl.fd >= 0) {
-        /* Raw reads count offsets delivered (compaction gaps included). */
-        eng_partition_count_read(p, (uint64_t)(sl.next_offset - rr->start), sl.length);
+        *tally = (read_tally){.records = sl.next_offset - rr->start, .bytes = (int64_t)sl.length};
         resp->has_file = true;
         resp->file_fd = sl.fd;
         resp->file_offset = sl.position;
@@ -330,17 +341,21 @@ static void answer_raw(eng_partition *p, const read_req *rr, const api_request *
  * long-poll was woken at once by the data already past it, built the same
  * short answer and parked again: one core spun for the whole wait_ms.) */
 static void answer_read(eng_partition *p, const read_req *rr, const api_request *req,
-                        api_response *resp, int64_t *bytes, int64_t *next, bool *wait)
+                        api_response *resp, int64_t *bytes, int64_t *next, bool *wait,
+                        read_tally *tally)
 {
+    *tally = (read_tally){0};
     if (rr->raw) {
         *next = rr->start;
-        answer_raw(p, rr, req, resp, next);
+        answer_raw(p, rr, req, resp, next, tally);
         *bytes = resp->has_file ? (int64_t)resp->file_length : 0;
     } else {
         read_out out;
         answer_page(p, rr, req, resp, &out);
         *bytes = out.wait_bytes;
         *next = out.next_offset;
+        if (resp->status == 200)
+            *tally = (read_tally){.records = out.count, .bytes = out.bytes};
     }
     *wait = resp->status == 200 && *bytes < rr->min_bytes &&
             *next >= eng_partition_high_watermark(p);
@@ -372,7 +387,8 @@ static void long_poll_wake(api_waiter *w, api_wake_reason why)
     api_response resp = {0};
     int64_t bytes, next;
     bool wait;
-    answer_read(lp->p, &lp->rr, &req, &resp, &bytes, &next, &wait);
+    read_tally tally;
+    answer_read(lp->p, &lp->rr, &req, &resp, &bytes, &next, &wait, &tally);
     if (wait && why == API_WAKE_DATA && eng_mono_ms() < lp->deadline_ms) {
         /* Some data came, not yet min_bytes of it: wait for more, from the
          * end of what is there. */
@@ -381,8 +397,9 @@ static void long_poll_wake(api_waiter *w, api_wake_reason why)
         if (api_waiter_park(lp->ws, &lp->w) == 0)
             return;
         /* Cannot wait any longer (stopping): answer with what there is. */
-        answer_read(lp->p, &lp->rr, &req, &resp, &bytes, &next, &wait);
+        answer_read(lp->p, &lp->rr, &req, &resp, &bytes, &next, &wait, &tally);
     }
+    count_delivered(lp->p, &tally);
     api_async_complete(lp->async, &resp);
     long_poll_free(lp);
 }
@@ -446,8 +463,7 @@ static void long_poll_wake_many(api_waiter **ws, size_t n)
             long_poll_wake(ws[i], API_WAKE_DATA);
             continue;
         }
-        if (i > 0)
-            eng_partition_count_read(lp->p, (uint64_t)out.count, (uint64_t)out.bytes);
+        eng_partition_count_read(lp->p, (uint64_t)out.count, (uint64_t)out.bytes);
         api_response r = {.status = 200, .raw = copy, .raw_len = len};
         api_async_complete(lp->async, &r);
         long_poll_free(lp);
@@ -488,7 +504,9 @@ static bool park_read(api_ctx *ctx, eng_partition *p, const read_req *rr, int64_
         } else {
             int64_t bytes, next;
             bool more;
-            answer_read(p, rr, req, &now, &bytes, &next, &more);
+            read_tally tally;
+            answer_read(p, rr, req, &now, &bytes, &next, &more, &tally);
+            count_delivered(p, &tally);
         }
         api_async_complete(a, &now);
         long_poll_free(lp);
@@ -621,12 +639,15 @@ void api_h_read(api_ctx *ctx, const api_request *req, const api_params *params, 
             rr.raw = mode == MODE_RAW;
             int64_t got, next;
             bool wait;
-            answer_read(p, &rr, req, resp, &got, &next, &wait);
+            read_tally tally;
+            answer_read(p, &rr, req, resp, &got, &next, &wait, &tally);
             if (wait && rr.wait_ms > 0 && !api_is_head(req)) {
                 api_response_clear(resp);
+                tally = (read_tally){0}; /* counted when the parked read is answered */
                 if (!park_read(ctx, p, &rr, next, req, resp))
-                    answer_read(p, &rr, req, resp, &got, &next, &wait);
+                    answer_read(p, &rr, req, resp, &got, &next, &wait, &tally);
             }
+            count_delivered(p, &tally);
         }
     }
     eng_partition_unref(p);

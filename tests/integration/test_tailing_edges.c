@@ -239,6 +239,36 @@ static void test_cut_page_answers_at_once(void **state)
     assert_int_equal(parked(S), 0);
 }
 
+/* ---- read metrics ---------------------------------------------------------------------- */
+
+/* A long-poll woken by too little for its min_bytes parks again; the page it
+ * built then is not sent, and is not counted as read: records_read counted
+ * every such page, so one reader inflated it with each append. */
+static void test_reparked_pages_not_counted(void **state)
+{
+    (void)state;
+    settle();
+    assert_int_equal(ls_create_topic(S, "tally", 1, NULL), 201);
+    poll_req q;
+    assert_int_equal(poll_start(&q, S, "/v1/topics/tally/partitions/0/records?offset=0&"
+                                       "min_bytes=100000&wait_ms=1500"),
+                     0);
+    assert_true(wait_parked(S, 1, 5000));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ls_append_json(S, "tally", 0, "{\"records\":[{\"value\":\"x\"}]}"), 200);
+        ru_sleep_ms(100); /* each wakes the reader, which parks again */
+    }
+    pthread_join(q.th, NULL);
+    assert_int_equal(q.r.status, 200);
+    assert_int_equal(json_array_size(ls_jget(&q.r, "records")), 3);
+    ls_resp_free(&q.r);
+    ls_resp r;
+    assert_int_equal(ls_get(S, "/v1/topics/tally/partitions/0", &r), 0);
+    assert_int_equal(ls_jint(&r, "records_read"), 3);
+    assert_int_equal(ls_jint(&r, "bytes_read"), 3);
+    ls_resp_free(&r);
+}
+
 /* ---- a slow stream over one large compressed batch ------------------------------------ */
 
 /* A stream renders about 64 KiB of records per refill, stopping inside a
@@ -346,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_last_event_id_at_int64_max),
         cmocka_unit_test(test_cut_page_answers_at_once),
         cmocka_unit_test(test_slow_stream_renders_per_refill),
+        cmocka_unit_test(test_reparked_pages_not_counted),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
