@@ -109,6 +109,20 @@ fail:
     return rc;
 }
 
+int eng_index_new_empty(eng_index_kind kind, int64_t base_offset, eng_index **out)
+{
+    eng_index *idx = calloc(1, sizeof *idx);
+    if (!idx)
+        return -ENOMEM;
+    idx->fd = -1;
+    idx->kind = kind;
+    idx->base_offset = base_offset;
+    idx->entry_size = entry_size_of(kind);
+    pthread_mutex_init(&idx->sync_lock, NULL);
+    *out = idx;
+    return 0;
+}
+
 void eng_index_close(eng_index *idx)
 {
     if (!idx)

@@ -37,6 +37,10 @@ typedef struct eng_index eng_index;
 int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, size_t max_bytes,
                    bool writable, eng_index **out);
 
+/* An index of no entries backed by no file (read-only; eng_index_close
+ * releases it): what a missing index file reads as. */
+int eng_index_new_empty(eng_index_kind kind, int64_t base_offset, eng_index **out);
+
 /* Unmaps and closes; idx may be NULL.  Does not trim. */
 void eng_index_close(eng_index *idx);
 

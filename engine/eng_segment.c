@@ -103,6 +103,24 @@ int eng__segment_open_indexes(eng_segment *s, bool writable)
     return 0;
 }
 
+/* Maps one index of an inactive segment; a missing file reads as empty
+ * (recovery rebuilds it at the next start).  Fix: a missing file used to be
+ * created, preallocated and writable, so a reader opening the indexes of a
+ * segment already deleted (its .deleted files unlinked) left new
+ * .index.deleted files behind until the next start; and a missing
+ * .timeindex beside its .index failed every read of the segment. */
+static int open_index_or_empty(eng_segment *s, const char *ext, eng_index_kind kind,
+                               eng_index **out)
+{
+    char path[PATH_MAX];
+    int rc = eng_segment_file_path(s, ext, path, sizeof path);
+    if (!rc)
+        rc = eng_index_open(path, kind, s->base, s->opts.index_max_bytes, false, out);
+    if (rc == -ENOENT)
+        rc = eng_index_new_empty(kind, s->base, out);
+    return rc;
+}
+
 /* Maps the indexes of an inactive segment on first use. */
 static int ensure_indexes(eng_segment *s)
 {
@@ -111,13 +129,15 @@ static int ensure_indexes(eng_segment *s)
     pthread_mutex_lock(&s->lock);
     int rc = 0;
     if (!atomic_load(&s->tidx)) {
-        rc = eng__segment_open_indexes(s, false);
-        if (rc == -ENOENT) {
-            /* A missing index reads as empty; recovery rebuilds it at startup. */
-            char path[PATH_MAX];
-            rc = eng_segment_file_path(s, ".index", path, sizeof path);
-            if (!rc && !eng_fs_exists(path))
-                rc = eng__segment_open_indexes(s, true);
+        eng_index *oi = NULL, *ti = NULL;
+        rc = open_index_or_empty(s, ".index", ENG_INDEX_OFFSET, &oi);
+        if (!rc)
+            rc = open_index_or_empty(s, ".timeindex", ENG_INDEX_TIME, &ti);
+        if (rc) {
+            eng_index_close(oi);
+        } else {
+            eng_index_close(atomic_exchange(&s->oidx, oi));
+            eng_index_close(atomic_exchange(&s->tidx, ti));
         }
     }
     pthread_mutex_unlock(&s->lock);

@@ -735,6 +735,47 @@ static void test_rename_deleted_and_unlink(void **state)
     eng_segment_unref(s);
 }
 
+/* A reader that first opens the indexes of a segment after its .deleted
+ * files were unlinked reads it by scanning, and creates no file: the
+ * missing indexes used to be created, preallocated, as .index.deleted
+ * files that stayed until the next start.  A .timeindex missing beside its
+ * .index reads as empty too (it failed every read of the segment). */
+static void test_missing_indexes_read_as_empty(void **state)
+{
+    fixture *f = *state;
+    eng_segment_opts o = default_opts();
+    char path[512], listing[2048];
+    for (int row = 0; row < 2; row++) {
+        copy_sample(f->dir);
+        eng_segment *s;
+        assert_int_equal(eng_segment_open(f->dir, 0, &o, false, &s), 0);
+        if (row == 0) {
+            assert_int_equal(eng_segment_rename(s, ".deleted"), 0);
+            for (int i = 1; i < 3; i++) { /* the delete-file job took the indexes */
+                char name[64];
+                snprintf(name, sizeof name, "%s.deleted", exts[i]);
+                seg_path(f->dir, name, path, sizeof path);
+                assert_int_equal(unlink(path), 0);
+            }
+        } else {
+            seg_path(f->dir, ".timeindex", path, sizeof path);
+            assert_int_equal(unlink(path), 0);
+        }
+        eng_batch_pos b;
+        assert_int_equal(eng_segment_find_batch(s, 35, eng_segment_size(s), &b), 0);
+        assert_int_equal(b.position, 8193);
+        ts_list_dir(f->dir, listing, sizeof listing);
+        assert_null(strstr(listing, "timeindex"));
+        if (row == 0)
+            assert_null(strstr(listing, ".index"));
+        eng_segment_unref(s);
+        if (row == 0) {
+            seg_path(f->dir, ".log.deleted", path, sizeof path);
+            assert_int_equal(unlink(path), 0);
+        }
+    }
+}
+
 static void test_create_refuses_existing_log(void **state)
 {
     fixture *f = *state;
@@ -773,6 +814,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_roll_size_and_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_index_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rename_deleted_and_unlink, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_indexes_read_as_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_refuses_existing_log, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
