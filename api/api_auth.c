@@ -41,9 +41,9 @@ void api_auth_hash(const char *token_text, char out[65])
         snprintf(out + 2 * i, 3, "%02x", h[i]);
 }
 
-static int hexval(int c)
+static int hexval(char ch)
 {
-    c = tolower(c);
+    int c = tolower((unsigned char)ch);
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
@@ -114,7 +114,8 @@ int api_auth_load(const char *text, size_t len, api_auth **out, char *err, size_
         for (int i = 0; ok && i < 32; i++) {
             int hi = hexval(f[0][2 * i]), lo = hexval(f[0][2 * i + 1]);
             ok = hi >= 0 && lo >= 0;
-            t.hash[i] = (unsigned char)(hi << 4 | lo);
+            if (ok) /* hexval is -1 for a non-hex digit: no shift of it */
+                t.hash[i] = (unsigned char)(hi << 4 | lo);
         }
         if (!ok) {
             snprintf(err, err_len,

@@ -266,8 +266,12 @@ int eng_record_iter_next(eng_record_iter *it, eng_record *r)
         return ENG_ECORRUPT;
     r->headers_end = end;
     r->header_count = hcount;
-    r->offset = it->base_offset + off_delta;
-    r->raw_timestamp = it->base_timestamp + ts_delta;
+    /* Bytes a producer sent: a sum past int64 is a malformed record, not
+     * undefined behaviour (a base timestamp of INT64_MAX and a delta of 1
+     * took down the sanitizer build). */
+    if (__builtin_add_overflow(it->base_offset, (int64_t)off_delta, &r->offset) ||
+        __builtin_add_overflow(it->base_timestamp, ts_delta, &r->raw_timestamp))
+        return ENG_ECORRUPT;
     r->timestamp = it->log_append_time ? it->max_timestamp : r->raw_timestamp;
     it->last_delta = off_delta;
     it->p = end;

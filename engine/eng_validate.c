@@ -72,9 +72,12 @@ static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_
     eng_record r;
     int32_t seen = 0;
     *max_ts = -1;
+    int64_t lo = INT64_MAX, hi = INT64_MIN, span;
     eng_record_iter_init(&it, h, recs, len);
     while ((rc = eng_record_iter_next(&it, &r)) == 1) {
         seen++;
+        lo = r.raw_timestamp < lo ? r.raw_timestamp : lo;
+        hi = r.raw_timestamp > hi ? r.raw_timestamp : hi;
         if (compact && !r.key)
             return eng_fail(err, ENG_ENULLKEY,
                             "batch %zu: record at offset delta %lld has a null key, which a "
@@ -98,6 +101,14 @@ static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_
     }
     if (rc < 0 || seen != h->record_count)
         return batch_fail(err, ENG_ECORRUPT, idx, "record framing does not match the header");
+    /* On every topic, LogAppendTime ones too: a batch is re-encoded against
+     * one base timestamp (recompression, the cleaner), which needs every
+     * record's distance from it to fit in 64 bits.  Refused later, such a
+     * batch overflowed a recompression, or stopped compaction of the
+     * partition for good. */
+    if (seen > 0 && __builtin_sub_overflow(hi, lo, &span))
+        return batch_fail(err, ENG_ECORRUPT, idx,
+                          "record timestamps too far apart for one batch");
     return 0;
 }
 

@@ -17,6 +17,7 @@
 
 #include "eng_batch.h"
 #include "eng_config.h"
+#include "eng_endian.h"
 #include "eng_error.h"
 #include "eng_fs.h" /* eng_now_ms */
 #include "eng_partition.h"
@@ -222,6 +223,41 @@ static void test_log_append_time_bit_cleared(void **state)
     eng_partition_unref(p);
 }
 
+/* ---- timestamps past int64 ------------------------------------------------- */
+
+/* A record timestamp past int64 (base INT64_MAX, delta +1) is a malformed
+ * record (it was a signed overflow: the sanitizer build died of one
+ * request); so, on every topic, is a batch whose timestamps are too far
+ * apart to be re-encoded against one base (recompression and the cleaner
+ * do that: a LogAppendTime topic, which checks no record timestamp, took
+ * such a batch and later stopped compaction of the partition for good). */
+static void test_timestamps_past_int64(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i = ENG_TS_LOG_APPEND_TIME;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_errdetail err = {0};
+    int64_t wide[3] = {0, INT64_MIN, INT64_MAX}; /* deltas from 0: each fits */
+    assert_int_equal(append_at(p, wide, 3, &err), ENG_ECORRUPT);
+    assert_non_null(strstr(err.message, "too far apart"));
+    /* base INT64_MAX, the second record's delta patched from 0 to +1 */
+    eng_record_spec recs[2] = {rec(INT64_MAX, "k", "v"), rec(INT64_MAX, "k", "v")};
+    uint8_t buf[256];
+    size_t len = encode(buf, sizeof buf, recs, 2);
+    assert_true(len > 0);
+    size_t second = ENG_BATCH_OVERHEAD + 1 + (size_t)(buf[ENG_BATCH_OVERHEAD] >> 1);
+    assert_int_equal(buf[second + 2], 0); /* its timestamp delta, a 1-byte varlong */
+    buf[second + 2] = 2;                  /* zigzag +1 */
+    eng_put_be32(buf + 17, eng_batch_compute_crc(buf, len));
+    err = (eng_errdetail){0};
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_ECORRUPT);
+    assert_int_equal(eng_partition_log_end_offset(p), 0);
+    /* Far apart but within int64 is fine. */
+    int64_t fine[2] = {0, INT64_MAX};
+    assert_int_equal(append_at(p, fine, 2, &err), 0);
+    eng_partition_unref(p);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -232,6 +268,7 @@ int main(void)
         T(test_no_timestamp_is_in_every_window),
         T(test_max_message_bytes_before_conversion),
         T(test_log_append_time_bit_cleared),
+        T(test_timestamps_past_int64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
