@@ -107,7 +107,7 @@ int api_resp_freeze(api_response *resp, size_t size_hint)
     if (size_hint > 0 && !(g.data = malloc(size_hint)))
         return -ENOMEM;
     g.cap = size_hint;
-    if (json_dump_callback(resp->json, grow_append, &g, JSON_COMPACT) != 0 || g.failed ||
+    if (json_dump_callback(resp->json, grow_append, &g, API_JSON_FLAGS) != 0 || g.failed ||
         grow_append("", 0, &g) != 0) {
         free(g.data);
         return -ENOMEM;

@@ -42,6 +42,11 @@ typedef struct api_request {
     const api_transport *transport; /* NULL for in-process callers */
 } api_request;
 
+/* How answers are serialized: compact, and reals to 15 significant digits,
+ * so a dirty ratio of 0.1 reads 0.1 (jansson's default of 17 printed
+ * 0.10000000000000001). */
+#define API_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
+
 #define API_MAX_PARAMS 4
 #define API_MAX_RESP_HEADERS 8
 

@@ -272,7 +272,7 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
         len = resp->file_length;
     } else {
         if (resp->json) {
-            body = json_dumps(resp->json, JSON_COMPACT);
+            body = json_dumps(resp->json, API_JSON_FLAGS);
             len = body ? strlen(body) : 0;
         } else if (resp->raw) {
             body = resp->raw;

@@ -32,7 +32,11 @@ static int out_of_range(eng_partition *p, int64_t offset, int64_t lso, int64_t h
                         eng_errdetail *err)
 {
     eng_errdetail_bounds(err, lso, hw);
-    return eng_fail(err, ENG_EOFFSET, "offset %lld is outside [%lld, %lld) for %s-%d",
+    /* A read may start anywhere from the log start offset to the high
+     * watermark itself (which answers no records yet): both ends are in. */
+    return eng_fail(err, ENG_EOFFSET,
+                    "offset %lld is outside [%lld, %lld] for %s-%d (log start offset, high "
+                    "watermark)",
                     (long long)offset, (long long)lso, (long long)hw, p->topic, p->id);
 }
 

@@ -268,8 +268,10 @@ int main(int argc, char **argv)
         svc_settings_free(&s);
         return 1;
     }
-    ENG_INFO("logstore %s listening on %s://%s:%u (data in %s)", LOGSTORE_VERSION,
-             s.tls ? "https" : "http", s.listen_host, api_server_port(srv), s.log_dir);
+    bool v6 = strchr(s.listen_host, ':') != NULL; /* written as a URL writes it: [::] */
+    ENG_INFO("logstore %s listening on %s://%s%s%s:%u (data in %s)", LOGSTORE_VERSION,
+             s.tls ? "https" : "http", v6 ? "[" : "", s.listen_host, v6 ? "]" : "",
+             api_server_port(srv), s.log_dir);
 
     stop_watch_manager(&watch, m);
     if ((rc = eng_manager_load(m, &err)) == ENG_ESHUTDOWN) {

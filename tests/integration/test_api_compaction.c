@@ -31,6 +31,7 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,6 +380,18 @@ static void test_cleaner_status(void **state)
     }
     assert_int_equal(seen, 2);
     assert_int_equal(json_array_size(ls_jget(&r, "partitions")), 4);
+    ls_resp_free(&r);
+    /* Reals are written to 15 significant digits: 0.1 reads 0.1, not
+     * jansson's 0.10000000000000001. */
+    assert_int_equal(ls_send_json(S, "PUT", "/v1/topics/users/configs/min.cleanable.dirty.ratio",
+                                  "{\"value\":\"0.1\"}", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, "/v1/cleaner", &r), 0);
+    const char *ratio = strstr(r.body, "\"min_cleanable_dirty_ratio\":0.1");
+    assert_non_null(ratio);
+    assert_false(isdigit((unsigned char)ratio[strlen("\"min_cleanable_dirty_ratio\":0.1")]));
     ls_resp_free(&r);
 }
 
