@@ -356,6 +356,8 @@ int api_check_stored_batch(const uint8_t *batch, size_t avail, const eng_batch_h
         ENG_WARN("%s-%d: the stored batch holding offsets %lld to %lld fails its CRC-32C check "
                  "(damaged on disk); readers get corrupt_record there",
                  topic, partition, (long long)h->base_offset, (long long)eng_batch_last_offset(h));
+    err->first_offset = h->base_offset;
+    err->last_offset = eng_batch_last_offset(h);
     return fail(err, "corrupt_record",
                 "the stored batch holding offsets %lld to %lld fails its CRC-32C check: its bytes "
                 "on disk are damaged; records before it read normally, and a read from offset %lld "
@@ -382,6 +384,15 @@ static json_t *header_name_json(const uint8_t *key, int32_t len)
     j = json_stringn_nocheck(fixed, fixed_len);
     free(fixed);
     return j;
+}
+
+json_t *api_codec_err_details(const api_codec_err *e)
+{
+    if (!e->code || strcmp(e->code, "corrupt_record") != 0 || e->last_offset < e->first_offset ||
+        e->last_offset < 0)
+        return NULL;
+    return json_pack("{s:I,s:I,s:I}", "first_offset", (json_int_t)e->first_offset, "last_offset",
+                     (json_int_t)e->last_offset, "next_offset", (json_int_t)e->last_offset + 1);
 }
 
 json_t *api_record_json(const eng_record *r, bool log_append_time, bool base64, api_codec_err *err)

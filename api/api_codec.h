@@ -26,7 +26,13 @@
 typedef struct api_codec_err {
     const char *code; /* an api_errors code, e.g. "malformed_json" */
     char message[320];
+    /* corrupt_record: the damaged batch's offsets (last < 0: not set) */
+    int64_t first_offset, last_offset;
 } api_codec_err;
+
+/* The error's details object ({"first_offset","last_offset","next_offset"}
+ * for a damaged batch), or NULL when it has none.  A new reference. */
+json_t *api_codec_err_details(const api_codec_err *e);
 
 typedef struct api_append_body {
     json_t *doc;              /* owned */

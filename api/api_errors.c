@@ -163,10 +163,8 @@ const char *api_error_code_for(int rc)
     }
 }
 
-void api_error_from_engine(api_response *resp, const api_request *req, int rc,
-                           const eng_errdetail *d)
+json_t *api_engine_details(int rc, const eng_errdetail *d)
 {
-    const char *code = api_error_code_for(rc);
     json_t *details = json_object();
     if (d && d->key[0])
         json_object_set_new(details, "key", json_string(d->key));
@@ -181,6 +179,12 @@ void api_error_from_engine(api_response *resp, const api_request *req, int rc,
             json_object_set_new(details, "max_bytes", json_integer(d->hi));
         }
     }
+    return details;
+}
+
+void api_error_from_engine(api_response *resp, const api_request *req, int rc,
+                           const eng_errdetail *d)
+{
     const char *msg = d && d->message[0] ? d->message : eng_strerror(rc);
-    api_error(resp, req, code, details, "%s", msg);
+    api_error(resp, req, api_error_code_for(rc), api_engine_details(rc, d), "%s", msg);
 }

@@ -19,6 +19,10 @@ void api_error(api_response *resp, const api_request *req, const char *code, jso
                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Maps an engine result (ENG_E* or -errno) with its detail to a response. */
+/* The details object of an engine error (bounds of a 416, the key of an
+ * invalid config, ...): a new reference, {} when it has none. */
+json_t *api_engine_details(int rc, const eng_errdetail *d);
+
 void api_error_from_engine(api_response *resp, const api_request *req, int rc,
                            const eng_errdetail *d);
 

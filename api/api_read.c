@@ -274,7 +274,7 @@ static void answer_page(eng_partition *p, const read_req *rr, const api_request 
     api_codec_err cerr = {0};
     int rc = out->records ? run_read(p, rr, out, &d, &cerr) : -ENOMEM;
     if (rc && cerr.code)
-        api_error(resp, req, cerr.code, NULL, "%s", cerr.message);
+        api_error(resp, req, cerr.code, api_codec_err_details(&cerr), "%s", cerr.message);
     else if (rc)
         api_error_from_engine(resp, req, rc, &d);
     else
@@ -686,7 +686,7 @@ void api_h_read_one(api_ctx *ctx, const api_request *req, const api_params *para
     int rc = run_read(p, &rr, &out, &d, &cerr);
     json_t *first = json_array_get(out.records, 0);
     if (rc && cerr.code)
-        api_error(resp, req, cerr.code, NULL, "%s", cerr.message);
+        api_error(resp, req, cerr.code, api_codec_err_details(&cerr), "%s", cerr.message);
     else if (rc)
         api_error_from_engine(resp, req, rc, &d);
     else if (!first || json_integer_value(json_object_get(first, "offset")) != offset)

@@ -337,7 +337,8 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
         json_t *r;
         if (rc) {
             const char *code = api_error_code_for(rc);
-            json_t *err = api_error_object(req, code, d.message[0] ? d.message : eng_strerror(rc), NULL);
+            json_t *err = api_error_object(req, code, d.message[0] ? d.message : eng_strerror(rc),
+                                           api_engine_details(rc, &d));
             r = json_pack("{s:i,s:O}", "partition", (int)part, "error", err);
             if (!first_error) {
                 first_error = err;

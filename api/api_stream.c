@@ -137,11 +137,13 @@ static void finish(api_stream *s)
     s->finished = true;
 }
 
-static void fail(api_stream *s, const char *code, const char *message)
+/* Ends the stream with an error event; details (taken, may be NULL) as in
+ * the JSON answer of the same error. */
+static void fail_with(api_stream *s, const char *code, json_t *details, const char *message)
 {
     api_request req = {.method = "GET", .path = ""};
     memcpy(req.request_id, s->o.request_id, sizeof req.request_id);
-    json_t *err = api_error_object(&req, code, message, NULL);
+    json_t *err = api_error_object(&req, code, message, details);
     if (s->o.format == API_STREAM_NDJSON) {
         json_t *o = json_pack("{s:o}", "error", err);
         emit_json(s, "error", o, -1);
@@ -151,6 +153,11 @@ static void fail(api_stream *s, const char *code, const char *message)
         json_decref(err);
     }
     s->finished = true;
+}
+
+static void fail(api_stream *s, const char *code, const char *message)
+{
+    fail_with(s, code, NULL, message);
 }
 
 /* A decompressed batch larger than this is not kept between refills. */
@@ -182,7 +189,7 @@ static bool open_batch(api_stream *s)
     api_codec_err crc_err = {0};
     if (api_check_stored_batch(b, avail, &s->h, eng_partition_topic(s->p), eng_partition_id(s->p),
                                &crc_err)) {
-        fail(s, crc_err.code, crc_err.message);
+        fail_with(s, crc_err.code, api_codec_err_details(&crc_err), crc_err.message);
         return false;
     }
     if (s->h.attributes & ENG_ATTR_CONTROL) { /* a transaction marker: skipped, as by consumers */
@@ -247,7 +254,8 @@ static void refill(api_stream *s)
             eng_errdetail d = {0};
             int rc = eng_partition_read(s->p, s->next, REFILL_BYTES, &s->f, &d);
             if (rc) {
-                fail(s, api_error_code_for(rc), d.message[0] ? d.message : eng_strerror(rc));
+                fail_with(s, api_error_code_for(rc), api_engine_details(rc, &d),
+                          d.message[0] ? d.message : eng_strerror(rc));
                 return;
             }
             fetched_now = true;

@@ -300,6 +300,9 @@ static void test_keyed_errors(void **state)
             assert_non_null(err);
             assert_string_equal(json_string_value(json_object_get(err, "error_code")),
                                 "record_too_large");
+            /* with the details a plain answer has (they were dropped here) */
+            assert_true(json_integer_value(json_object_get(json_object_get(err, "details"),
+                                                           "max_bytes")) > 0);
             saw_error = true;
         } else {
             assert_null(err);

@@ -117,6 +117,10 @@ static void test_damaged_batch(void **state)
         assert_int_equal(ls_get(S, bad[i], &r), 0);
         assert_int_equal(ls_check_error(&r, 422, "corrupt_record"), 0);
         assert_string_equal(ls_jstr(&r, "kafka_error"), "CORRUPT_MESSAGE");
+        /* in details too, for a client to act on without parsing the message */
+        assert_int_equal(ls_jint(&r, "details.first_offset"), 1);
+        assert_int_equal(ls_jint(&r, "details.last_offset"), 1);
+        assert_int_equal(ls_jint(&r, "details.next_offset"), 2);
         assert_non_null(strstr(ls_jstr(&r, "message"), "offsets 1 to 1 fails its CRC-32C check"));
         assert_non_null(strstr(ls_jstr(&r, "message"), "a read from offset 2 skips it"));
         ls_resp_free(&r);
