@@ -77,11 +77,13 @@ void api_h_configs_get(api_ctx *ctx, const api_request *req, const api_params *p
 }
 
 /* Applies ov to the topic; answers the new listing or the error. */
-static void apply(api_ctx *ctx, const api_request *req, const char *topic,
-                  const eng_config_overrides *ov, api_response *resp)
+static void apply(api_ctx *ctx, const api_request *req, const eng_topic_meta *meta,
+                  api_response *resp)
 {
     eng_errdetail d = {0};
-    int rc = eng_manager_set_topic_overrides(api_mgr(ctx), topic, ov, &d);
+    const char *topic = meta->name;
+    int rc = eng_manager_set_topic_overrides(api_mgr(ctx), topic, meta->topic_id, &meta->overrides,
+                                             &d);
     if (rc)
         api_error_from_engine(resp, req, rc, &d);
     else
@@ -107,7 +109,7 @@ static void config_put_locked(api_ctx *ctx, const api_request *req, const api_pa
             if (rc)
                 api_error_from_engine(resp, req, rc, &ed);
             else
-                apply(ctx, req, d.meta.name, &d.meta.overrides, resp);
+                apply(ctx, req, &d.meta, resp);
         }
         json_decref(body);
     }
@@ -125,7 +127,7 @@ static void config_delete_locked(api_ctx *ctx, const api_request *req, const api
     if (rc)
         api_error_from_engine(resp, req, rc, &ed);
     else
-        apply(ctx, req, d.meta.name, &d.meta.overrides, resp);
+        apply(ctx, req, &d.meta, resp);
     eng_topic_desc_clear(&d);
 }
 
@@ -236,7 +238,7 @@ static void configs_alter_locked(api_ctx *ctx, const api_request *req, const api
         }
     }
     if (body)
-        apply(ctx, req, d.meta.name, &d.meta.overrides, resp);
+        apply(ctx, req, &d.meta, resp);
 done:
     json_decref(body);
     eng_topic_desc_clear(&d);

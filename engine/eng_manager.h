@@ -148,8 +148,11 @@ int eng_manager_describe_topic(eng_manager *m, const char *name, eng_topic_desc 
 void eng_topic_desc_clear(eng_topic_desc *d);
 
 /* Replaces a topic's overrides (validated as a whole, persisted, applied to
- * its partitions at once).  Nothing changes on failure. */
-int eng_manager_set_topic_overrides(eng_manager *m, const char *name,
+ * its partitions at once).  Nothing changes on failure.  With topic_id (not
+ * NULL) the change applies only to that incarnation of the name: a change
+ * built from a topic that was deleted and created again meanwhile would
+ * carry the old topic's overrides into the new one (ENG_ENOTOPIC then). */
+int eng_manager_set_topic_overrides(eng_manager *m, const char *name, const char *topic_id,
                                     const eng_config_overrides *ov, eng_errdetail *err);
 
 /* A referenced partition (eng_partition_unref when done).  ENG_ENOTOPIC or

@@ -584,7 +584,7 @@ int eng_manager_describe_topic(eng_manager *m, const char *name, eng_topic_desc 
     return rc;
 }
 
-int eng_manager_set_topic_overrides(eng_manager *m, const char *name,
+int eng_manager_set_topic_overrides(eng_manager *m, const char *name, const char *topic_id,
                                     const eng_config_overrides *ov, eng_errdetail *err)
 {
     eng_config cfg;
@@ -599,6 +599,13 @@ int eng_manager_set_topic_overrides(eng_manager *m, const char *name,
         return rc_absent;
     }
     eng_topic *t = m->topics[i];
+    if (topic_id && strcmp(topic_id, t->meta.topic_id) != 0) {
+        rc = eng_fail(err, ENG_ENOTOPIC,
+                      "topic '%s' was deleted and created again during the change; nothing was "
+                      "changed",
+                      name);
+        goto unlock;
+    }
     eng_topic_meta updated = t->meta;
     if ((rc = eng_config_overrides_copy(&updated.overrides, ov)))
         goto unlock;

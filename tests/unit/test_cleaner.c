@@ -495,7 +495,7 @@ static void test_nothing_cleanable_backs_off(void **state)
     eng_topic_desc d;
     assert_int_equal(eng_manager_describe_topic(m, "lag", &d), 0);
     assert_int_equal(eng_config_overrides_set(&d.meta.overrides, "min.compaction.lag.ms", "300000", NULL), 0);
-    assert_int_equal(eng_manager_set_topic_overrides(m, "lag", &d.meta.overrides, NULL), 0);
+    assert_int_equal(eng_manager_set_topic_overrides(m, "lag", NULL, &d.meta.overrides, NULL), 0);
     eng_topic_desc_clear(&d);
     eng_cleaner_opts busy = f->copts;
     busy.backoff_ms = 60000;

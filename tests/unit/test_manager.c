@@ -265,16 +265,35 @@ static void test_create_list_describe_grow(void **state)
     /* Overrides replaced as a whole and applied to the partitions at once. */
     eng_config_overrides ov = {{0}};
     assert_int_equal(eng_config_overrides_set(&ov, "segment.bytes", "2097152", NULL), 0);
-    assert_int_equal(eng_manager_set_topic_overrides(m, "orders", &ov, &err), 0);
+    assert_int_equal(eng_manager_set_topic_overrides(m, "orders", NULL, &ov, &err), 0);
     assert_int_equal(eng_config_overrides_set(&ov, "min.compaction.lag.ms", "9", NULL), 0);
     assert_int_equal(eng_config_overrides_set(&ov, "max.compaction.lag.ms", "8", NULL), 0);
-    assert_int_equal(eng_manager_set_topic_overrides(m, "orders", &ov, &err), ENG_ECONFIG);
+    assert_int_equal(eng_manager_set_topic_overrides(m, "orders", NULL, &ov, &err), ENG_ECONFIG);
     eng_config_overrides_clear(&ov);
     assert_int_equal(eng_manager_partition(m, "orders", 4, &p, &err), 0);
     eng_partition_get_config(p, &c);
     assert_int_equal(c.v[ENG_CFG_SEGMENT_BYTES].i, 2097152);
     assert_int_equal(c.v[ENG_CFG_RETENTION_MS].i, 604800000); /* no longer overridden */
     eng_partition_unref(p);
+
+    /* A change built from a topic deleted and created again meanwhile does
+     * not land on the new one (it carried the old overrides over). */
+    eng_topic_desc old_d, new_d;
+    assert_int_equal(eng_manager_describe_topic(m, "orders", &old_d), 0);
+    assert_int_equal(eng_manager_delete_topic(m, "orders", &err), 0);
+    assert_int_equal(create(m, "orders", 1, NULL, NULL, NULL), 0);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(eng_manager_set_topic_overrides(m, "orders", old_d.meta.topic_id,
+                                                     &old_d.meta.overrides, &err),
+                     ENG_ENOTOPIC);
+    assert_non_null(strstr(err.message, "created again"));
+    assert_int_equal(eng_manager_describe_topic(m, "orders", &new_d), 0);
+    assert_null(new_d.meta.overrides.text[ENG_CFG_SEGMENT_BYTES]);
+    assert_int_equal(eng_manager_set_topic_overrides(m, "orders", new_d.meta.topic_id,
+                                                     &old_d.meta.overrides, &err),
+                     0);
+    eng_topic_desc_clear(&old_d);
+    eng_topic_desc_clear(&new_d);
     eng_manager_close(m);
 }
 

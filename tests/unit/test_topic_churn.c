@@ -282,7 +282,7 @@ static void test_changes_during_create_are_busy(void **state)
     while (!atomic_load(&b.done)) {
         eng_errdetail err = {0};
         int rc[3] = {eng_manager_add_partitions(b.m, "big", 1500, &err),
-                     eng_manager_set_topic_overrides(b.m, "big", &ov, &err),
+                     eng_manager_set_topic_overrides(b.m, "big", NULL, &ov, &err),
                      /* last: it succeeds once the create is done */
                      atomic_load(&b.done) ? ENG_EBUSY : eng_manager_delete_topic(b.m, "big", &err)};
         for (int i = 0; i < 3; i++) {
