@@ -53,7 +53,7 @@ typedef struct read_out {
     int64_t bytes;      /* key, value and header bytes: max_bytes and metrics */
     int64_t wait_bytes; /* what counts against min_bytes: bytes, at least 1 a record */
     int64_t next_offset;
-    bool done;
+    bool done; /* cut short (a bound, damage, the start moving): the page is final */
 } read_out;
 
 /* Appends the records of the fetched batches at or after out->next_offset. */
@@ -227,6 +227,7 @@ static int run_read(eng_partition *p, const read_req *rr, read_out *out, eng_err
              * away, even with clamp=true (found by
              * tests/crash/test_crash_loop.c). */
             rc = 0;
+            out->done = true; /* final: waiting would not lengthen it */
             break;
         }
         if (rc)
@@ -304,7 +305,7 @@ static void count_delivered(eng_partition *p, const read_tally *t)
 /* The stored batches from rr->start, sent from the segment file; the cursor
  * headers say where to go on (*next_offset too). */
 static void answer_raw(eng_partition *p, const read_req *rr, const api_request *req,
-                       api_response *resp, int64_t *next_offset, read_tally *tally)
+                       api_response *resp, int64_t *next_offset, int64_t *hw, read_tally *tally)
 {
     eng_slice sl;
     eng_errdetail d = {0};
@@ -314,6 +315,7 @@ static void answer_raw(eng_partition *p, const read_req *rr, const api_request *
         return;
     }
     *next_offset = sl.next_offset;
+    *hw = sl.high_watermark;
     char v[32];
     resp->status = 200;
     resp->content_type = "application/octet-stream";
@@ -336,29 +338,35 @@ static void answer_raw(eng_partition *p, const read_req *rr, const api_request *
  * against min_bytes (record data, at least 1 byte a record, for a page; batch
  * bytes for a raw read).  The answer is final (*wait false) unless a reader
  * waiting for more could get it: a page cut short by max_records, max_bytes
- * or until_timestamp, or a raw slice ending at its segment's end, stops below
- * the high watermark, and waiting cannot change it.  (Parked there, such a
- * long-poll was woken at once by the data already past it, built the same
- * short answer and parked again: one core spun for the whole wait_ms.) */
+ * or until_timestamp, or a raw slice ending before the high watermark it
+ * was read under (its segment's end), cannot grow by waiting.  (Parked,
+ * such a long-poll was woken at once by the data already past it, built
+ * the same short answer and parked again: one core spun for the whole
+ * wait_ms.)  What decides is the read itself, not the high watermark now:
+ * appends landing while the page was built made every long-poll answer
+ * early, short of min_bytes. */
 static void answer_read(eng_partition *p, const read_req *rr, const api_request *req,
                         api_response *resp, int64_t *bytes, int64_t *next, bool *wait,
                         read_tally *tally)
 {
     *tally = (read_tally){0};
+    bool cut;
     if (rr->raw) {
+        int64_t hw = rr->start;
         *next = rr->start;
-        answer_raw(p, rr, req, resp, next, tally);
+        answer_raw(p, rr, req, resp, next, &hw, tally);
         *bytes = resp->has_file ? (int64_t)resp->file_length : 0;
+        cut = *next < hw;
     } else {
         read_out out;
         answer_page(p, rr, req, resp, &out);
         *bytes = out.wait_bytes;
         *next = out.next_offset;
+        cut = out.done;
         if (resp->status == 200)
             *tally = (read_tally){.records = out.count, .bytes = out.bytes};
     }
-    *wait = resp->status == 200 && *bytes < rr->min_bytes &&
-            *next >= eng_partition_high_watermark(p);
+    *wait = resp->status == 200 && *bytes < rr->min_bytes && !cut;
 }
 
 /* ---- long-poll ------------------------------------------------------------ */

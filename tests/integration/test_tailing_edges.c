@@ -239,6 +239,53 @@ static void test_cut_page_answers_at_once(void **state)
     assert_int_equal(parked(S), 0);
 }
 
+/* Appenders that keep the high watermark moving while a long-poll's page is
+ * built do not end the wait early: the page was taken for cut short when
+ * the high watermark had moved past it by the time it was built, and every
+ * such long-poll answered at once, short of its min_bytes. */
+typedef struct steady_writer {
+    ls_server *s;
+    _Atomic bool stop;
+    _Atomic long appended;
+} steady_writer;
+
+static void *steady_write(void *arg)
+{
+    steady_writer *w = arg;
+    while (!atomic_load(&w->stop))
+        if (ls_append_json(w->s, "steady", 0, "{\"records\":[{\"value\":\"x\"}]}") == 200)
+            atomic_fetch_add(&w->appended, 1);
+    return NULL;
+}
+
+static void test_min_bytes_waits_under_steady_appends(void **state)
+{
+    (void)state;
+    settle();
+    assert_int_equal(ls_create_topic(S, "steady", 1, NULL), 201);
+    steady_writer w = {.s = S};
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, steady_write, &w), 0);
+    ru_sleep_ms(200);
+    long long t0 = ru_mono_ms();
+    ls_resp r;
+    assert_int_equal(ls_get(S, "/v1/topics/steady/partitions/0/records?offset=latest&wait_ms=1500&"
+                               "min_bytes=100000000&max_records=10000",
+                            &r),
+                     0);
+    long long took = ru_mono_ms() - t0;
+    atomic_store(&w.stop, true);
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    fprintf(stderr, "# answered after %lld ms with %zu records; %ld appends meanwhile\n", took,
+            json_array_size(ls_jget(&r, "records")), atomic_load(&w.appended));
+    assert_int_equal(r.status, 200);
+    assert_true(took >= 1400); /* the wait ran to its end */
+    assert_true(json_array_size(ls_jget(&r, "records")) > 0);
+    ls_resp_free(&r);
+}
+
 /* ---- read metrics ---------------------------------------------------------------------- */
 
 /* A long-poll woken by too little for its min_bytes parks again; the page it
@@ -377,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_cut_page_answers_at_once),
         cmocka_unit_test(test_slow_stream_renders_per_refill),
         cmocka_unit_test(test_reparked_pages_not_counted),
+        cmocka_unit_test(test_min_bytes_waits_under_steady_appends),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
