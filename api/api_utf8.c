@@ -27,6 +27,34 @@ size_t api_utf8_seq(const uint8_t *s, size_t n)
     return len;
 }
 
+/* Length of the maximal subpart at s, which starts no valid sequence: a
+ * lead byte followed by the continuation bytes that could still have
+ * completed it (Unicode's "maximal subpart" practice, which Java's decoder
+ * follows), at least 1.  One U+FFFD stands for it. */
+static size_t bad_run(const uint8_t *s, size_t n)
+{
+    uint8_t c = s[0];
+    size_t need = c >= 0xC2 && c <= 0xDF   ? 2
+                  : c >= 0xE0 && c <= 0xEF ? 3
+                  : c >= 0xF0 && c <= 0xF4 ? 4
+                                           : 0;
+    if (need == 0)
+        return 1;
+    uint8_t lo = 0x80, hi = 0xBF; /* what the second byte may be */
+    if (c == 0xE0)
+        lo = 0xA0;
+    else if (c == 0xED)
+        hi = 0x9F;
+    else if (c == 0xF0)
+        lo = 0x90;
+    else if (c == 0xF4)
+        hi = 0x8F;
+    size_t k = 1;
+    while (k < need && k < n && s[k] >= (k == 1 ? lo : 0x80) && s[k] <= (k == 1 ? hi : 0xBF))
+        k++;
+    return k;
+}
+
 char *api_utf8_repair(const uint8_t *s, size_t n, bool hex, size_t *out_len)
 {
     /* Either replacement is at most 4 bytes for 1 byte in. */
@@ -44,13 +72,14 @@ char *api_utf8_repair(const uint8_t *s, size_t n, bool hex, size_t *out_len)
             i += k;
             continue;
         }
-        if (hex)
+        if (hex) {
             o += (size_t)snprintf(out + o, 5, "\\x%02X", s[i]);
-        else {
+            i++;
+        } else {
             memcpy(out + o, "\xEF\xBF\xBD", 3);
             o += 3;
+            i += bad_run(s + i, n - i);
         }
-        i++;
     }
     out[o] = 0;
     *out_len = o;

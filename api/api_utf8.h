@@ -15,9 +15,9 @@
  * valid). */
 size_t api_utf8_seq(const uint8_t *s, size_t n);
 
-/* A copy of s[0..n) in which each byte that starts no valid sequence is
- * replaced: by the text \xNN when hex, else by U+FFFD (what Kafka's Java
- * client makes of such bytes in a header key).  NUL-terminated, *out_len its
+/* A copy of s[0..n) in which what is not UTF-8 is replaced: each such byte
+ * by the text \xNN when hex, else each maximal ill-formed subpart by one
+ * U+FFFD (what Kafka's Java client makes of a header key's bad bytes).  NUL-terminated, *out_len its
  * length; malloc'd, the caller frees it.  NULL when out of memory. */
 char *api_utf8_repair(const uint8_t *s, size_t n, bool hex, size_t *out_len);
 

@@ -192,6 +192,12 @@ int eng_partition_close(eng_partition *p)
         pthread_mutex_unlock(&p->flush_lock);
         if (!rc)
             rc = sync_from(p, from, false);
+        /* A group commit failing while this sync ran leaves pages this one
+         * found clean: the recovery point must not pass them either. */
+        pthread_mutex_lock(&p->flush_lock);
+        if (!rc && p->fsync_failed)
+            rc = ENG_EOFFLINE;
+        pthread_mutex_unlock(&p->flush_lock);
         if (!rc)
             atomic_store(&p->recovery_point, atomic_load(&p->log_end_offset));
     }

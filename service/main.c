@@ -153,6 +153,15 @@ static void stop_watch_manager(stop_watch *w, eng_manager *m)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* The stop signal received so far, 0 if none. */
+static int stop_watch_signal(stop_watch *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int sig = w->sig;
+    pthread_mutex_unlock(&w->mu);
+    return sig;
+}
+
 static int stop_watch_wait(stop_watch *w)
 {
     pthread_mutex_lock(&w->mu);
@@ -276,7 +285,7 @@ int main(int argc, char **argv)
     stop_watch_manager(&watch, m);
     if ((rc = eng_manager_load(m, &err)) == ENG_ESHUTDOWN) {
         ENG_INFO("received %s while loading; stopped (the next start loads again)",
-                 signal_name(watch.sig));
+                 signal_name(stop_watch_signal(&watch)));
         atomic_store(&ctx.state, API_STOPPING);
         api_server_stop(srv);
         eng_manager_abandon(m);

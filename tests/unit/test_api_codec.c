@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "api_codec.h"
+#include "api_utf8.h"
 #include "api_errors.h"
 #include "api_router.h"
 
@@ -193,6 +194,38 @@ static void test_record_json(void **state)
     }
 }
 
+/* What is not UTF-8 is replaced as Java's decoder replaces it: one U+FFFD
+ * per maximal ill-formed subpart (a truncated sequence is one), or each bad
+ * byte as \xNN for messages. */
+static void test_utf8_repair(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *fffd, *hex;
+    } cases[] = {
+        {"plain", "plain", "plain"},
+        {"caf\xc3\xa9", "caf\xc3\xa9", "caf\xc3\xa9"},
+        {"a\xe2\x82" "b", "a\xef\xbf\xbd" "b", "a\\xE2\\x82" "b"},   /* truncated 3-byte */
+        {"\xff\xfe", "\xef\xbf\xbd\xef\xbf\xbd", "\\xFF\\xFE"},
+        {"\xe0\x80", "\xef\xbf\xbd\xef\xbf\xbd", "\\xE0\\x80"},       /* overlong lead */
+        {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", "\\xED\\xA0\\x80"}, /* surrogate */
+        {"\xf0\x9f\x98", "\xef\xbf\xbd", "\\xF0\\x9F\\x98"},          /* truncated 4-byte */
+        {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"}, /* whole */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int hex = 0; hex < 2; hex++) {
+            size_t len;
+            char *out = api_utf8_repair((const uint8_t *)cases[i].in, strlen(cases[i].in), hex, &len);
+            assert_non_null(out);
+            const char *want = hex ? cases[i].hex : cases[i].fffd;
+            if (strcmp(out, want))
+                fail_msg("case %zu (%s): got '%s'", i, hex ? "hex" : "U+FFFD", out);
+            assert_int_equal(len, strlen(want));
+            free(out);
+        }
+    }
+}
+
 static void test_routes(void **state)
 {
     (void)state;
@@ -258,7 +291,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_murmur2_kafka_values), cmocka_unit_test(test_base64_strict),
         cmocka_unit_test(test_parse_append_ok),      cmocka_unit_test(test_parse_append_refusals),
-        cmocka_unit_test(test_record_json),          cmocka_unit_test(test_routes),
+        cmocka_unit_test(test_record_json),          cmocka_unit_test(test_utf8_repair),
+        cmocka_unit_test(test_routes),
         cmocka_unit_test(test_error_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
