@@ -114,7 +114,10 @@ static void make_plan(eng_partition *p, eng_segview *v, const eng_config *cfg, i
             bool by_mtime = ts < 0;
             if (by_mtime)
                 ts = eng_segment_mtime_ms(seg);
-            if (ts > now) {
+            /* Checked against the clock again: a record stamped since the
+             * pass read it is young, not from the future (the warning went
+             * off for batches stamped a millisecond after `now`). */
+            if (ts > now && ts > eng_now_ms()) {
                 ENG_WARN("%s-%d: segment %020" PRId64 " holds a timestamp in the future (%" PRId64
                          " > now %" PRId64 "); keeping it and everything after it",
                          p->topic, p->id, eng_segment_base(seg), ts, now);

@@ -102,8 +102,17 @@ int eng_segment_recover(eng_segment *s, eng_recover_stats *st)
             off_of_max = eng_batch_last_offset(&h);
         }
         if (valid - last_entry > s->opts.index_interval) {
-            if ((rc = eng_offset_index_append(oi, eng_batch_last_offset(&h), (uint32_t)valid)) ||
-                (rc = eng_time_index_maybe_append(ti, max_ts, off_of_max, true)))
+            /* An index that fills up keeps the entries it has (a sparser
+             * index is still valid: reads scan further from an earlier
+             * entry).  It fills when index.interval.bytes was lowered after
+             * the segment was written; refusing failed the whole start
+             * (found by a chaos run: kill -9, then exit 1).  The time
+             * index keeps its last slot for the final entry below. */
+            if (!eng_index_is_full(oi) &&
+                (rc = eng_offset_index_append(oi, eng_batch_last_offset(&h), (uint32_t)valid)))
+                goto done;
+            if (!eng_index_is_full(ti) &&
+                (rc = eng_time_index_maybe_append(ti, max_ts, off_of_max, false)))
                 goto done;
             last_entry = valid;
         }

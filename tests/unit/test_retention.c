@@ -282,6 +282,27 @@ static void test_future_timestamp_kept(void **state)
     close_part(p);
 }
 
+/* A record stamped after the pass read the clock is young, not from the
+ * future: no warning (it went off for LogAppendTime batches stamped a
+ * millisecond after `now`), and the segment is kept as any young one. */
+static void test_just_stamped_is_not_future(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000;
+    eng_partition *p = open_part(f);
+    int64_t now = eng_now_ms();
+    segments(p, 1, now); /* [0,10) stamped now */
+    append(p, 10, now);
+    eng_retention_report rep;
+    /* the pass read the clock 5 ms before the records were stamped */
+    assert_int_equal(eng_partition_retention(p, now - 5, false, &rep), 0);
+    assert_int_equal(rep.n, 0);
+    assert_int_equal(rep.future_kept, 0);
+    eng_retention_report_free(&rep);
+    assert_int_equal(count_lines(f, "in the future"), 0);
+    close_part(p);
+}
+
 /* ---- dry runs ------------------------------------------------------------- */
 
 static void test_dry_run_changes_nothing(void **state)
@@ -345,6 +366,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_high_watermark_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_when_everything_goes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_future_timestamp_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_just_stamped_is_not_future, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dry_run_changes_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
