@@ -262,9 +262,10 @@ static int run_clean(eng_cleaner *c, eng_partition *p, eng_offset_map *map, bool
         (rc || st->segments_before))
         eng_stats_cleaner(rc != 0, st->bytes_read, st->bytes_before, st->bytes_after,
                           st->records_removed);
-    if (rc && rc != ENG_EBUSY && !interrupted && rc != ENG_ENOTCOMPACT)
+    /* A dry run changes nothing, the uncleanable list included. */
+    if (!dry_run && rc && rc != ENG_EBUSY && !interrupted && rc != ENG_ENOTCOMPACT)
         set_uncleanable(c, p, rc);
-    else if (!rc && on_demand)
+    else if (!dry_run && !rc && on_demand)
         clear_uncleanable(c, p);
     if (rc != ENG_EBUSY && rc != ENG_ENOTCOMPACT && rc != ENG_ENOTOPIC &&
         (st->segments_before || rc || on_demand))

@@ -97,13 +97,16 @@ static void range_of(eng_partition *p, const eng_segview *v, int64_t ckpt, int64
         int64_t next = i + 1 < v->n ? eng_segment_base(v->segs[i + 1]) : INT64_MAX;
         if (base < first_dirty)
             r->clean_bytes += eng_segment_size(seg);
-        if (next > first_dirty && base < upto) {
+        if (next > first_dirty && base < upto)
             r->cleanable_bytes += eng_segment_size(seg);
-            /* As Kafka (maxCompactionDelay) does, a segment whose first
-             * batch has no timestamp never forces a clean: only its own
-             * dirty ratio makes it eligible. */
+        /* Kafka's maxCompactionDelay looks at every dirty non-active
+         * segment, past the min.compaction.lag.ms cut-off too (it was only
+         * those below it).  As there, a segment whose first batch has no
+         * timestamp never forces a clean: only its own dirty ratio makes it
+         * eligible. */
+        if (next > first_dirty && i + 1 < v->n && max_lag != INT64_MAX) {
             int64_t ts = first_batch_max_ts(seg);
-            if (max_lag != INT64_MAX && ts > 0 && ts < now - max_lag)
+            if (ts > 0 && ts < now - max_lag)
                 r->need_compaction_now = true;
         }
     }

@@ -158,10 +158,14 @@ static int parse_long(const char *text, int64_t *out)
     return 0;
 }
 
-static int choice_index(const char *const *choices, const char *s, size_t len)
+/* Stored values match any letter case (metadata written before new values
+ * were checked exactly must still load); new ones must match exactly, as
+ * Kafka's validators do (eng_config_overrides_set). */
+static int choice_index(const char *const *choices, const char *s, size_t len, bool exact)
 {
     for (int i = 0; choices[i]; i++)
-        if (strlen(choices[i]) == len && strncasecmp(choices[i], s, len) == 0)
+        if (strlen(choices[i]) == len &&
+            (exact ? strncmp(choices[i], s, len) : strncasecmp(choices[i], s, len)) == 0)
             return i;
     return -1;
 }
@@ -170,7 +174,8 @@ static int choice_index(const char *const *choices, const char *s, size_t len)
  * whether a choice was named twice.  An empty (or blank) list is mask 0: for
  * cleanup.policy, Kafka 4.2's "keep everything" (neither retention nor
  * compaction; only a raised log start offset deletes segments). */
-static int parse_list(const eng_config_def *d, const char *text, int64_t *mask, bool *dup)
+static int parse_list(const eng_config_def *d, const char *text, int64_t *mask, bool *dup,
+                      bool exact)
 {
     const char *p = text;
     *mask = 0;
@@ -185,7 +190,7 @@ static int parse_list(const eng_config_def *d, const char *text, int64_t *mask, 
         size_t len = e ? (size_t)(e - p) : strlen(p);
         while (len && p[len - 1] == ' ')
             len--;
-        int c = choice_index(d->choices, p, len);
+        int c = choice_index(d->choices, p, len, exact);
         if (c < 0)
             return -1;
         if (dup && (*mask & (1 << c)))
@@ -251,7 +256,7 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
             return bad(err, d, text, "expected true or false");
         break;
     case ENG_CFG_STRING: {
-        int c = choice_index(d->choices, text, strlen(text));
+        int c = choice_index(d->choices, text, strlen(text), false);
         if (c < 0)
             return bad(err, d, text, "not one of the allowed values");
         if (id == ENG_CFG_COMPRESSION_TYPE && !eng_codec_supported(eng_config_codec(c)))
@@ -260,7 +265,7 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
         break;
     }
     case ENG_CFG_LIST:
-        if (parse_list(d, text, &v.i, NULL))
+        if (parse_list(d, text, &v.i, NULL, false))
             return bad(err, d, text, "expected a comma-separated subset of delete, compact");
         break;
     }
@@ -434,10 +439,13 @@ int eng_config_overrides_set(eng_config_overrides *ov, const char *name, const c
          * refused; one already stored (eng_config_resolve) still loads. */
         bool dup = false;
         int64_t mask;
-        if (defs[id].type == ENG_CFG_LIST)
-            (void)parse_list(&defs[id], text, &mask, &dup);
+        if (defs[id].type == ENG_CFG_LIST && parse_list(&defs[id], text, &mask, &dup, true))
+            return bad(err, &defs[id], text, "not in the allowed values' letter case");
         if (dup)
             return bad(err, &defs[id], text, "contains duplicate values");
+        if (defs[id].type == ENG_CFG_STRING && defs[id].choices &&
+            choice_index(defs[id].choices, text, strlen(text), true) < 0)
+            return bad(err, &defs[id], text, "not in the allowed values' letter case");
         if (!(copy = strdup(text)))
             return -ENOMEM;
     }

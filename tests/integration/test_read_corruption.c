@@ -194,6 +194,35 @@ static void test_cleaner_refuses_damage(void **state)
     assert_int_equal(ls_get(S, RECORDS "?offset=2", &r), 0);
     assert_string_equal(ls_jstr(&r, "records.0.value"), "value-two");
     ls_resp_free(&r);
+    assert_int_equal(ls_get(S, "/v1/cleaner", &r), 0);
+    assert_int_equal(json_array_size(ls_jget(&r, "uncleanable")), 1);
+    ls_resp_free(&r);
+    /* Repaired in place, a dry run that succeeds changes nothing: the
+     * partition stays uncleanable (a dry run took it off the list, and the
+     * cleaner threads went back to it). */
+    size_t dlen;
+    char *damaged = ls_read_file(seg, &dlen);
+    assert_non_null(damaged);
+    char *v = memmem(damaged, dlen, "Value-one", 9);
+    assert_non_null(v);
+    FILE *fp = fopen(seg, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, v - damaged, SEEK_SET), 0);
+    assert_int_equal(fputc('v', fp), 'v');
+    assert_int_equal(fclose(fp), 0);
+    free(damaged);
+    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/t/compaction:run", "{\"dry_run\":true}", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, "/v1/cleaner", &r), 0);
+    assert_int_equal(json_array_size(ls_jget(&r, "uncleanable")), 1);
+    ls_resp_free(&r);
+    /* put back as it was for the checks below */
+    fp = fopen(seg, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(log_before, 1, len_before, fp), len_before);
+    assert_int_equal(fclose(fp), 0);
     assert_int_equal(ls_stop(S), 0);
     assert_int_equal(ls_dir_same(pdir, before), 0);
     char *log_after = ls_read_file(seg, &len_after);

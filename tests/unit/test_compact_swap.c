@@ -393,6 +393,34 @@ static void test_refusals_busy_dry_run(void **state)
     free(vals);
 }
 
+/* max.compaction.lag.ms looks at every dirty non-active segment, past the
+ * min.compaction.lag.ms cut-off too, as Kafka's maxCompactionDelay does: an
+ * overdue segment after a young one forces a clean of what is cleanable
+ * (it was only looked for below the cut-off). */
+static void test_max_lag_past_min_lag_cutoff(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MIN_COMPACTION_LAG_MS].i = 60000;
+    f->cfg.v[ENG_CFG_MAX_COMPACTION_LAG_MS].i = 120000;
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    cu_kv recs[1] = {{"k", "v", 0}};
+    int64_t now = CU_T0 + 7200000;
+    cu_append(p, recs, 1, now - 90000); /* A: old enough to clean, not overdue */
+    cu_roll(p);
+    cu_append(p, recs, 1, now); /* B: too young, the cut-off */
+    cu_roll(p);
+    cu_append(p, recs, 1, now - 3600000); /* C: overdue, past the cut-off */
+    cu_roll(p);
+    cu_append(p, recs, 1, now); /* active */
+    eng_clean_range r;
+    eng_partition_clean_range(p, -1, now, &r);
+    assert_int_equal(r.first_uncleanable, 1);
+    assert_true(r.cleanable_bytes > 0);
+    assert_true(r.need_compaction_now);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
 /* ---- (i) the cleanable range ------------------------------------------------ */
 
 static void test_clean_range(void **state)
@@ -505,6 +533,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_sealed_segment, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_refusals_busy_dry_run, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_clean_range, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_max_lag_past_min_lag_cutoff, cu_setup, cu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
