@@ -147,7 +147,8 @@ const char *api_error_code_for(int rc)
     case ENG_EOFFSET: return "offset_out_of_range";
     case ENG_EEXPECTED: return "expected_offset_mismatch";
     case ENG_ETIMESTAMP: return "invalid_timestamp";
-    case ENG_ENULLKEY: return "invalid_record";
+    case ENG_ENULLKEY:
+    case ENG_EUNSUPPORTED: return "invalid_record";
     case ENG_ENOTFOUND: return "not_found";
     case ENG_EOFFLINE: return "log_dir_offline";
     case ENG_ESHUTDOWN: return "shutting_down";

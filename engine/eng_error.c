@@ -28,6 +28,7 @@ static const char *const domain_names[] = {
     [ENG_ENOTCOMPACT - ENG_EBASE] = "topic is not compacted",
     [ENG_ENOTREADY - ENG_EBASE] = "not ready",
     [ENG_ELIMIT - ENG_EBASE] = "limit reached",
+    [ENG_EUNSUPPORTED - ENG_EBASE] = "unsupported record batch",
 };
 
 const char *eng_strerror(int err)

@@ -40,6 +40,7 @@ enum {
     ENG_ENOTCOMPACT,         /* compaction asked of a non-compacted topic */
     ENG_ENOTREADY,           /* still loading */
     ENG_ELIMIT,              /* a configured limit (e.g. waiters) is reached */
+    ENG_EUNSUPPORTED,        /* a well-formed batch this server cannot take (transactional) */
     ENG_EEND
 };
 

@@ -124,6 +124,15 @@ static int check_producer_batch(const uint8_t *b, size_t size, const eng_batch_h
         return batch_fail(err, ENG_ECORRUPT, idx, "lastOffsetDelta + 1 must equal the record count");
     if (h->attributes & (ENG_ATTR_CONTROL | ENG_ATTR_DELETE_HORIZON))
         return batch_fail(err, ENG_ECORRUPT, idx, "control or cleaned batches cannot be produced");
+    /* A Kafka broker takes transactional data only inside a transaction its
+     * coordinator began, and only the coordinator's markers end one.  With
+     * no coordinator here, such a batch would be an open transaction for
+     * ever: a Kafka consumer reading these files read_committed would stop
+     * at it. */
+    if (h->attributes & ENG_ATTR_TRANSACTIONAL)
+        return batch_fail(err, ENG_EUNSUPPORTED, idx,
+                          "transactional batches need a transaction coordinator, which logstore "
+                          "does not have");
     if (h->producer_id >= 0 && h->base_sequence < 0)
         return batch_fail(err, ENG_ECORRUPT, idx, "idempotent batch without a base sequence");
     if (!eng_codec_supported(h->attributes & ENG_ATTR_CODEC_MASK))

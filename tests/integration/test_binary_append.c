@@ -561,6 +561,12 @@ static void test_bad_batches_refused(void **state)
     b[22] |= 0x20;
     recrc(b);
     expect_refused("bad", b, len, 422, "corrupt_record", "batch 0: ", "control");
+    /* A transactional data batch: with no transaction coordinator it would
+     * stay an open transaction for ever (it was stored). */
+    memcpy(b, ok, len);
+    b[22] |= 0x10;
+    recrc(b);
+    expect_refused("bad", b, len, 422, "invalid_record", "batch 0: ", "transaction coordinator");
     /* Unknown codecs 5, 6 and 7. */
     for (int codec = 5; codec <= 7; codec++) {
         memcpy(b, ok, len);
