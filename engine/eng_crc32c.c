@@ -9,6 +9,7 @@
 #include "eng_crc32c.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define POLY 0x82F63B78u
@@ -74,10 +75,16 @@ __attribute__((target("sse4.2"))) uint32_t eng_crc32c_hw(uint32_t crc, const voi
 
 bool eng_crc32c_hw_available(void)
 {
-    static int cached = -1;
-    if (cached < 0)
-        cached = __builtin_cpu_supports("sse4.2") ? 1 : 0;
-    return cached == 1;
+    /* Atomic: the first appends of several HTTP threads ask at once (a plain
+     * int was a data race, harmless on x86 but undefined in C11, and
+     * ThreadSanitizer said so). */
+    static _Atomic int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        v = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v == 1;
 }
 #else
 uint32_t eng_crc32c_hw(uint32_t crc, const void *data, size_t len)
