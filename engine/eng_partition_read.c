@@ -142,8 +142,10 @@ static int first_batch(eng_segview *v, int64_t offset, int64_t hw, eng_segment *
         int rc = eng_segment_find_batch(s, target, eng_segment_size(s), b);
         if (rc == ENG_ENOTFOUND)
             continue;
-        if (rc)
+        if (rc) {
+            *seg = s; /* the segment that failed, for the caller's message */
             return rc;
+        }
         if (b->header.base_offset >= hw)
             return 0;
         *seg = s;
@@ -175,6 +177,29 @@ int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_f
         out->next_offset = out->high_watermark;
     else if (!rc)
         rc = read_batches(seg, &b, eng_segment_size(seg), out->high_watermark, max_bytes, out);
+    if (rc == ENG_ECORRUPT && seg) {
+        /* Damage in the .log (cut short, a batch that does not parse): say
+         * where, and where reading can go on, as a CRC failure does. */
+        int64_t skip = -1;
+        for (size_t k = 0; k + 1 < v->n; k++)
+            if (v->segs[k] == seg)
+                skip = eng_segment_base(v->segs[k + 1]);
+        int64_t base = eng_segment_base(seg);
+        eng__segview_release(v);
+        ENG_ERROR("%s-%d: read at offset %lld met damage in segment %020lld", p->topic, p->id,
+                  (long long)offset, (long long)base);
+        if (skip < 0)
+            return eng_fail(err, rc,
+                            "segment %020lld of %s-%d is damaged (cut short, or a batch that "
+                            "does not parse) at or after offset %lld",
+                            (long long)base, p->topic, p->id, (long long)offset);
+        eng_errdetail_bounds(err, offset, skip);
+        return eng_fail(err, rc,
+                        "segment %020lld of %s-%d is damaged (cut short, or a batch that does "
+                        "not parse) at or after offset %lld; a read from offset %lld (the next "
+                        "segment) skips it",
+                        (long long)base, p->topic, p->id, (long long)offset, (long long)skip);
+    }
     eng__segview_release(v);
     return rc ? read_failed(p, offset, rc, err) : 0;
 }

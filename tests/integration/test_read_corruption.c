@@ -265,6 +265,11 @@ static void test_segment_cut_short(void **state)
     ls_resp_free(&r);
     assert_int_equal(ls_get(S, RECORDS "?offset=1", &r), 0);
     assert_int_equal(ls_check_error(&r, 422, "corrupt_record"), 0);
+    /* where the damage is and where reading goes on (the message was
+     * "reading t-0 failed: corrupt record batch") */
+    assert_non_null(strstr(ls_jstr(&r, "message"), "segment 00000000000000000000"));
+    assert_non_null(strstr(ls_jstr(&r, "message"), "from offset 3"));
+    assert_int_equal(ls_jint(&r, "details.next_offset"), 3);
     ls_resp_free(&r);
     assert_int_equal(ls_get(S, RECORDS "?offset=3", &r), 0);
     assert_int_equal(r.status, 200);
