@@ -260,6 +260,36 @@ static int file_listener(svc_settings *s, raw_entry *e)
     return 0;
 }
 
+/* Records a broker-level topic default as given, for /v1/configs/defaults.
+ * One entry a name: a later source (the environment over the file, a flag
+ * over both) replaces the earlier one, which was listed beside it. */
+static int record_synonym(svc_settings *s, const raw_entry *e)
+{
+    char *name = strdup(e->name), *value = strdup(e->value);
+    if (!name || !value) {
+        free(name);
+        free(value);
+        return -1;
+    }
+    for (size_t i = 0; i < s->nsynonyms; i++) {
+        if (!strcmp(s->synonyms[i].name, name)) {
+            free(s->synonyms[i].name);
+            free(s->synonyms[i].value);
+            s->synonyms[i] = (svc_synonym){name, value, e->source};
+            return 0;
+        }
+    }
+    svc_synonym *ns = realloc(s->synonyms, (s->nsynonyms + 1) * sizeof *ns);
+    if (!ns) {
+        free(name);
+        free(value);
+        return -1;
+    }
+    s->synonyms = ns;
+    ns[s->nsynonyms++] = (svc_synonym){name, value, e->source};
+    return 0;
+}
+
 static int apply(svc_settings *s, raw_list *raw)
 {
     for (size_t i = 0; i < raw->n; i++) {
@@ -286,13 +316,8 @@ static int apply(svc_settings *s, raw_list *raw)
             fprintf(stderr, "logstore: %s\n", err.message);
             return -1;
         }
-        if (rc == 1) {
-            svc_synonym *ns = realloc(s->synonyms, (s->nsynonyms + 1) * sizeof *ns);
-            if (!ns)
-                return -1;
-            s->synonyms = ns;
-            ns[s->nsynonyms++] = (svc_synonym){strdup(e->name), strdup(e->value), e->source};
-        }
+        if (rc == 1 && record_synonym(s, e) != 0)
+            return -1;
         if (id >= 0 || rc == 1)
             continue;
         if (e->source == SVC_SRC_FLAG) {

@@ -23,6 +23,7 @@
 #include "support.h"
 
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,33 @@ static void test_config_not_a_file(void **state)
     write_file(f, "log.level=WARN\n", 15);
     assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_RUN);
     assert_string_equal(s.text[SVC_LOG_LEVEL], "WARN");
+    svc_settings_free(&s);
+}
+
+/* A topic default given in the file and again in the environment is listed
+ * once, as the environment gave it (the one that applies): it was listed
+ * twice in /v1/configs/defaults. */
+static void test_synonym_listed_once(void **state)
+{
+    fixture *f = *state;
+    const char *text = "log.segment.bytes=2097152\n";
+    write_file(f, text, strlen(text));
+    char env0[] = "LOGSTORE_LOG_SEGMENT_BYTES=4194304";
+    char *envp[] = {env0, NULL};
+    svc_settings s;
+    assert_int_equal(load(f, &s, f->path, NULL, envp), SVC_LOAD_RUN);
+    json_t *arr = svc_settings_json(&s);
+    size_t i, seen = 0;
+    json_t *o;
+    json_array_foreach(arr, i, o) {
+        if (strcmp(json_string_value(json_object_get(o, "name")), "log.segment.bytes"))
+            continue;
+        seen++;
+        assert_string_equal(json_string_value(json_object_get(o, "value")), "4194304");
+        assert_string_equal(json_string_value(json_object_get(o, "source")), "ENVIRONMENT");
+    }
+    assert_int_equal(seen, 1);
+    json_decref(arr);
     svc_settings_free(&s);
 }
 
@@ -225,6 +253,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_config_not_a_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_properties_syntax, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_synonym_listed_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kafka_server_properties, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_listeners_mixed, setup, teardown),
     };
