@@ -329,14 +329,7 @@ static eng_partition *choose(eng_cleaner *c)
 /* Sleeps up to ms on c->wake, or until the cleaner stops. */
 static void backoff(eng_cleaner *c, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = eng_mono_deadline(ms);
     pthread_mutex_lock(&c->lock);
     if (!c->stopping)
         pthread_cond_timedwait(&c->wake, &c->lock, &ts);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Replaces path with len bytes of data, durably (see above). */
 int eng_fs_write_atomic(const char *path, const void *data, size_t len);
@@ -62,5 +63,9 @@ int64_t eng_mono_ms(void);
 
 /* Monotonic clock in microseconds. */
 int64_t eng_mono_us(void);
+
+/* The monotonic time ms from now, for pthread_cond_timedwait on a
+ * condition variable set to CLOCK_MONOTONIC. */
+struct timespec eng_mono_deadline(int64_t ms);
 
 #endif

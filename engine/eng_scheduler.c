@@ -149,14 +149,7 @@ static void *worker(void *arg)
             int64_t wait = s->heap[0].due - now;
             if (wait > 60000)
                 wait = 60000; /* re-check periodically; clocks and heaps change */
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += wait / 1000;
-            ts.tv_nsec += (wait % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = eng_mono_deadline(wait);
             pthread_cond_timedwait(&s->cond, &s->lock, &ts);
             continue;
         }

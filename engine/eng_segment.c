@@ -81,19 +81,32 @@ void eng_segment_unref(eng_segment *s)
         segment_free(s);
 }
 
+/* Opens one index.  A read-only one whose file is missing reads as empty
+ * (recovery rebuilds it at the next start).  Fix: a missing file used to be
+ * created, preallocated and writable, so a reader opening the indexes of a
+ * segment already deleted (its .deleted files unlinked) left new
+ * .index.deleted files behind until the next start; and a missing
+ * .timeindex beside its .index failed every read of the segment. */
+static int open_index(eng_segment *s, const char *ext, eng_index_kind kind, bool writable,
+                      eng_index **out)
+{
+    char path[PATH_MAX];
+    int rc = eng_segment_file_path(s, ext, path, sizeof path);
+    if (!rc)
+        rc = eng_index_open(path, kind, s->base, s->opts.index_max_bytes, writable, out);
+    if (rc == -ENOENT && !writable)
+        rc = eng_index_new_empty(kind, s->base, out);
+    return rc;
+}
+
 /* Opens both indexes; writable ones are preallocated.  Caller holds lock or
  * is the only thread. */
 int eng__segment_open_indexes(eng_segment *s, bool writable)
 {
-    char path[PATH_MAX];
     eng_index *oi = NULL, *ti = NULL;
-    int rc = eng_segment_file_path(s, ".index", path, sizeof path);
+    int rc = open_index(s, ".index", ENG_INDEX_OFFSET, writable, &oi);
     if (!rc)
-        rc = eng_index_open(path, ENG_INDEX_OFFSET, s->base, s->opts.index_max_bytes, writable, &oi);
-    if (!rc)
-        rc = eng_segment_file_path(s, ".timeindex", path, sizeof path);
-    if (!rc)
-        rc = eng_index_open(path, ENG_INDEX_TIME, s->base, s->opts.index_max_bytes, writable, &ti);
+        rc = open_index(s, ".timeindex", ENG_INDEX_TIME, writable, &ti);
     if (rc) {
         eng_index_close(oi);
         return rc;
@@ -103,43 +116,13 @@ int eng__segment_open_indexes(eng_segment *s, bool writable)
     return 0;
 }
 
-/* Maps one index of an inactive segment; a missing file reads as empty
- * (recovery rebuilds it at the next start).  Fix: a missing file used to be
- * created, preallocated and writable, so a reader opening the indexes of a
- * segment already deleted (its .deleted files unlinked) left new
- * .index.deleted files behind until the next start; and a missing
- * .timeindex beside its .index failed every read of the segment. */
-static int open_index_or_empty(eng_segment *s, const char *ext, eng_index_kind kind,
-                               eng_index **out)
-{
-    char path[PATH_MAX];
-    int rc = eng_segment_file_path(s, ext, path, sizeof path);
-    if (!rc)
-        rc = eng_index_open(path, kind, s->base, s->opts.index_max_bytes, false, out);
-    if (rc == -ENOENT)
-        rc = eng_index_new_empty(kind, s->base, out);
-    return rc;
-}
-
 /* Maps the indexes of an inactive segment on first use. */
 static int ensure_indexes(eng_segment *s)
 {
     if (atomic_load_explicit(&s->tidx, memory_order_acquire))
         return 0;
     pthread_mutex_lock(&s->lock);
-    int rc = 0;
-    if (!atomic_load(&s->tidx)) {
-        eng_index *oi = NULL, *ti = NULL;
-        rc = open_index_or_empty(s, ".index", ENG_INDEX_OFFSET, &oi);
-        if (!rc)
-            rc = open_index_or_empty(s, ".timeindex", ENG_INDEX_TIME, &ti);
-        if (rc) {
-            eng_index_close(oi);
-        } else {
-            eng_index_close(atomic_exchange(&s->oidx, oi));
-            eng_index_close(atomic_exchange(&s->tidx, ti));
-        }
-    }
+    int rc = atomic_load(&s->tidx) ? 0 : eng__segment_open_indexes(s, false);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
