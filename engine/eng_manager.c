@@ -240,8 +240,21 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc, eng_
     }
     eng_errdetail cfg_err = {0};
     if (eng_config_resolve(&m->defaults, &t->meta.overrides, &t->cfg, &cfg_err)) {
-        ENG_WARN("topic %s: %s; using broker defaults", t->meta.name, cfg_err.message);
+        /* Fix: falling back to the broker defaults wholesale dropped every
+         * override while the configs listing still showed them, so a
+         * compact (or retention.ms=-1) topic whose min.compaction.lag.ms
+         * passed a newly lowered log.cleaner.max.compaction.lag.ms came
+         * back as delete with the default retention.  Kafka loads a log's
+         * config without the cross-checks its AlterConfigs runs: keep
+         * every override that parses; only one that does not falls back. */
+        ENG_WARN("topic %s: %s; keeping its overrides that parse", t->meta.name, cfg_err.message);
         t->cfg = m->defaults.cfg;
+        for (int k = 0; k < ENG_CFG_COUNT; k++)
+            if (t->meta.overrides.text[k] &&
+                eng_config_parse((eng_config_id)k, t->meta.overrides.text[k], &t->cfg.v[k], NULL))
+                ENG_WARN("topic %s: %s='%.64s' does not parse; using the broker default",
+                         t->meta.name, eng_config_def_at((eng_config_id)k)->name,
+                         t->meta.overrides.text[k]);
     }
     t->parts = calloc((size_t)t->meta.partitions, sizeof *t->parts);
     if (!t->parts) {

@@ -12,7 +12,8 @@
  * invalid_config naming details.key and details.operation with nothing
  * changed (listing and metadata file identical).  Unknown topics are 404;
  * concurrent changes to different configs are all kept; changes survive a
- * restart.  One server serves the group.  (Server defaults and log dirs:
+ * restart, and stay in force when new broker defaults fail their
+ * cross-check.  One server serves the group.  (Server defaults and log dirs:
  * test_server_configs.c.)
  */
 #include <stdarg.h>
@@ -544,6 +545,52 @@ static void test_changes_survive_restart(void **state)
     json_decref(rev2);
 }
 
+/* A restart whose broker defaults now fail a topic's cross-check
+ * (log.cleaner.max.compaction.lag.ms below the topic's
+ * min.compaction.lag.ms) keeps the topic's overrides in force: it stays
+ * compacted and is not handed to retention by the broker's defaults. */
+static void test_overrides_kept_when_broker_defaults_clash(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "clash", 1,
+                                     "{\"cleanup.policy\":\"compact\","
+                                     "\"min.compaction.lag.ms\":\"1000\","
+                                     "\"retention.ms\":\"-1\"}"),
+                     201);
+    ls_resp r;
+    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/clash/partitions/0/records",
+                                  "{\"records\":[{\"key\":\"k\",\"value\":\"v\",\"timestamp\":1000}]}",
+                                  &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_stop(S), 0);
+    const char *const clash[] = {"log.retention.hours=24", "log.cleaner.max.compaction.lag.ms=500",
+                                 NULL};
+    assert_int_equal(ls_restart(S, clash), 0);
+
+    /* in force: the cleaner sees a compacted partition ... */
+    assert_int_equal(ls_get(S, "/v1/cleaner", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(ls_jfind(json_object_get(r.json, "partitions"), "topic", "clash"));
+    ls_resp_free(&r);
+    /* ... which retention leaves alone (the broker default would delete
+     * the record of 1970 at once) */
+    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/clash/retention:run", "{\"dry_run\":true}",
+                                  &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ls_jint(&r, "segments_deleted"), 0);
+    ls_resp_free(&r);
+    json_t *arr = listing(S, "clash");
+    expect(arr, "cleanup.policy", "compact", "TOPIC_CONFIG");
+    expect(arr, "max.compaction.lag.ms", "500", "STATIC_BROKER_CONFIG");
+    json_decref(arr);
+
+    assert_int_equal(ls_stop(S), 0);
+    assert_int_equal(ls_restart(S, GROUP_SETTINGS), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -556,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_unknown_topic),
         cmocka_unit_test(test_concurrent_changes_all_kept),
         cmocka_unit_test(test_changes_survive_restart),
+        cmocka_unit_test(test_overrides_kept_when_broker_defaults_clash),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
