@@ -282,7 +282,15 @@ void eng_config_format(eng_config_id id, eng_config_value v, char *buf, size_t l
         snprintf(buf, len, "%lld", (long long)v.i);
         break;
     case ENG_CFG_DOUBLE:
-        snprintf(buf, len, "%g", v.d);
+        /* Fix: "%g" rounds to six digits, so a broker default of
+         * 0.123456789 was listed as 0.123457, not the value in force; the
+         * shortest precision that reads back as the same double is both
+         * exact and as short as Kafka's Double.toString. */
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(buf, len, "%.*g", prec, v.d);
+            if (strtod(buf, NULL) == v.d)
+                break;
+        }
         break;
     case ENG_CFG_BOOLEAN:
         snprintf(buf, len, "%s", v.i ? "true" : "false");

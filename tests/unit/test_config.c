@@ -160,6 +160,14 @@ static void test_bounds_and_types(void **state)
     char buf[64];
     eng_config_format(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, v, buf, sizeof buf);
     assert_string_equal(buf, "0.25");
+    /* Formatted as the value in force, not rounded to six digits (a broker
+     * default of 0.123456789 was listed as 0.123457). */
+    assert_int_equal(parse(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, "0.123456789", &v), 0);
+    eng_config_format(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, v, buf, sizeof buf);
+    assert_string_equal(buf, "0.123456789");
+    assert_int_equal(parse(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, "0.1", &v), 0);
+    eng_config_format(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, v, buf, sizeof buf);
+    assert_string_equal(buf, "0.1");
     assert_int_equal(parse(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, "1.5", NULL), ENG_ECONFIG);
     assert_int_equal(parse(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, "-0.1", NULL), ENG_ECONFIG);
     assert_int_equal(parse(ENG_CFG_MIN_CLEANABLE_DIRTY_RATIO, "nan", NULL), ENG_ECONFIG);
