@@ -426,6 +426,30 @@ int eng_config_overrides_copy(eng_config_overrides *dst, const eng_config_overri
     return 0;
 }
 
+/* Validates a new, trimmed value for config id and takes it (owned) into
+ * ov; on failure the caller still owns text. */
+static int set_trimmed(eng_config_overrides *ov, int id, char *text, eng_errdetail *err)
+{
+    eng_config_value v;
+    int rc = eng_config_parse((eng_config_id)id, text, &v, err);
+    if (rc)
+        return rc;
+    /* New values only, as in Kafka 4.2: a list naming a choice twice is
+     * refused; one already stored (eng_config_resolve) still loads. */
+    bool dup = false;
+    int64_t mask;
+    if (defs[id].type == ENG_CFG_LIST && parse_list(&defs[id], text, &mask, &dup, true))
+        return bad(err, &defs[id], text, "not in the allowed values' letter case");
+    if (dup)
+        return bad(err, &defs[id], text, "contains duplicate values");
+    if (defs[id].type == ENG_CFG_STRING && defs[id].choices &&
+        choice_index(defs[id].choices, text, strlen(text), true) < 0)
+        return bad(err, &defs[id], text, "not in the allowed values' letter case");
+    free(ov->text[id]);
+    ov->text[id] = text;
+    return 0;
+}
+
 int eng_config_overrides_set(eng_config_overrides *ov, const char *name, const char *text,
                              eng_errdetail *err)
 {
@@ -437,29 +461,26 @@ int eng_config_overrides_set(eng_config_overrides *ov, const char *name, const c
                             name);
         return eng_fail(err, ENG_ECONFIG, "unknown topic config '%.100s'", name);
     }
-    char *copy = NULL;
-    if (text) {
-        eng_config_value v;
-        int rc = eng_config_parse((eng_config_id)id, text, &v, err);
-        if (rc)
-            return rc;
-        /* New values only, as in Kafka 4.2: a list naming a choice twice is
-         * refused; one already stored (eng_config_resolve) still loads. */
-        bool dup = false;
-        int64_t mask;
-        if (defs[id].type == ENG_CFG_LIST && parse_list(&defs[id], text, &mask, &dup, true))
-            return bad(err, &defs[id], text, "not in the allowed values' letter case");
-        if (dup)
-            return bad(err, &defs[id], text, "contains duplicate values");
-        if (defs[id].type == ENG_CFG_STRING && defs[id].choices &&
-            choice_index(defs[id].choices, text, strlen(text), true) < 0)
-            return bad(err, &defs[id], text, "not in the allowed values' letter case");
-        if (!(copy = strdup(text)))
-            return -ENOMEM;
+    if (!text) {
+        free(ov->text[id]);
+        ov->text[id] = NULL;
+        return 0;
     }
-    free(ov->text[id]);
-    ov->text[id] = copy;
-    return 0;
+    /* Kafka's ConfigDef trims every value before parsing it: " true" and
+     * "0.5 " are valid there (they were refused here), and the trimmed text
+     * is what is kept and listed (" 100 " was listed with its blanks). */
+    while (isspace((unsigned char)*text))
+        text++;
+    size_t tlen = strlen(text);
+    while (tlen && isspace((unsigned char)text[tlen - 1]))
+        tlen--;
+    char *trimmed = strndup(text, tlen);
+    if (!trimmed)
+        return -ENOMEM;
+    int rc = set_trimmed(ov, id, trimmed, err);
+    if (rc)
+        free(trimmed);
+    return rc;
 }
 
 int64_t eng_config_ts_before_max(const eng_config *c)

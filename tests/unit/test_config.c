@@ -375,6 +375,19 @@ static void test_overrides_set_and_resolve(void **state)
     assert_int_equal(eng_config_overrides_set(&ov, "cleanup.policy", "compact, delete", NULL), 0);
     assert_int_equal(eng_config_overrides_set(&ov, "message.timestamp.type", NULL, NULL), 0);
     assert_int_equal(eng_config_overrides_set(&ov, "cleanup.policy", NULL, NULL), 0);
+    /* Values are trimmed before they are parsed and kept, as Kafka's
+     * ConfigDef trims them: " true" and "0.5 " were refused, " 100 " was
+     * taken but listed with its blanks. */
+    static const char *const padded[][3] = {{"preallocate", " true ", "true"},
+                                            {"message.timestamp.type", "LogAppendTime\n", "LogAppendTime"},
+                                            {"min.cleanable.dirty.ratio", "0.5 ", "0.5"},
+                                            {"retention.bytes", " 100 ", "100"},
+                                            {"cleanup.policy", " compact ", "compact"}};
+    for (size_t i = 0; i < 5; i++) {
+        assert_int_equal(eng_config_overrides_set(&ov, padded[i][0], padded[i][1], NULL), 0);
+        assert_string_equal(ov.text[eng_config_lookup(padded[i][0])], padded[i][2]);
+        assert_int_equal(eng_config_overrides_set(&ov, padded[i][0], NULL, NULL), 0);
+    }
 
     /* Bad values are refused and leave the override as it was. */
     assert_int_equal(eng_config_overrides_set(&ov, "segment.bytes", "2097152", NULL), 0);
