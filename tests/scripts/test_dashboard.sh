@@ -5,8 +5,9 @@
 # overrides, the background jobs and the "ready" state, with no error line.
 # A sealed segment cut short while the server was down is drawn as damaged.
 # With authentication on and no token typed in, the page must show the API's
-# 401 message and none of the data.  A screenshot of the first page is saved
-# as build/san/test-logs/dashboard.png (1280x1000) for people to look at.
+# 401 message and none of the data, while its state badge still says ready.
+# A screenshot of the first page is saved as build/san/test-logs/dashboard.png
+# (1280x1000) for people to look at.
 # Prints TAP.
 #
 # Installs Debian's chromium when missing.  Each chromium run gets a fresh
@@ -194,6 +195,8 @@ no_data() {
 }
 check "and none of the data" no_data
 check "the topics section still says Loading" dom_has 'id="topics" class="muted">Loading…<'
+check "the state badge still says ready (/health/ready needs no token)" \
+    dom_has 'id="state" class="status ready">ready<'
 stop_logstore auth
 echo "# took $((SECONDS - t_start)) s after the install"
 finish
