@@ -100,10 +100,9 @@ bool api_lookup_partition(api_ctx *ctx, const api_request *req, const api_params
     return true;
 }
 
-/* Moved here from api_records.c.  Fix: the old prefix test
- * strncasecmp(ct, "application/json", 16) also accepted
- * "application/json-seq", "application/jsonx" and the like; now the type must
- * end there (or be followed by parameters). */
+/* The type must end where type does (or be followed by parameters): a bare
+ * prefix test would accept "application/json-seq", "application/jsonx" and
+ * the like. */
 bool api_media_type_is(const char *ct, const char *type)
 {
     size_t n = strlen(type);
@@ -160,8 +159,8 @@ json_t *api_body_object(const api_request *req, api_response *resp, bool allow_e
         api_error(resp, req, "malformed_json", NULL, "the request body is empty; expected a JSON object");
         return NULL;
     }
-    /* Fix: JSON bodies were parsed whatever their Content-Type (a text/plain
-     * POST /v1/topics created a topic); DESIGN §6 answers 415 instead. */
+    /* DESIGN §6: a body that is not application/json gets 415 (a text/plain
+     * POST /v1/topics must not create a topic). */
     if (!api_json_content_type(req, resp))
         return NULL;
     json_error_t jerr;
@@ -303,13 +302,8 @@ bool api_config_text(json_t *v, char *buf, size_t len)
     if (json_is_integer(v))
         return snprintf(buf, len, "%lld", (long long)json_integer_value(v)) > 0;
     if (json_is_real(v)) {
-        /* Fix: a fixed "%.17g" stored 0.3 as "0.29999999999999999"; use the
-         * shortest precision that reads back as the same double instead. */
-        double d = json_real_value(v);
-        for (int prec = 1; prec <= 17; prec++)
-            if (snprintf(buf, len, "%.*g", prec, d) > 0 && strtod(buf, NULL) == d)
-                break;
-        return buf[0] != 0;
+        eng_format_double(json_real_value(v), buf, len);
+        return len > 0 && buf[0] != 0;
     }
     if (json_is_boolean(v))
         return snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false") > 0;

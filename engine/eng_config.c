@@ -273,6 +273,13 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
     return 0;
 }
 
+void eng_format_double(double d, char *buf, size_t len)
+{
+    for (int prec = 1; prec <= 17; prec++)
+        if (snprintf(buf, len, "%.*g", prec, d) > 0 && strtod(buf, NULL) == d)
+            break;
+}
+
 void eng_config_format(eng_config_id id, eng_config_value v, char *buf, size_t len)
 {
     const eng_config_def *d = &defs[id];
@@ -282,15 +289,7 @@ void eng_config_format(eng_config_id id, eng_config_value v, char *buf, size_t l
         snprintf(buf, len, "%lld", (long long)v.i);
         break;
     case ENG_CFG_DOUBLE:
-        /* Fix: "%g" rounds to six digits, so a broker default of
-         * 0.123456789 was listed as 0.123457, not the value in force; the
-         * shortest precision that reads back as the same double is both
-         * exact and as short as Kafka's Double.toString. */
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(buf, len, "%.*g", prec, v.d);
-            if (strtod(buf, NULL) == v.d)
-                break;
-        }
+        eng_format_double(v.d, buf, len);
         break;
     case ENG_CFG_BOOLEAN:
         snprintf(buf, len, "%s", v.i ? "true" : "false");

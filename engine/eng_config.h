@@ -131,6 +131,10 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
 
 /* Formats a value the way Kafka prints it ("delete,compact", "0.5", ...). */
 void eng_config_format(eng_config_id id, eng_config_value v, char *buf, size_t len);
+/* d in the shortest "%g" form that reads back as the same double (Kafka's
+ * Double.toString is as short): "0.3", not "0.29999999999999999" or a
+ * six-digit rounding.  buf is empty only if len is 0. */
+void eng_format_double(double d, char *buf, size_t len);
 
 /* Table defaults, no broker settings. */
 void eng_config_defaults_init(eng_config_defaults *d);
