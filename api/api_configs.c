@@ -20,11 +20,10 @@
 #include <string.h>
 #include <strings.h>
 
-/* Fix: PUT, DELETE and configs:alter read the topic's overrides, change
- * their copy and write the whole set back, so two concurrent changes to
- * different configs raced and the later write silently dropped the earlier
- * one (8 parallel PUTs kept 4 to 8 of them, all answered 200).  Config
- * changes are rare: one lock makes each read-modify-write whole.  The three
+/* PUT, DELETE and configs:alter read the topic's overrides, change their
+ * copy and write the whole set back: without a lock two concurrent changes
+ * to different configs race and the later write silently drops the earlier
+ * one.  Config changes are rare: one lock makes each read-modify-write whole.  The three
  * handlers below take it around their *_locked bodies. */
 static pthread_mutex_t change_lock = PTHREAD_MUTEX_INITIALIZER;
 

@@ -106,8 +106,6 @@ json_t *api_error_object(const api_request *req, const char *code, const char *m
         return NULL;
     }
     json_object_set_new(o, "error_code", json_string(d->code));
-    /* Fix: json_string(message) used to be called twice (once to test, once
-     * to store), leaking the first string on every error response. */
     json_t *msg = message_string(message ? message : "");
     json_object_set_new(o, "message", msg ? msg : json_string("(unprintable message)"));
     json_object_set_new(o, "kafka_error", d->kafka ? json_string(d->kafka) : json_null());

@@ -110,10 +110,8 @@ static void help(out *o, const char *name, const char *type, const char *text)
 static void requests(out *o)
 {
     const api_route *routes = api_routes();
-    /* Fix: the loops below read routes[r].method for every r < MAX_ROUTES,
-     * past the table's NULL terminator (a global-buffer-overflow that took
-     * the server down on the first scrape).  Count the routes once and only
-     * index below that. */
+    /* The route table ends at a NULL method, before MAX_ROUTES: count the
+     * routes once and index only below that. */
     int nroutes = 0;
     while (nroutes < MAX_ROUTES && routes[nroutes].method)
         nroutes++;

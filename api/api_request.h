@@ -65,8 +65,8 @@ typedef struct api_response {
     const char *content_type; /* static string; default application/json */
     struct {
         char name[48];
-        /* Fix: was 256, which cut the Location header of a topic with a
-         * 246..249-character name ("/v1/topics/" + name is up to 260). */
+        /* The Location header of a topic with a 249-character name is
+         * up to 260 bytes ("/v1/topics/" + name). */
         char value[512];
     } headers[API_MAX_RESP_HEADERS];
     size_t nheaders;

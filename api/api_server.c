@@ -568,9 +568,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     }
 }
 
-/* Fix: MHD's default unescaper decodes "%00" to a NUL byte, which silently
- * cut the path short: GET or DELETE /v1/topics/a%00junk acted on topic "a".
- * Decode as MHD does, but keep every "%00" as the literal text "%00" so such
+/* MHD's default unescaper decodes "%00" to a NUL byte, which would silently
+ * cut the path short: GET or DELETE /v1/topics/a%00junk would act on topic
+ * "a".  Decode as MHD does, but keep every "%00" as the literal text "%00" so such
  * a path or query value stays invalid instead of turning into another one. */
 static size_t unescape_keep_nul(void *cls, struct MHD_Connection *c, char *s)
 {

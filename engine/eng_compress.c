@@ -221,10 +221,10 @@ static int zstd_decompress(const uint8_t *in, size_t len, eng_buf *out)
     ZSTD_inBuffer ib = {in, len, 0};
     int rc = 0;
     size_t ret = 1;
-    /* Fix: this stopped at the end of the first frame, so bytes after it
-     * were ignored (a batch Kafka's zstd reader refuses was stored) and a
-     * second frame's records were lost (a batch it accepts was refused).
-     * Like zstd-jni, read frame after frame until the input is used up. */
+    /* Like zstd-jni, read frame after frame until the input is used up:
+     * stopping at the end of the first frame would ignore bytes after it (a
+     * batch Kafka's zstd reader refuses would be stored) and lose a second
+     * frame's records (a batch it accepts would be refused). */
     while (ret != 0 || ib.pos < ib.size) {
         if ((rc = room(out, 128 << 10)))
             break;

@@ -115,10 +115,10 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx
         .events = eng__manager_events(m),
     };
     if (!existed && lc) {
-        /* Fix: a partition directory lost from under a stopped server came
-         * back empty at offset 0, and new appends reused offsets readers had
-         * consumed.  The checkpoints remember how far it went; it restarts
-         * there.  (A create cut short by a crash is in no checkpoint and
+        /* A partition directory lost from under a stopped server must not
+         * come back empty at offset 0, or new appends reuse offsets readers
+         * have consumed.  The checkpoints remember how far it went; it
+         * restarts there.  (A create cut short by a crash is in no checkpoint and
          * starts at 0, as it would have.) */
         int64_t past = pp.recovery_point > pp.log_start_offset ? pp.recovery_point
                                                                : pp.log_start_offset;
@@ -139,9 +139,8 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx
         if (!rc)
             rc = write_partition_files(pdir, t->meta.topic_id, eng_partition_log_start_offset(*out));
         if (rc) {
-            /* Fix: *out was left pointing at the freed partition, and the
-             * caller's undo unref'd it again (a full disk at topic create
-             * crashed the server: use after free under ASan). */
+            /* The caller's undo must not unref it again (a full disk at
+             * topic create would free it twice). */
             eng_partition_unref(*out);
             *out = NULL;
         }
@@ -201,12 +200,11 @@ static int load_failed(const eng_manager *m, int rc, eng_errdetail *err)
     return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
 }
 
-/* Fix: metadata that did not parse was skipped and the start went on, so
- * the topic vanished, its directories were set aside as strays and its
- * checkpoint entries were dropped (a restored file then brought back
- * records deleted by records:delete); a copy of a topic's file loaded the
- * topic twice, two owners of one set of files.  Either stops the start,
- * naming the file, before anything is touched. */
+/* Metadata that does not parse, or a copy of a topic's file, stops the start,
+ * naming the file, before anything is touched.  Skipping it would hide the
+ * topic, set its directories aside as strays and drop its checkpoint entries
+ * (a restored file would then bring back records deleted by records:delete);
+ * loading a copy would give one set of files two owners. */
 static int load_topic(eng_manager *m, const char *file, const load_ctx *lc, eng_errdetail *err)
 {
     char path[PATH_MAX], *buf;
@@ -240,13 +238,13 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc, eng_
     }
     eng_errdetail cfg_err = {0};
     if (eng_config_resolve(&m->defaults, &t->meta.overrides, &t->cfg, &cfg_err)) {
-        /* Fix: falling back to the broker defaults wholesale dropped every
-         * override while the configs listing still showed them, so a
-         * compact (or retention.ms=-1) topic whose min.compaction.lag.ms
-         * passed a newly lowered log.cleaner.max.compaction.lag.ms came
-         * back as delete with the default retention.  Kafka loads a log's
-         * config without the cross-checks its AlterConfigs runs: keep
-         * every override that parses; only one that does not falls back. */
+        /* Kafka loads a log's config without the cross-checks its
+         * AlterConfigs runs: keep every override that parses; only one that
+         * does not falls back.  Falling back wholesale would turn a compact
+         * (or retention.ms=-1) topic whose min.compaction.lag.ms passes a
+         * newly lowered log.cleaner.max.compaction.lag.ms into a delete
+         * topic with the default retention, while its listing still showed
+         * the overrides. */
         ENG_WARN("topic %s: %s; keeping its overrides that parse", t->meta.name, cfg_err.message);
         t->cfg = m->defaults.cfg;
         for (int k = 0; k < ENG_CFG_COUNT; k++)

@@ -347,11 +347,11 @@ static int flush_upto(eng_partition *p, int64_t upto, bool data_only)
     int rc = 0;
     pthread_mutex_lock(&p->flush_lock);
     while (p->flushed_offset < upto) {
-        /* Fix: after a failed fsync the next flush (the flusher job, a
-         * waiting appender, the stop) "succeeded" and moved the recovery
-         * point and the high watermark over data that may never have
-         * reached the disk; appends told their fsync failed then became
-         * readable, and a retry duplicated them. */
+        /* Linux reports a writeback error once: a later flush (the flusher
+         * job, a waiting appender, the stop) would "succeed" and move the
+         * recovery point and the high watermark over data that may never
+         * have reached the disk, making appends told their fsync failed
+         * readable, and a retry would duplicate them. */
         if (p->fsync_failed || dir_is_offline(p)) {
             rc = ENG_EOFFLINE;
             break;

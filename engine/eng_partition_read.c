@@ -386,8 +386,8 @@ int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
     eng_segview *v = eng__segview_acquire(p);
     eng_segment *best = NULL;
     int64_t best_ts = -1;
-    /* Fix: segments below the log start offset counted, so after
-     * records:delete the answer named an offset that reads as 416. */
+    /* Segments below the log start offset do not count: after
+     * records:delete the answer would name an offset that reads as 416. */
     for (size_t k = 0; k < v->n; k++) {
         if (below_start(v, k, lso))
             continue;

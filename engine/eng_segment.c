@@ -82,11 +82,10 @@ void eng_segment_unref(eng_segment *s)
 }
 
 /* Opens one index.  A read-only one whose file is missing reads as empty
- * (recovery rebuilds it at the next start).  Fix: a missing file used to be
- * created, preallocated and writable, so a reader opening the indexes of a
- * segment already deleted (its .deleted files unlinked) left new
- * .index.deleted files behind until the next start; and a missing
- * .timeindex beside its .index failed every read of the segment. */
+ * (recovery rebuilds it at the next start).  Creating a missing file here
+ * would leave new .index.deleted files behind when a reader opens the
+ * indexes of a segment already deleted, and a missing .timeindex beside its
+ * .index must not fail every read of the segment. */
 static int open_index(eng_segment *s, const char *ext, eng_index_kind kind, bool writable,
                       eng_index **out)
 {

@@ -71,10 +71,10 @@ static uint32_t scan_start(eng_segment *s, eng_index *oi, int64_t target, uint64
     return pos < limit ? pos : 0;
 }
 
-/* Fix: an entry shifted off its batch (it passes the load-time check while it
- * still increases) made every read through it answer corrupt_record.  The
- * caller scans the segment from its start instead, and this process uses its
- * index no more. */
+/* An entry shifted off its batch passes the load-time check while it still
+ * increases; trusting it would make every read through it answer
+ * corrupt_record.  The caller scans the segment from its start instead, and
+ * this process uses its index no more. */
 static void distrust_index(eng_segment *s, uint32_t pos)
 {
     if (!atomic_exchange(&s->index_distrusted, true))

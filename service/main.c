@@ -233,9 +233,8 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    /* Fix: every error return below leaked cert and key (the sanitizer
-     * build reported it on each refused start, e.g. a certificate that is
-     * not PEM or a missing key file); free(NULL) covers the unread ones. */
+    /* Every error return below frees cert and key; free(NULL) covers the
+     * unread ones. */
     char *cert = NULL, *key = NULL;
     if (load_security(&s, &ctx, &cert, &key)) {
         free(cert);
