@@ -297,7 +297,7 @@ void api_h_metrics(api_ctx *ctx, const api_request *req, const api_params *param
     long headroom, limit;
     if (eng_fs_fd_headroom(&headroom, &limit) == 0) {
         /* The client libraries' standard names, so existing alerts apply. */
-        help(&o, "process_open_fds", "gauge", "Open file descriptors (3 a segment, 1 a connection).");
+        help(&o, "process_open_fds", "gauge", "Open file descriptors (1 a segment, 3 for an active one, 1 a connection).");
         put(&o, "process_open_fds %ld\n", limit - headroom);
         help(&o, "process_max_fds", "gauge", "The process's open-files limit (soft RLIMIT_NOFILE).");
         put(&o, "process_max_fds %ld\n", limit);
