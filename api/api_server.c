@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 /* Bodies at least this large give freed heap back to the system when their
  * request ends (see on_completed). */
@@ -618,6 +619,17 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         ENG_DEBUG("http: %s", line);
         return;
     }
+    /* Out of descriptors (or kernel memory), an HTTP thread that holds no
+     * connection gets accept() failing on a listen socket that stays
+     * readable, and libmicrohttpd 0.9.75 retries at once ("busy waiting"):
+     * every such thread burned a core until descriptors came back.  This
+     * message, logged on that thread for each failed round, is the only
+     * hook it offers; pausing here caps the retries at about ten a second.
+     * The thread holds no connection, so nobody waits on it but the
+     * clients queued in the listen backlog, and a stop waits at most this
+     * long for it. */
+    if (strstr(line, "resource limit at FIRST connection"))
+        nanosleep(&(struct timespec){.tv_nsec = 100 * 1000 * 1000}, NULL);
     static _Atomic int64_t last_ms;
     static _Atomic uint64_t held;
     int64_t now = eng_mono_ms(), last = atomic_load(&last_ms);

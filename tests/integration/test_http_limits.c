@@ -13,7 +13,9 @@
  * hangs after.  http.idle.timeout.ms=1000: a client that sends half a
  * request, or nothing, is cut off after about a second while other requests
  * are answered at once on the same single HTTP thread; a client that is slow
- * but keeps sending is not cut off (the timeout is for idleness).
+ * but keeps sending is not cut off (the timeout is for idleness).  Out of
+ * file descriptors, clients still connecting wait without the server
+ * spinning, and are served once descriptors are free.
  *
  * Raw sockets stand in for misbehaving clients: libcurl would not send half
  * a request.
@@ -249,6 +251,85 @@ static void test_max_connections(void **state)
     ls_cleanup(&s);
 }
 
+/* ---- out of descriptors ------------------------------------------------------------ */
+
+/* CPU seconds (user + system) the process has used so far, or -1. */
+static double cpu_seconds(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* Fields after the command name, which may hold spaces: state is the
+     * 3rd field, utime the 14th and stime the 15th. */
+    char *p = strrchr(buf, ')');
+    unsigned long ut, st;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Segments' descriptors used up (rolls are refused with 507) and clients
+ * still connecting: libmicrohttpd 0.9.75 retries a failing accept() at once
+ * in every HTTP thread that holds no connection ("busy waiting for system
+ * resources"), and the server burned two cores until descriptors came back
+ * (4 million accepts a second in its log).  It must wait quietly, then
+ * serve again once descriptors are free. */
+static void test_out_of_descriptors_no_spin(void **state)
+{
+    (void)state;
+    enum { CLIENTS = 6 };
+    ls_server s;
+    ls_opts o = {.max_open_files = 128};
+    assert_int_equal(ls_start_opts(&s, &o), 0);
+    assert_int_equal(ls_create_topic(&s, "fd", 1, NULL), 201);
+    ls_resp r;
+    long roll = 200;
+    int rolls = 0;
+    for (; rolls < 200 && roll == 200; rolls++) {
+        assert_int_equal(ls_append_json(&s, "fd", 0, "{\"records\":[{\"value\":\"x\"}]}"), 200);
+        assert_int_equal(ls_post(&s, "/v1/topics/fd/partitions/0/segments:roll", "{}", &r), 0);
+        roll = r.status;
+        if (roll != 200)
+            CHECK_ERR(r, 507, "too_many_open_files");
+        ls_resp_free(&r);
+    }
+    assert_int_equal(roll, 507);
+    int fd[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        fd[i] = tcp_connect(s.port); /* the kernel queues what is not accepted */
+        send_all(fd[i], GET_LIVE);
+    }
+    usleep(300 * 1000);
+    double c0 = cpu_seconds(s.pid);
+    int64_t t0 = mono_ms();
+    usleep(1000 * 1000);
+    double used = cpu_seconds(s.pid) - c0;
+    int64_t wall = mono_ms() - t0;
+    fprintf(stderr, "# %d rolls; out of descriptors with %d clients waiting: %.2f s of CPU in %lld ms\n",
+            rolls, CLIENTS, used, (long long)wall);
+    assert_true(c0 >= 0);
+    assert_true(used < 0.3);
+    /* Descriptors come back: the queued clients are served or closed, and
+     * new ones are served. */
+    for (int i = 0; i < CLIENTS; i++)
+        close(fd[i]);
+    int64_t until = mono_ms() + 10000;
+    while (ls_live_status(&s) != 200 && mono_ms() < until)
+        usleep(100 * 1000);
+    assert_int_equal(ls_live_status(&s), 200);
+    assert_int_equal(ls_delete(&s, "/v1/topics/fd", &r), 0);
+    assert_int_equal(r.status, 204);
+    ls_resp_free(&r);
+    assert_int_equal(ls_create_topic(&s, "fd2", 1, NULL), 201);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
 /* ---- idle timeout ------------------------------------------------------------------ */
 
 /* Waits for the server to close fd; returns the ms it took (-1: not in 8 s). */
@@ -467,6 +548,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header_and_body_limits),
         cmocka_unit_test(test_max_connections),
+        cmocka_unit_test(test_out_of_descriptors_no_spin),
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_inflight_body_budget),
     };
