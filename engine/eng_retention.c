@@ -236,12 +236,29 @@ static int retention_locked(eng_partition *p, int64_t now_ms, bool dry_run,
     int rc = 0;
     if (pl.count == v->n) {
         /* Everything goes: roll first so the next append keeps its offset. */
-        if ((rc = eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE))) {
+        rc = eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE);
+        bool no_room = rc == -ENOSPC || rc == -EMFILE || rc == -ENFILE;
+        if (rc && (!no_room || pl.count == 1)) {
             pthread_mutex_unlock(&p->append_lock);
             return rc;
         }
-        rep->rolled = true;
-        v = p->view;
+        if (rc) {
+            /* Out of room for the new segment's files (a full disk, no
+             * inodes or descriptors left): the others still go, since
+             * deleting them is what makes room, and the active one waits
+             * for a pass that can roll.  Refusing the whole pass kept
+             * every expired segment on a full disk for good. */
+            ENG_WARN("%s-%d: cannot roll before deleting every segment (%s); keeping the active "
+                     "one until a later retention pass",
+                     p->topic, p->id, eng_strerror(rc));
+            pl.count--;
+            rep->n = pl.count;
+            rep->bytes_freed -= pl.why[pl.count].size_bytes;
+            rc = 0;
+        } else {
+            rep->rolled = true;
+            v = p->view;
+        }
     }
     eng_segment **gone = malloc(pl.count * sizeof *gone);
     eng_segview *nv = eng__segview_new(v->segs + pl.count, v->n - pl.count);

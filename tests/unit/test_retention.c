@@ -12,7 +12,8 @@
  *   - only segments wholly below the high watermark (flush.messages=1, an
  *     append whose durability is pending), then once its commit ran;
  *   - everything expired: an empty segment is rolled at the old log end
- *     offset first, and the next append gets that offset;
+ *     offset first, and the next append gets that offset; without room to
+ *     roll, all but the active segment go;
  *   - a future timestamp keeps its segment and the rest (warning, future_kept);
  *   - dry runs change nothing (files, log start offset, segments).
  *
@@ -25,6 +26,8 @@
 #include <cmocka.h>
 
 #include "retention_fixture.h"
+
+#include <sys/resource.h>
 
 /* ---- retention.bytes: the arithmetic -------------------------------- */
 
@@ -257,6 +260,42 @@ static void test_roll_when_everything_goes(void **state)
     close_part(p);
 }
 
+/* Everything expired but no room for the new segment's files (here no
+ * descriptor; a full disk or no inodes alike): the older segments still go,
+ * since deleting them is what frees the room, and the active one stays
+ * until a pass that can roll.  The pass used to fail whole (507) and keep
+ * every segment, so a full disk stayed full. */
+static void test_everything_goes_without_room_to_roll(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000;
+    eng_partition *p = open_part(f);
+    segments(p, 2, OLD_TS);
+    append(p, 7, OLD_TS); /* active [20,27), expired */
+    struct rlimit saved;
+    ts_fd_limit(0, &saved);
+    eng_retention_report rep;
+    int rc = eng_partition_retention(p, eng_now_ms(), false, &rep);
+    ts_fd_limit_restore(&saved);
+    assert_int_equal(rc, 0);
+    assert_int_equal(rep.n, 2);
+    assert_false(rep.rolled);
+    assert_int_equal(rep.log_start_offset_after, 20);
+    eng_retention_report_free(&rep);
+    assert_int_equal(count_lines(f, "cannot roll before deleting every segment"), 1);
+    expect_segs(p, 1, 20);
+    assert_int_equal(seg_files(f->pdir, 0, "") + seg_files(f->pdir, 10, ""), 0);
+    read_from(p, 20, 27);
+
+    /* With room again, the next pass rolls and the active one goes. */
+    rep = run(p, false, 1);
+    assert_true(rep.rolled);
+    assert_int_equal(rep.log_start_offset_after, 27);
+    eng_retention_report_free(&rep);
+    expect_segs(p, 1, 27);
+    close_part(p);
+}
+
 /* ---- future timestamps ---------------------------------------------------- */
 
 static void test_future_timestamp_kept(void **state)
@@ -365,6 +404,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_log_start_offset_rule_any_policy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_high_watermark_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_when_everything_goes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_everything_goes_without_room_to_roll, setup, teardown),
         cmocka_unit_test_setup_teardown(test_future_timestamp_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_just_stamped_is_not_future, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dry_run_changes_nothing, setup, teardown),
