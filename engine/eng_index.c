@@ -70,8 +70,17 @@ int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, s
         rc = -errno;
         goto fail;
     }
-    uint32_t existing = (uint32_t)((uint64_t)st.st_size / idx->entry_size);
     uint64_t len = (uint64_t)st.st_size;
+    /* A file left preallocated (a crash before the trim) is sparse past its
+     * written entries, and every entry is written with pwrite, so the first
+     * hole ends them.  Counting the holes as entries made the loader read
+     * them through the map, and on tmpfs reading a hole of a shared map
+     * allocates a page: with the file system full that is SIGBUS, and the
+     * server crashed at every start until space was freed.  Where holes
+     * are not reported, lseek gives the file's end and nothing changes. */
+    off_t hole = lseek(idx->fd, 0, SEEK_HOLE);
+    uint64_t data_len = hole >= 0 && (uint64_t)hole < len ? (uint64_t)hole : len;
+    uint32_t existing = (uint32_t)(data_len / idx->entry_size);
     if (writable) {
         uint64_t want = (uint64_t)(max_bytes / idx->entry_size) * idx->entry_size;
         if (want < (uint64_t)existing * idx->entry_size)
