@@ -211,7 +211,8 @@ int eng_partition_offset_for_timestamp(eng_partition *p, int64_t ts, int64_t *of
                                        int64_t *found_ts);
 
 /* Offset and timestamp of the record with the largest timestamp;
- * ENG_ENOTFOUND when the log is empty. */
+ * ENG_ENOTFOUND when the log is empty or that record is not below the high
+ * watermark yet. */
 int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts);
 
 void eng_partition_info_get(eng_partition *p, eng_partition_info *out);
