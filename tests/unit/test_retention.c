@@ -8,6 +8,7 @@
  *     retention.bytes=0 keeps only an empty active segment;
  *   - retention.ms alone: oldest first, stopping at the first young segment
  *     (an old one after it survives); no timestamps -> the .log mtime;
+ *     exactly retention.ms old is kept, a millisecond more is not;
  *   - the log-start-offset rule alone (cleanup.policy=compact, or empty);
  *   - only segments wholly below the high watermark (flush.messages=1, an
  *     append whose durability is pending), then once its commit ran;
@@ -133,6 +134,31 @@ static void test_time_rule_stops_at_first_kept(void **state)
     assert_non_null(strstr(rep.segments[0].reason, "retention.ms 20000 breached by file mtime"));
     eng_retention_report_free(&rep);
     assert_int_equal(eng_partition_log_start_offset(p), 10);
+    close_part(p);
+}
+
+/* Kafka deletes a segment when now - largest timestamp > retention.ms: one
+ * exactly retention.ms old stays, one a millisecond older goes.  The pass's
+ * clock is given, so the boundary is exact. */
+static void test_time_rule_boundary(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000;
+    eng_partition *p = open_part(f);
+    segments(p, 1, OLD_TS);       /* [0,10): largest timestamp 1000 */
+    append(p, 10, OLD_TS + 5000); /* active [10,20): young at either clock */
+    eng_retention_report rep;
+    assert_int_equal(eng_partition_retention(p, OLD_TS + 20000, false, &rep), 0);
+    assert_int_equal(rep.n, 0);
+    eng_retention_report_free(&rep);
+    expect_segs(p, 2, 0);
+
+    assert_int_equal(eng_partition_retention(p, OLD_TS + 20001, false, &rep), 0);
+    assert_int_equal(rep.n, 1);
+    expect_del(&rep.segments[0], 0, "retention.ms");
+    eng_retention_report_free(&rep);
+    assert_int_equal(eng_partition_log_start_offset(p), 10);
+    expect_segs(p, 1, 10);
     close_part(p);
 }
 
@@ -401,6 +427,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_size_rule_arithmetic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_time_rule_stops_at_first_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_time_rule_boundary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_start_offset_rule_any_policy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_high_watermark_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_when_everything_goes, setup, teardown),
