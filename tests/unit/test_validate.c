@@ -4,9 +4,12 @@
  *   - message.timestamp.before/after.max.ms (and the deprecated
  *     difference.max.ms fallback) near INT64_MAX refuse nothing;
  *   - a record without a timestamp (-1, Kafka's NO_TIMESTAMP) is outside
- *     no window;
+ *     no window; the window's ends are in it (Kafka refuses only
+ *     now - ts > before.max.ms or ts - now > after.max.ms);
  *   - max.message.bytes holds for a producer batch as sent, not only after
- *     the topic's codec shrank it; JSON-built batches count as stored;
+ *     the topic's codec shrank it; JSON-built batches count as stored, and
+ *     a batch of exactly max.message.bytes is taken;
+ *   - a producer's partitionLeaderEpoch is stored as 0 (DESIGN §2);
  *   - a producer batch carrying the LogAppendTime bit is stored as CreateTime
  *     on a CreateTime topic, with a valid CRC and its own record timestamps.
  */
@@ -21,6 +24,7 @@
 #include "eng_error.h"
 #include "eng_fs.h" /* eng_now_ms */
 #include "eng_partition.h"
+#include "eng_partition_impl.h" /* eng__plan_append: checks at a given clock */
 #include "partition_fixture.h"
 #include "support.h"
 
@@ -118,6 +122,38 @@ static void test_no_timestamp_is_in_every_window(void **state)
     eng_partition_unref(p);
 }
 
+/* Kafka's recordHasInvalidTimestamp refuses now - ts > before or
+ * ts - now > after: both ends of the window are in it.  The plan is made at
+ * a given clock, so the ends are exact. */
+static int plan_at(const eng_config *cfg, int64_t now, int64_t ts)
+{
+    eng_record_spec r = rec(ts, "k", "v");
+    uint8_t buf[256];
+    size_t len = encode(buf, sizeof buf, &r, 1);
+    assert_true(len > 0);
+    eng__append_plan plan;
+    eng_errdetail err = {0};
+    int rc = eng__plan_append(cfg, buf, len, true, now, &plan, &err);
+    if (!rc)
+        eng__append_plan_free(&plan);
+    else
+        assert_non_null(strstr(err.message, "outside the topic's window"));
+    return rc;
+}
+
+static void test_window_ends_are_inside(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS].i = 1000;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_AFTER_MAX_MS].i = 500;
+    const int64_t now = T0;
+    assert_int_equal(plan_at(&f->cfg, now, now - 1000), 0);
+    assert_int_equal(plan_at(&f->cfg, now, now - 1001), ENG_ETIMESTAMP);
+    assert_int_equal(plan_at(&f->cfg, now, now + 500), 0);
+    assert_int_equal(plan_at(&f->cfg, now, now + 501), ENG_ETIMESTAMP);
+    assert_int_equal(plan_at(&f->cfg, now, now), 0);
+}
+
 /* ---- max.message.bytes ---------------------------------------------------- */
 
 /* Five 100-byte values of one letter: ~700 bytes sent, far less in zstd. */
@@ -164,6 +200,61 @@ static void test_max_message_bytes_before_conversion(void **state)
     len = compressible_batch(buf, sizeof buf);
     assert_int_equal(do_append(p, buf, len, -1, true, &res, &err), 0);
     assert_true(res.batch_bytes < len);
+    eng_partition_unref(p);
+}
+
+/* A batch of exactly max.message.bytes as stored is taken; a byte more is
+ * refused and nothing is written (Kafka: size > maxMessageSize refuses). */
+static void test_max_message_bytes_exact(void **state)
+{
+    fixture *f = *state;
+    eng_record_spec recs[3] = {rec(T0, "a", "one"), rec(T0, "b", "two"), rec(T0, "c", "six")};
+    uint8_t buf[512];
+    size_t len = encode(buf, sizeof buf, recs, 3);
+    assert_true(len > 0);
+    f->cfg.v[ENG_CFG_MAX_MESSAGE_BYTES].i = (int64_t)len - 1;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_errdetail err = {0};
+    /* producer_batches false: measured as stored, as a JSON append is */
+    assert_int_equal(do_append(p, buf, len, -1, false, NULL, &err), ENG_ETOOLARGE);
+    assert_int_equal(err.hi, (int64_t)len - 1);
+    assert_int_equal(eng_partition_log_end_offset(p), 0);
+
+    f->cfg.v[ENG_CFG_MAX_MESSAGE_BYTES].i = (int64_t)len;
+    eng_partition_set_config(p, &f->cfg);
+    len = encode(buf, sizeof buf, recs, 3);
+    eng_append_result res;
+    assert_int_equal(do_append(p, buf, len, -1, false, &res, &err), 0);
+    assert_int_equal(res.batch_bytes, len);
+    len = encode(buf, sizeof buf, recs, 3);
+    assert_int_equal(do_append(p, buf, len, -1, true, &res, &err), 0); /* as sent too */
+    assert_int_equal(eng_partition_log_end_offset(p), 6);
+    eng_partition_unref(p);
+}
+
+/* ---- partitionLeaderEpoch --------------------------------------------------- */
+
+/* A producer's batch may carry any partitionLeaderEpoch (it is outside the
+ * CRC); logstore is leader epoch 0 and stores 0, as its
+ * leader-epoch-checkpoint says. */
+static void test_leader_epoch_stored_as_zero(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_record_spec recs[2] = {rec(T0, "a", "x"), rec(T0 + 1, "b", "y")};
+    uint8_t buf[256];
+    size_t len = encode(buf, sizeof buf, recs, 2);
+    assert_true(len > 0);
+    eng_put_be32(buf + 12, 7);
+    assert_int_equal(eng_batch_validate(buf, len, &(eng_batch_header){0}), 0);
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, NULL), 0);
+
+    eng_fetch ft;
+    eng_batch_header h;
+    read_batch(p, 0, &ft, &h);
+    assert_int_equal(eng_be32(ft.data + 12), 0);
+    assert_int_equal(h.record_count, 2);
+    eng_fetch_free(&ft);
     eng_partition_unref(p);
 }
 
@@ -265,8 +356,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_window_near_int64_max),
         T(test_window_fallback_near_int64_max),
+        T(test_window_ends_are_inside),
         T(test_no_timestamp_is_in_every_window),
         T(test_max_message_bytes_before_conversion),
+        T(test_max_message_bytes_exact),
+        T(test_leader_epoch_stored_as_zero),
         T(test_log_append_time_bit_cleared),
         T(test_timestamps_past_int64),
     };
