@@ -196,6 +196,49 @@ static void test_bounds_and_types(void **state)
     }
 }
 
+/* Every numeric topic config's bounds, Kafka's (TopicConfig / LogConfig
+ * validators): the last value inside each bound parses, the first outside
+ * is refused with the key named.  NULL: no such bound beyond the type's. */
+static void test_numeric_bounds_table(void **state)
+{
+    (void)state;
+    static const struct {
+        eng_config_id id;
+        const char *lowest, *below, *highest, *above;
+    } b[] = {
+        {ENG_CFG_SEGMENT_BYTES, "1048576", "1048575", "2147483647", "2147483648"},
+        {ENG_CFG_SEGMENT_MS, "1", "0", "9223372036854775807", NULL},
+        {ENG_CFG_SEGMENT_JITTER_MS, "0", "-1", "9223372036854775807", NULL},
+        {ENG_CFG_SEGMENT_INDEX_BYTES, "4", "3", "2147483647", "2147483648"},
+        {ENG_CFG_FLUSH_MESSAGES, "1", "0", "9223372036854775807", NULL},
+        {ENG_CFG_FLUSH_MS, "0", "-1", "9223372036854775807", NULL},
+        {ENG_CFG_RETENTION_BYTES, "-9223372036854775808", NULL, "9223372036854775807", NULL},
+        {ENG_CFG_RETENTION_MS, "-1", "-2", "9223372036854775807", NULL},
+        {ENG_CFG_MAX_MESSAGE_BYTES, "0", "-1", "2147483647", "2147483648"},
+        {ENG_CFG_INDEX_INTERVAL_BYTES, "0", "-1", "2147483647", "2147483648"},
+        {ENG_CFG_DELETE_RETENTION_MS, "0", "-1", "9223372036854775807", NULL},
+        {ENG_CFG_MIN_COMPACTION_LAG_MS, "0", "-1", "9223372036854775807", NULL},
+        {ENG_CFG_MAX_COMPACTION_LAG_MS, "1", "0", "9223372036854775807", NULL},
+        {ENG_CFG_FILE_DELETE_DELAY_MS, "0", "-1", "9223372036854775807", NULL},
+        {ENG_CFG_COMPRESSION_GZIP_LEVEL, "1", "0", "9", "10"},
+        {ENG_CFG_COMPRESSION_LZ4_LEVEL, "1", "0", "17", "18"},
+        {ENG_CFG_COMPRESSION_ZSTD_LEVEL, "-131072", "-131073", "22", "23"},
+        {ENG_CFG_MESSAGE_TIMESTAMP_DIFFERENCE_MAX_MS, "0", "-1", "9223372036854775807", NULL},
+        {ENG_CFG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS, "0", "-1", "9223372036854775807", NULL},
+        {ENG_CFG_MESSAGE_TIMESTAMP_AFTER_MAX_MS, "0", "-1", "9223372036854775807", NULL},
+    };
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+        const char *name = eng_config_def_at(b[i].id)->name;
+        eng_config_value v;
+        if (parse(b[i].id, b[i].lowest, &v) || parse(b[i].id, b[i].highest, &v))
+            fail_msg("%s: refused a value inside its bounds", name);
+        if (b[i].below && parse(b[i].id, b[i].below, NULL) != ENG_ECONFIG)
+            fail_msg("%s: took %s, below its lower bound", name, b[i].below);
+        if (b[i].above && parse(b[i].id, b[i].above, NULL) != ENG_ECONFIG)
+            fail_msg("%s: took %s, above its upper bound", name, b[i].above);
+    }
+}
+
 static void test_cleanup_policy_lists(void **state)
 {
     (void)state;
@@ -466,6 +509,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_round_trip),
         cmocka_unit_test(test_bounds_and_types),
+        cmocka_unit_test(test_numeric_bounds_table),
         cmocka_unit_test(test_cleanup_policy_lists),
         cmocka_unit_test(test_broker_synonyms_priority),
         cmocka_unit_test(test_compaction_lag_cross_check),
