@@ -286,6 +286,76 @@ static void test_error_table(void **state)
     api_response_clear(&resp);
 }
 
+/* Every error code's status and retriability as README's Errors table
+ * gives them (503 and 507 are retriable, so are 429 and 409 busy), and the
+ * engine code each one comes from. */
+static void test_error_table_complete(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *code;
+        int status;
+        bool retriable;
+        int from_engine; /* 0: not an engine error */
+    } t[] = {
+        {"malformed_json", 400, false, 0},
+        {"invalid_request", 400, false, ENG_EINVAL},
+        {"invalid_partitions", 400, false, 0},
+        {"unauthorized", 401, false, 0},
+        {"forbidden", 403, false, 0},
+        {"unknown_topic", 404, false, ENG_ENOTOPIC},
+        {"unknown_partition", 404, false, ENG_ENOPARTITION},
+        {"segment_not_found", 404, false, 0},
+        {"record_not_found", 404, false, 0},
+        {"route_not_found", 404, false, 0},
+        {"not_found", 404, false, ENG_ENOTFOUND},
+        {"method_not_allowed", 405, false, 0},
+        {"topic_exists", 409, false, ENG_ETOPICEXISTS},
+        {"busy", 409, true, ENG_EBUSY},
+        {"expected_offset_mismatch", 412, false, ENG_EEXPECTED},
+        {"request_too_large", 413, false, 0},
+        {"record_too_large", 413, false, ENG_ETOOLARGE},
+        {"unsupported_media_type", 415, false, 0},
+        {"offset_out_of_range", 416, false, ENG_EOFFSET},
+        {"invalid_config", 422, false, ENG_ECONFIG},
+        {"invalid_topic_name", 422, false, ENG_ETOPICNAME},
+        {"invalid_record", 422, false, ENG_ENULLKEY},
+        {"invalid_record", 422, false, ENG_EUNSUPPORTED},
+        {"invalid_timestamp", 422, false, ENG_ETIMESTAMP},
+        {"invalid_base64", 422, false, 0},
+        {"invalid_utf8", 422, false, 0},
+        {"corrupt_record", 422, false, ENG_ECORRUPT},
+        {"corrupt_record", 422, false, ENG_ECRC},
+        {"not_compacted", 422, false, ENG_ENOTCOMPACT},
+        {"too_many_waiters", 429, true, ENG_ELIMIT},
+        {"internal_error", 500, false, -EIO},
+        {"not_ready", 503, true, ENG_ENOTREADY},
+        {"log_dir_offline", 503, true, ENG_EOFFLINE},
+        {"shutting_down", 503, true, ENG_ESHUTDOWN},
+        {"overloaded", 503, true, 0},
+        {"disk_full", 507, true, -ENOSPC},
+        {"disk_full", 507, true, -EDQUOT},
+        {"too_many_open_files", 507, true, -EMFILE},
+        {"too_many_open_files", 507, true, -ENFILE},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (api_error_status(t[i].code) != t[i].status)
+            fail_msg("%s: status %d, README says %d", t[i].code, api_error_status(t[i].code),
+                     t[i].status);
+        json_t *o = api_error_object(NULL, t[i].code, "m", NULL);
+        assert_non_null(o);
+        assert_string_equal(json_string_value(json_object_get(o, "error_code")), t[i].code);
+        if (json_is_true(json_object_get(o, "retriable")) != t[i].retriable)
+            fail_msg("%s: retriable should be %d", t[i].code, t[i].retriable);
+        json_decref(o);
+        if (t[i].from_engine && strcmp(api_error_code_for(t[i].from_engine), t[i].code))
+            fail_msg("engine code %d gives %s, not %s", t[i].from_engine,
+                     api_error_code_for(t[i].from_engine), t[i].code);
+    }
+    /* An unknown code is an internal error, never a 2xx. */
+    assert_int_equal(api_error_status("no_such_code"), 500);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -294,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_record_json),          cmocka_unit_test(test_utf8_repair),
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_error_table),
+        cmocka_unit_test(test_error_table_complete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
