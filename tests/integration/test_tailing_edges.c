@@ -19,7 +19,9 @@
  *
  * Last-Event-ID: the largest int64 (whose next offset does not exist) is
  * past the high watermark like any other: 416, or the high watermark with
- * clamp=true.
+ * clamp=true.  A stream's start has the bounds of any read: one past the
+ * high watermark (by offset or Last-Event-ID) or below the log start offset
+ * is 416, for SSE and NDJSON.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -450,12 +452,73 @@ static void test_last_event_id_at_int64_max(void **state)
     mset_free(&ms);
 }
 
+/* A stream starts like any read: from the log start offset to the high
+ * watermark itself, both ends in (DESIGN §6).  One past the high watermark,
+ * by offset or by a Last-Event-ID naming the last record there is, and one
+ * below the log start offset are 416 with the bounds, for SSE and NDJSON
+ * alike; the stream path checks them itself. */
+static void test_stream_start_bounds(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "sbound", 1, NULL), 201);
+    assert_int_equal(ls_append_json(S, "sbound", 0,
+                                    "{\"records\":[{\"value\":\"a\"},{\"value\":\"b\"},{\"value\":\"c\"}]}"),
+                     200);
+    ls_resp r;
+    assert_int_equal(ls_post(S, "/v1/topics/sbound/partitions/0/records:delete", "{\"before_offset\":1}", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    static const struct {
+        const char *query, *accept, *header;
+    } outside[] = {
+        {"offset=4", "text/event-stream", NULL},
+        {"offset=4", "application/x-ndjson", NULL},
+        {"offset=0", "text/event-stream", NULL},
+        {"offset=0", "application/x-ndjson", NULL},
+        {"offset=1", "text/event-stream", "Last-Event-ID: 3"},
+    };
+    for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "/v1/topics/sbound/partitions/0/records?%s", outside[i].query);
+        assert_int_equal(ru_get_accept(S, path, outside[i].accept, outside[i].header, &r), 0);
+        if (ls_check_error(&r, 416, "offset_out_of_range"))
+            fail_msg("%s (%s, %s): not 416", path, outside[i].accept,
+                     outside[i].header ? outside[i].header : "no Last-Event-ID");
+        json_t *d = ls_jget(&r, "details");
+        assert_int_equal(json_integer_value(json_object_get(d, "log_start_offset")), 1);
+        assert_int_equal(json_integer_value(json_object_get(d, "high_watermark")), 3);
+        ls_resp_free(&r);
+    }
+    /* Inside, bounded by max_records: from the log start offset, and from
+     * Last-Event-ID 1 (the next record, 2). */
+    assert_int_equal(ru_get_accept(S, "/v1/topics/sbound/partitions/0/records?offset=1&max_records=1",
+                                   "application/x-ndjson", NULL, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    json_t *lines = ru_ndjson_parse(r.body, r.len);
+    assert_true(json_array_size(lines) >= 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(lines, 0), "offset")), 1);
+    json_decref(lines);
+    ls_resp_free(&r);
+    assert_int_equal(ru_get_accept(S, "/v1/topics/sbound/partitions/0/records?offset=1&max_records=1",
+                                   "text/event-stream", "Last-Event-ID: 1", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    int comments;
+    json_t *ev = ru_sse_parse(r.body, r.len, &comments);
+    assert_true(json_array_size(ev) >= 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ev, 0), "id")), 2);
+    json_decref(ev);
+    ls_resp_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deadlines_kept_under_traffic),
         cmocka_unit_test(test_empty_record_satisfies_min_bytes),
         cmocka_unit_test(test_last_event_id_at_int64_max),
+        cmocka_unit_test(test_stream_start_bounds),
         cmocka_unit_test(test_cut_page_answers_at_once),
         cmocka_unit_test(test_slow_stream_renders_per_refill),
         cmocka_unit_test(test_reparked_pages_not_counted),
