@@ -10,7 +10,9 @@
  *     still readable from the middle;
  *   - min.compaction.lag.ms on records without timestamps: the segment's
  *     age is its file's mtime (Kafka's largestTimestamp), not "infinitely
- *     old"; max.compaction.lag.ms ignores such segments, as Kafka does;
+ *     old"; max.compaction.lag.ms ignores such segments, as Kafka does; a
+ *     segment exactly min.compaction.lag.ms old is cleanable;
+ *   - a zero-length key is a key (deduplicated), not a null one (dropped);
  *   - delete.retention.ms at INT64_MAX: the horizon saturates instead of
  *     overflowing, records stamped -1 or before 1970 keep their timestamps.
  */
@@ -162,6 +164,59 @@ static void test_max_lag_without_timestamps(void **state)
     eng_partition_unref(p);
 }
 
+/* Kafka's cleanableOffsets: a segment whose largest timestamp is more than
+ * now - min.compaction.lag.ms is uncleanable; one exactly the lag old is
+ * cleanable.  The clock is given, so the boundary is exact. */
+static void test_min_lag_boundary(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MIN_COMPACTION_LAG_MS].i = 1000;
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    cu_kv recs[] = {{"a", "1", 0}, {"a", "2", 0}, {"b", "3", 0}, {"a", "4", 0}};
+    cu_append(p, recs, 4, CU_T0);
+    cu_roll(p);
+    eng_clean_range r;
+    eng_partition_clean_range(p, -1, CU_T0 + 999, &r);
+    assert_int_equal(r.first_uncleanable, 0);
+    eng_partition_clean_range(p, -1, CU_T0 + 1000, &r);
+    assert_int_equal(r.first_uncleanable, 4);
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0 + 1000, false, &st), 0);
+    assert_int_equal(st.records_removed, 2);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
+/* ---- the empty key ------------------------------------------------------- */
+
+/* A zero-length key is a key, not a null one (Kafka's cleaner drops only
+ * records with no key): the latest record under "" is kept, older ones go,
+ * and offsets stay. */
+static void test_empty_key_is_a_key(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    cu_kv recs[] = {{"", "1", 0}, {"a", "2", 0}, {"", "3", 0}, {"a", "4", 0}, {"", "5", 0}};
+    cu_append(p, recs, 5, CU_T0);
+    cu_roll(p);
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0 + 1000, false, &st), 0);
+    assert_int_equal(st.records_removed, 3);
+    cu_recs rs;
+    cu_read_ok(p, &rs);
+    assert_int_equal(rs.n, 2);
+    assert_int_equal(rs.v[0].off, 3);
+    assert_string_equal(rs.v[0].key, "a");
+    assert_string_equal(rs.v[0].val, "4");
+    assert_int_equal(rs.v[1].off, 4);
+    assert_non_null(rs.v[1].key);
+    assert_string_equal(rs.v[1].key, "");
+    assert_string_equal(rs.v[1].val, "5");
+    cu_recs_free(&rs);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
 /* ---- delete.retention.ms at its maximum ------------------------------------ */
 
 static void test_horizon_saturates(void **state)
@@ -240,6 +295,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_horizon_growth_fills_index, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_min_lag_without_timestamps, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_max_lag_without_timestamps, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_min_lag_boundary, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_empty_key_is_a_key, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_horizon_saturates, cu_setup, cu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
