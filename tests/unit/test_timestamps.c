@@ -6,7 +6,9 @@
  *     the log start offset, a segment's that of its first record, as a
  *     reader sees them: the stamped time of a LogAppendTime batch, the
  *     record's own one where baseTimestamp holds the cleaner's delete
- *     horizon.
+ *     horizon;
+ *   - the time index takes the maximum timestamp so far: a batch older than
+ *     an earlier one is appended and adds no entry that goes back.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -239,6 +241,41 @@ static void test_first_timestamp_delete_horizon(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
+/* ---- the time index under out-of-order timestamps ------------------------- */
+
+/* Kafka's maybeAppend(maxTimestampSoFar, offsetOfMaxTimestampSoFar): a batch
+ * older than one before it adds no entry (the index never goes back), and
+ * the append succeeds.  index.interval.bytes=0 asks for an entry at every
+ * batch after the first. */
+static void test_time_index_takes_max_so_far(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_INDEX_INTERVAL_BYTES].i = 0;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    append_ok(p, 0, 10, T0 + 5000, 50);  /* [0,10): the largest timestamp */
+    append_ok(p, 10, 10, T0 + 3000, 50); /* older: entry (T0+5000, 9) */
+    append_ok(p, 20, 10, T0 + 4000, 50); /* still below the max: no entry */
+    append_ok(p, 30, 10, T0 + 6000, 50); /* newer: entry (T0+6000, 39) */
+    assert_int_equal(eng_partition_log_end_offset(p), 40);
+    eng_segment_info *si;
+    size_t n;
+    assert_int_equal(eng_partition_segments(p, &si, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(si[0].timeindex_entries, 2);
+    assert_int_equal(si[0].max_timestamp, T0 + 6000);
+    free(si);
+    /* The first record at or after T: by record, not by batch order. */
+    int64_t off, ts;
+    assert_int_equal(eng_partition_offset_for_timestamp(p, T0 + 3500, &off, &ts), 0);
+    assert_int_equal(off, 0);
+    assert_int_equal(ts, T0 + 5000);
+    assert_int_equal(eng_partition_offset_for_timestamp(p, T0 + 5500, &off, &ts), 0);
+    assert_int_equal(off, 30);
+    assert_int_equal(ts, T0 + 6000);
+    assert_int_equal(eng_partition_offset_for_timestamp(p, T0 + 6001, &off, &ts), ENG_ENOTFOUND);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +283,7 @@ int main(void)
         T(test_first_timestamp_log_append_time),
         T(test_first_timestamp_from_log_start),
         T(test_first_timestamp_delete_horizon),
+        T(test_time_index_takes_max_so_far),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
