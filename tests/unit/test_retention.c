@@ -11,7 +11,8 @@
  *     exactly retention.ms old is kept, a millisecond more is not;
  *   - the log-start-offset rule alone (cleanup.policy=compact, or empty);
  *   - only segments wholly below the high watermark (flush.messages=1, an
- *     append whose durability is pending), then once its commit ran;
+ *     append whose durability is pending, even of the segment's last offset
+ *     alone), then once its commit ran;
  *   - everything expired: an empty segment is rolled at the old log end
  *     offset first, and the next append gets that offset; without room to
  *     roll, all but the active segment go;
@@ -244,6 +245,33 @@ static void test_high_watermark_bound(void **state)
     close_part(p);
 }
 
+/* Wholly below means every offset: a segment whose one record waits for its
+ * fsync (high watermark = its last offset) is kept too. */
+static void test_high_watermark_bound_last_offset(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000;
+    f->cfg.v[ENG_CFG_FLUSH_MESSAGES].i = 1;
+    eng_partition *p = open_part(f);
+    segments(p, 1, OLD_TS); /* [0,10), durable */
+    eng_append_result res;
+    append_rec(p, 1, OLD_TS, 50, true, &res); /* offset 10, durability pending */
+    assert_int_equal(eng_partition_high_watermark(p), 10);
+    assert_int_equal(roll(p), 11); /* [0,10) [10,11) active [11) */
+
+    eng_retention_report rep = run(p, false, 1);
+    expect_del(&rep.segments[0], 0, "retention.ms");
+    eng_retention_report_free(&rep);
+    assert_true(seg_file(f->pdir, 10, ".log"));
+
+    assert_int_equal(eng_partition_flush_upto(p, 11), 0);
+    rep = run(p, false, 1);
+    expect_del(&rep.segments[0], 10, "retention.ms");
+    eng_retention_report_free(&rep);
+    assert_int_equal(eng_partition_log_start_offset(p), 11);
+    close_part(p);
+}
+
 /* ---- everything expired --------------------------------------------------- */
 
 static void test_roll_when_everything_goes(void **state)
@@ -430,6 +458,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_time_rule_boundary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_start_offset_rule_any_policy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_high_watermark_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_high_watermark_bound_last_offset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_when_everything_goes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_everything_goes_without_room_to_roll, setup, teardown),
         cmocka_unit_test_setup_teardown(test_future_timestamp_kept, setup, teardown),
