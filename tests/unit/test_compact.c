@@ -9,7 +9,7 @@
  *     load factor (put refuses a new key when full, still updates an old
  *     one), clear, byte keys, memory fixed whatever the key sizes (10 KB
  *     keys, measured with ASan's allocator statistics), maps smaller than
- *     two slots;
+ *     two slots, a key matched on all 16 bytes of its hash;
  *   - eng_clean_filter_batch against Kafka's vectors: the first clean of
  *     v3_tombstone_header_java_conventions is byte-for-byte
  *     v3_tombstone_after_first_clean; an emptied batch is exactly
@@ -104,6 +104,34 @@ static void test_offset_map(void **state)
 
     assert_int_equal(eng_offset_map_new(24 * 10, 0.5, &m), 0);
     assert_int_equal(eng_offset_map_max_entries(m), 5);
+    eng_offset_map_free(m);
+}
+
+/* A slot holds a key when all 16 bytes of its MD5 match: hashes equal in
+ * either half and different in the other (the first probe lands on the
+ * same slot) are different keys.  Real keys with such hashes are not to be
+ * found, so the hashes are made up. */
+static void test_offset_map_whole_hash(void **state)
+{
+    (void)state;
+    eng_offset_map *m;
+    assert_int_equal(eng_offset_map_new(64 * 24, 0.9, &m), 0);
+    eng_key_hash a, hi, lo;
+    for (int i = 0; i < 16; i++)
+        a.b[i] = (uint8_t)(0x11 * (i + 1));
+    hi = a;
+    hi.b[15] ^= 0x80; /* same first 8 bytes */
+    lo = a;
+    lo.b[7] ^= 0x80; /* same last 8 bytes, same first probe window */
+    assert_true(eng_offset_map_put_hashed(m, &a, 10));
+    assert_int_equal(eng_offset_map_get_hashed(m, &hi), -1);
+    assert_int_equal(eng_offset_map_get_hashed(m, &lo), -1);
+    assert_true(eng_offset_map_put_hashed(m, &hi, 20));
+    assert_true(eng_offset_map_put_hashed(m, &lo, 30));
+    assert_int_equal(eng_offset_map_size(m), 3);
+    assert_int_equal(eng_offset_map_get_hashed(m, &a), 10);
+    assert_int_equal(eng_offset_map_get_hashed(m, &hi), 20);
+    assert_int_equal(eng_offset_map_get_hashed(m, &lo), 30);
     eng_offset_map_free(m);
 }
 
@@ -651,6 +679,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_offset_map),
+        cmocka_unit_test(test_offset_map_whole_hash),
         cmocka_unit_test(test_offset_map_tiny),
         cmocka_unit_test(test_offset_map_probing),
         cmocka_unit_test(test_offset_map_large),
