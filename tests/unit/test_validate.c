@@ -10,6 +10,8 @@
  *     the topic's codec shrank it; JSON-built batches count as stored, and
  *     a batch of exactly max.message.bytes is taken;
  *   - a producer's partitionLeaderEpoch is stored as 0 (DESIGN §2);
+ *   - an idempotent batch (producer id 0 included) needs a base sequence;
+ *     control and delete-horizon batches are not taken from producers;
  *   - a producer batch carrying the LogAppendTime bit is stored as CreateTime
  *     on a CreateTime topic, with a valid CRC and its own record timestamps.
  */
@@ -232,6 +234,50 @@ static void test_max_message_bytes_exact(void **state)
     eng_partition_unref(p);
 }
 
+/* ---- producer batch headers ------------------------------------------------ */
+
+/* One producer batch with the given header fields; returns the append's
+ * result (nothing written on a refusal). */
+static int append_with(eng_partition *p, int16_t attributes, int64_t producer_id,
+                       int32_t base_sequence, eng_errdetail *err)
+{
+    eng_record_spec recs[2] = {rec(T0, "a", "x"), rec(T0, "b", "y")};
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    bp.attributes = attributes;
+    bp.producer_id = producer_id;
+    bp.producer_epoch = producer_id >= 0 ? 0 : -1;
+    bp.base_sequence = base_sequence;
+    uint8_t buf[256];
+    size_t len = eng_batch_encode(buf, sizeof buf, &bp, recs, 2);
+    assert_true(len > 0);
+    *err = (eng_errdetail){0};
+    return do_append(p, buf, len, -1, true, NULL, err);
+}
+
+/* Kafka's validateBatch: an idempotent batch (producerId >= 0, and 0 is a
+ * producer id) needs a base sequence.  Control batches come only from a
+ * coordinator, and a delete horizon only from the cleaner: a produced
+ * one would let the cleaner drop tombstones at a time the client chose. */
+static void test_producer_header_rules(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_errdetail err;
+    assert_int_equal(append_with(p, 0, 0, -1, &err), ENG_ECORRUPT);
+    assert_non_null(strstr(err.message, "base sequence"));
+    assert_int_equal(append_with(p, ENG_ATTR_CONTROL, -1, -1, &err), ENG_ECORRUPT);
+    assert_non_null(strstr(err.message, "control or cleaned"));
+    assert_int_equal(append_with(p, ENG_ATTR_DELETE_HORIZON, -1, -1, &err), ENG_ECORRUPT);
+    assert_non_null(strstr(err.message, "control or cleaned"));
+    assert_int_equal(eng_partition_log_end_offset(p), 0);
+
+    assert_int_equal(append_with(p, 0, 0, 0, &err), 0);   /* idempotent, producer id 0 */
+    assert_int_equal(append_with(p, 0, -1, -1, &err), 0); /* plain */
+    assert_int_equal(eng_partition_log_end_offset(p), 4);
+    eng_partition_unref(p);
+}
+
 /* ---- partitionLeaderEpoch --------------------------------------------------- */
 
 /* A producer's batch may carry any partitionLeaderEpoch (it is outside the
@@ -361,6 +407,7 @@ int main(void)
         T(test_max_message_bytes_before_conversion),
         T(test_max_message_bytes_exact),
         T(test_leader_epoch_stored_as_zero),
+        T(test_producer_header_rules),
         T(test_log_append_time_bit_cleared),
         T(test_timestamps_past_int64),
     };
