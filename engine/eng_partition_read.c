@@ -406,10 +406,9 @@ int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
         eng_segment_scan(best, eng_segment_size(best), visit_max_ts, &c);
         eng_buf_free(&c.batch);
         eng_buf_free(&c.scratch);
-        /* Fix (found by tests/unit/test_high_watermark.c): a record past
-         * the high watermark (flush.messages, its fsync pending) was named,
-         * an offset that reads answer nothing at.  Kafka filters ListOffsets
-         * answers at or past the last fetchable offset the same way. */
+        /* A record past the high watermark (flush.messages, its fsync
+         * pending) is an offset reads answer nothing at: Kafka filters
+         * ListOffsets answers at or past the last fetchable offset too. */
         if (c.offset < hw) {
             *offset = c.offset;
             *ts = best_ts;
