@@ -353,12 +353,13 @@ typedef struct max_ts_ctx {
     eng_segment *seg;
     int64_t ts;
     int64_t target_last;
+    int64_t min_offset; /* the log start offset: records below it are deleted */
     int64_t offset;
     eng_buf batch, scratch;
 } max_ts_ctx;
 
-/* Finds, in the batch whose last offset is target_last, the first record
- * carrying the maximum timestamp. */
+/* Finds, in the batch whose last offset is target_last, the first record at
+ * or after min_offset carrying the maximum timestamp. */
 static int visit_max_ts(const eng_batch_pos *b, void *vctx)
 {
     max_ts_ctx *c = vctx;
@@ -372,12 +373,84 @@ static int visit_max_ts(const eng_batch_pos *b, void *vctx)
     eng_record r;
     eng_record_iter_init(&it, &b->header, recs, len);
     while (eng_record_iter_next(&it, &r) == 1) {
-        if (r.timestamp == c->ts) {
+        if (r.timestamp == c->ts && r.offset >= c->min_offset) {
             c->offset = r.offset;
             break;
         }
     }
     return 1;
+}
+
+typedef struct live_max_ctx {
+    eng_segment *seg;
+    int64_t from;
+    int64_t ts, last; /* largest timestamp at or after from; its first batch's last offset */
+    bool failed;
+    eng_buf batch, scratch;
+} live_max_ctx;
+
+static int visit_live_max(const eng_batch_pos *b, void *vctx)
+{
+    live_max_ctx *c = vctx;
+    const eng_batch_header *h = &b->header;
+    if (eng_batch_last_offset(h) < c->from)
+        return 0;
+    int64_t t = h->max_timestamp;
+    if (h->base_offset < c->from) {
+        /* The batch holding `from`: only its records from there on count. */
+        const uint8_t *recs;
+        size_t len;
+        if (load_records(c->seg, b, &c->batch, &c->scratch, &recs, &len)) {
+            c->failed = true;
+            return 1;
+        }
+        eng_record_iter it;
+        eng_record r;
+        eng_record_iter_init(&it, h, recs, len);
+        t = -1;
+        while (eng_record_iter_next(&it, &r) == 1)
+            if (r.offset >= c->from && r.timestamp > t)
+                t = r.timestamp;
+    }
+    if (t > c->ts) {
+        c->ts = t;
+        c->last = eng_batch_last_offset(h);
+    }
+    return 0;
+}
+
+/* The largest timestamp among seg's records at or after `from` (the log start
+ * offset) and the last offset of the first batch holding it; (-1, -1) when
+ * none.  The segment's own maximum (its time index's last entry) also counts
+ * records that delete-records removed, so when `from` falls inside seg and
+ * that maximum's batch starts below it, the batches from `from` on are read.
+ * Leaving out only whole segments below the log start offset would let
+ * ?spec=max_timestamp name a deleted offset (which reads as 416) after
+ * records:delete inside a segment.  An I/O error keeps the segment's own maximum: a
+ * listing shows that rather than fail. */
+static void live_max_timestamp(eng_segment *seg, int64_t from, int64_t *ts, int64_t *last)
+{
+    *ts = eng_segment_max_timestamp(seg);
+    *last = eng_segment_offset_of_max_timestamp(seg);
+    if (from <= eng_segment_base(seg) || *ts < 0)
+        return;
+    uint64_t size = eng_segment_size(seg);
+    eng_batch_pos b;
+    /* Most often the maximum is in a batch wholly at or after `from`: one
+     * index lookup settles it, with no scan. */
+    if (*last >= from && eng_segment_find_batch(seg, *last, size, &b) == 0 &&
+        b.header.base_offset >= from)
+        return;
+    live_max_ctx c = {.seg = seg, .from = from, .ts = -1, .last = -1};
+    int rc = eng_segment_find_batch(seg, from, size, &b);
+    if (!rc)
+        rc = eng_segment_scan_from(seg, b.position, size, visit_live_max, &c);
+    eng_buf_free(&c.batch);
+    eng_buf_free(&c.scratch);
+    if ((rc < 0 && rc != ENG_ENOTFOUND) || c.failed)
+        return;
+    *ts = c.ts;
+    *last = c.last;
 }
 
 int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
@@ -386,22 +459,23 @@ int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
     int64_t hw = atomic_load(&p->high_watermark);
     eng_segview *v = eng__segview_acquire(p);
     eng_segment *best = NULL;
-    int64_t best_ts = -1;
+    int64_t best_ts = -1, best_last = -1;
     /* Segments below the log start offset do not count: after
      * records:delete the answer would name an offset that reads as 416. */
     for (size_t k = 0; k < v->n; k++) {
         if (below_start(v, k, lso))
             continue;
-        int64_t t = eng_segment_max_timestamp(v->segs[k]);
+        int64_t t, last;
+        live_max_timestamp(v->segs[k], lso, &t, &last);
         if (t > best_ts) {
             best_ts = t;
+            best_last = last;
             best = v->segs[k];
         }
     }
     int rc = ENG_ENOTFOUND;
     if (best) {
-        max_ts_ctx c = {.seg = best, .ts = best_ts,
-                        .target_last = eng_segment_offset_of_max_timestamp(best)};
+        max_ts_ctx c = {.seg = best, .ts = best_ts, .target_last = best_last, .min_offset = lso};
         c.offset = c.target_last;
         eng_segment_scan(best, eng_segment_size(best), visit_max_ts, &c);
         eng_buf_free(&c.batch);
@@ -520,8 +594,11 @@ void eng_partition_info_get(eng_partition *p, eng_partition_info *out)
     out->first_timestamp = -1;
     for (size_t k = 0; k < v->n; k++) {
         out->size_bytes += eng_segment_size(v->segs[k]);
-        int64_t t = eng_segment_max_timestamp(v->segs[k]);
-        if (t > out->max_timestamp && !below_start(v, k, out->log_start_offset))
+        if (below_start(v, k, out->log_start_offset))
+            continue;
+        int64_t t, last;
+        live_max_timestamp(v->segs[k], out->log_start_offset, &t, &last);
+        if (t > out->max_timestamp)
             out->max_timestamp = t;
     }
     if (v->n > 0)

@@ -95,6 +95,34 @@ static void test_max_timestamp_after_delete(void **state)
     close_part(p);
 }
 
+/* The same inside the segment that stays: with the log start offset inside
+ * the batch holding the largest timestamp only its later records count, and
+ * past that batch the next largest does.  The answer named offset 2, below
+ * the log start offset, which reads as 416. */
+static void test_max_timestamp_after_delete_inside_segment(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f);
+    int64_t now = eng_now_ms();
+    append(p, 2, now);        /* [0,2) */
+    append(p, 2, now + 5000); /* [2,4): the largest */
+    append(p, 2, now + 1000); /* [4,6) */
+    append(p, 2, now + 2000); /* [6,8) */
+    int64_t off, ts;
+    eng_partition_info info;
+    assert_int_equal(del(p, 3, 0, NULL), 3);
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(ts, now + 5000);
+    assert_int_equal(off, 3);
+    assert_int_equal(del(p, 4, 0, NULL), 4);
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(ts, now + 2000);
+    assert_int_equal(off, 6);
+    eng_partition_info_get(p, &info);
+    assert_int_equal(info.max_timestamp, now + 2000);
+    close_part(p);
+}
+
 /* ---- .deleted, then unlinked ----------------------------------------------- */
 
 static void test_deleted_then_unlinked(void **state)
@@ -267,6 +295,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_delete_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_timestamp_after_delete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_timestamp_after_delete_inside_segment, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_deleted_then_unlinked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readers_race_deletion, setup, teardown),
     };
