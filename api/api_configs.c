@@ -284,7 +284,7 @@ void api_h_configs_defaults(api_ctx *ctx, const api_request *req, const api_para
             json_object_set_new(o, "set_by", json_string(def->synonyms[defs->synonym_rank[i]].name));
         json_array_append_new(topic, o);
     }
-    /* Fix (found by fuzz_request): "O" took a second reference on the
+    /* "O" took a second reference on the
      * json_array() made when there are no server settings (in-process
      * callers), leaking it on every request; borrow-or-own first, then "o". */
     json_t *server = ctx->server_settings ? json_incref(ctx->server_settings) : json_array();

@@ -48,7 +48,7 @@ int eng_batch_header_decode(const uint8_t *p, size_t avail, eng_batch_header *h)
         return ENG_ECORRUPT;
     if (h->base_offset < 0 || h->last_offset_delta < 0 || h->record_count < 0)
         return ENG_ECORRUPT;
-    /* Fix (found by fuzz_recovery): a base offset near INT64_MAX made
+    /* A base offset near INT64_MAX made
      * eng_batch_last_offset() and the next offset (last + 1) overflow, which
      * is undefined behaviour, in recovery and in every header scan.  The next
      * offset after the batch must be representable. */

@@ -82,7 +82,7 @@ static void range_of(eng_partition *p, const eng_segview *v, int64_t ckpt, int64
         first_uncleanable = eng_segment_base(v->segs[f]);
     r->first_dirty = first_dirty;
     r->first_uncleanable = first_uncleanable;
-    /* Fix (found by tests/unit/test_compact.c): Kafka counts
+    /* Kafka counts
      * logSegments(min(firstDirty, firstUncleanable), firstUncleanable), which
      * is empty once the first uncleanable offset is at or below the first
      * dirty one.  Counting up to max(...) made the segment holding a
@@ -303,7 +303,7 @@ int eng_clean_filter_batch(const uint8_t *batch, const eng_batch_header *h,
     rc = 0;
     bool need_horizon = kept_tombstone && !has_horizon;
     if (nkept == 0 && !keep_empty) {
-        /* Fix (found by tests/unit/test_compact.c): a header-only batch an
+        /* A header-only batch an
          * earlier clean kept as the last of its group matched "nothing
          * removed" and was copied forever, piling up inside merged groups;
          * Kafka's filterTo drops an empty batch it need not retain. */
@@ -444,7 +444,7 @@ static int build_map(round *rd, const eng_segview *v)
                 eng_offset_map_update_latest(map, last);
             throttle(rd);
         }
-        /* Fix (found by tests/unit/test_compact_swap.c): the reader reports
+        /* The reader reports
          * "end" for a batch whose length runs past the segment; in a sealed
          * segment that is corruption, not the end (Kafka's cleaner fails
          * too), and treating it as the end made the round drop the rest of
@@ -573,7 +573,7 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
             }
             throttle(rd);
         }
-        /* Fix (see build_map): stopping short of a sealed segment's end is
+        /* As in build_map: stopping short of a sealed segment's end is
          * corruption; never write a cleaned segment without the rest. */
         if (rc == 0 && br.pos < limit)
             rc = ENG_ECORRUPT;

@@ -118,7 +118,7 @@ static int snappy_block(const uint8_t *in, size_t n, eng_buf *out)
 
 static int snappy_decompress(const uint8_t *in, size_t len, eng_buf *out)
 {
-    /* Fix (found by the kafkajs-snappy batches in tests/data/kafkajs): the
+    /* The
      * kafkajs producer's snappy codec sends one raw snappy block, without the
      * xerial header.  Kafka's reader (xerial SnappyInputStream) reads a stream
      * that does not start with the magic as raw snappy, so a broker accepts

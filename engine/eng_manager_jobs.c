@@ -244,7 +244,7 @@ int eng__manager_write_offsets(eng_manager *m, const char *name,
         rc = -ENOMEM;
     for (size_t i = 0; e && i < n; i++) {
         int64_t off = get(v[i]);
-        /* Fix (found by tests/integration/test_api_retention.c): this
+        /* This
          * compared with 0, so a log start offset that retention had moved to
          * the first segment's base was written; kafka-format.md §11.2 writes
          * only log start offsets above the first segment's base. */

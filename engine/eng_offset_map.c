@@ -68,7 +68,7 @@ int eng_offset_map_new(size_t bytes, double load_factor, eng_offset_map **out)
     if (!m)
         return -ENOMEM;
     m->nslots = bytes / ENG_OFFSET_MAP_SLOT;
-    /* Fix (found by tests/unit/test_compact.c): at least two slots.  With
+    /* At least two slots.  With
      * one slot holding one key, every probe for another key lands on that
      * slot forever, so get and put never returned (reachable with
      * log.cleaner.dedupe.buffer.size / log.cleaner.threads < 48 bytes). */

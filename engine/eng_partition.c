@@ -424,8 +424,7 @@ void eng_partition_when_durable(eng_partition *p, int64_t upto, eng_durable_cb c
     pthread_mutex_lock(&p->flush_lock);
     if (p->flushed_offset >= upto) {
         pthread_mutex_unlock(&p->flush_lock);
-        /* Fix (found by tests/integration/test_api_retention.c, 16 writers
-         * with flush.messages=1): a flush started by another appender syncs
+        /* A flush started by another appender syncs
          * up to the log end offset, past the waiters it serves, but raises
          * the high watermark only to their offsets.  An append it covered
          * was then acknowledged here while its records stayed invisible
@@ -634,7 +633,7 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         eng_errdetail_bounds(err, o->expected_offset, leo);
         goto unlock;
     }
-    /* Fix (found by fuzz_recovery): a log whose end offset is near INT64_MAX
+    /* A log whose end offset is near INT64_MAX
      * (a segment file named up there) overflowed `last + 1` below, which is
      * undefined behaviour; refuse the append instead of wrapping around. */
     if (plan.total_offsets > INT64_MAX - leo) {

@@ -84,8 +84,8 @@ static int read_batches(eng_segment *seg, const eng_batch_pos *b, uint64_t limit
 
 /* Two races with maintenance shape the readers below.
  *
- * Fix (found by tests/unit/test_retention.c, readers racing deletion):
- * retention may delete the segment holding `offset` between the range check
+ *
+ * Retention may delete the segment holding `offset` between the range check
  * and taking the view; the scan then starts at the next segment and answers
  * records from a later offset, a silent gap.  Retention raises the log start
  * offset before it installs the new view, so a fresh load after taking the
@@ -216,9 +216,8 @@ static int visit_slice(const eng_batch_pos *b, void *vctx)
     uint64_t end = b->position + eng_batch_size(&b->header);
     if (end > c->want_end) {
         /* The scan began at a batch boundary the offset index gave, past
-         * c->end: everything before this batch is whole batches.  Fix
-         * (found by tests/bench/run.sh raw, pinned by test_read_slice.c):
-         * stopping without taking them answered one batch for a large
+         * c->end: everything before this batch is whole batches;
+         * stopping without taking them would answer one batch for a large
          * max_bytes, fewer bytes than for a smaller one. */
         if (b->position > c->end) {
             c->end = b->position;

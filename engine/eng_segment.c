@@ -296,8 +296,8 @@ static int visit_last(const eng_batch_pos *b, void *ctx)
 static uint64_t last_index_position(eng_segment *s, uint64_t log_size)
 {
     /* An open (active) index is preallocated: its file's last slot is zero
-     * padding, so ask the index for its last real entry.  Fix (found by
-     * tests/fuzz/fuzz_recovery.c): reading the file's tail here made every
+     * padding, so ask the index for its last real entry.  Reading the file's
+     * tail here made every
      * start scan the whole active segment. */
     eng_index *oi = atomic_load(&s->oidx);
     if (oi) {

@@ -461,7 +461,7 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
             ENG_WARN("out of memory: %s is removed at the next start", to);
     }
     eng_fs_sync_dir(m->dir);
-    /* Fix (found by hand): the checkpoints still named the deleted
+    /* The checkpoints still named the deleted
      * partitions until their jobs next ran.  A topic created under this name
      * and a crash before then loaded the old log start offset and recovery
      * point into the new partitions: a start past their records hid them
