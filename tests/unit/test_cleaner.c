@@ -26,7 +26,9 @@
  *     whatever log.cleaner.dedupe.buffer.size says; a map that cannot be
  *     allocated is a counted, reported failure after which the thread backs
  *     off (at least a second) and logs one line, not a spin logging
- *     hundreds of thousands a second, and the partition is not marked.
+ *     hundreds of thousands a second, and the partition is not marked;
+ *   - a throttled cleaning (log.cleaner.io.max.bytes.per.second) lets a
+ *     delete of its topic and a stop through at once, not after its sleep.
  *
  * The engine does not speak JSON: a line-based codec stands in, as in
  * test_manager.c.
@@ -642,6 +644,57 @@ static void test_map_alloc_failure_backs_off(void **state)
     eng_manager_close(m);
 }
 
+/* Waits up to ms for cleaner thread 0 to be cleaning topic t. */
+static bool wait_cleaning(eng_cleaner *c, const char *t, int ms)
+{
+    for (int waited = 0; waited < ms; waited += 10) {
+        eng_cleaner_status s;
+        assert_int_equal(eng_cleaner_status_get(c, &s), 0);
+        bool busy = s.threads[0].busy && !strcmp(s.threads[0].topic, t);
+        eng_cleaner_status_free(&s);
+        if (busy)
+            return true;
+        sleep_ms(10);
+    }
+    return false;
+}
+
+/* A throttled cleaning (log.cleaner.io.max.bytes.per.second 10: the first
+ * batch of about 200 bytes is worth 20 s of sleep) must not hold up a
+ * delete of its topic, which waits for the cleaning to let go, nor a stop,
+ * which joins the thread.  Both took the whole sleep before the fix. */
+static void test_throttled_clean_stops_promptly(void **state)
+{
+    fixture *f = *state;
+    f->copts.max_bytes_per_second = 10;
+    eng_manager *m = open_mgr(f, false);
+    topic(m, "slow1", 1, NULL, NULL, NULL, NULL);
+    topic(m, "slow2", 1, NULL, NULL, NULL, NULL);
+    eng_partition *p = part(m, "slow1", 0);
+    write_keys(p, 20, 3, CU_T0);
+    eng_partition_unref(p);
+    assert_int_equal(eng_manager_start_cleaner(m), 0);
+    eng_cleaner *c = eng_manager_cleaner(m);
+    assert_true(wait_cleaning(c, "slow1", 10000));
+    sleep_ms(100); /* into the throttle's sleep */
+    int64_t t0 = eng_mono_ms();
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_delete_topic(m, "slow1", &err), 0);
+    int64_t delete_ms = eng_mono_ms() - t0;
+
+    p = part(m, "slow2", 0);
+    write_keys(p, 20, 3, CU_T0);
+    eng_partition_unref(p);
+    assert_true(wait_cleaning(c, "slow2", 10000));
+    sleep_ms(100);
+    t0 = eng_mono_ms();
+    assert_true(eng_manager_close(m));
+    int64_t close_ms = eng_mono_ms() - t0;
+    /* Seconds of slack for a loaded machine; the bug took 20 s each. */
+    assert_true(delete_ms < 5000);
+    assert_true(close_ms < 5000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -653,6 +706,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_compact_delete_retention, setup, teardown),
         cmocka_unit_test_setup_teardown(test_map_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_map_alloc_failure_backs_off, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_throttled_clean_stops_promptly, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
