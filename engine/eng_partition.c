@@ -219,6 +219,11 @@ void eng_partition_retire(eng_partition *p)
         p->ev.on_hw(p, INT64_MAX, p->ev.ctx);
 }
 
+bool eng_partition_retired(const eng_partition *p)
+{
+    return atomic_load(&((eng_partition *)p)->retired);
+}
+
 const char *eng_partition_topic(const eng_partition *p)
 {
     return p->topic;

@@ -165,6 +165,10 @@ int eng_partition_close(eng_partition *p);
  * files. */
 void eng_partition_retire(eng_partition *p);
 
+/* True once eng_partition_retire has begun on p: a reader about to wait for
+ * p's high watermark learns here that no append will ever move it. */
+bool eng_partition_retired(const eng_partition *p);
+
 const char *eng_partition_topic(const eng_partition *p);
 int32_t eng_partition_id(const eng_partition *p);
 const char *eng_partition_dir(const eng_partition *p);
