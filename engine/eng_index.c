@@ -37,9 +37,13 @@ struct eng_index {
     uint8_t *map;       /* read-only view of map_len bytes, NULL if empty */
     size_t map_len;
     uint32_t entry_size;
-    uint32_t max_entries;
+    /* Both change when a roll trims the index (eng_index_trim, under the
+     * partition's append lock) while the segment listing and the index dump
+     * read them with no lock: atomics, not torn or racing reads (found by a
+     * ThreadSanitizer run of segments:roll beside GET .../segments). */
+    _Atomic uint32_t max_entries;
     _Atomic uint32_t entries;
-    uint64_t file_len;
+    _Atomic uint64_t file_len;
     bool writable;      /* false once sealed (set under sync_lock): no more entries */
     _Atomic bool dirty; /* written since the last sync: a clean index needs no fsync */
 };

@@ -4,7 +4,9 @@
  * warm-tail search on indexes larger than the 8 KiB warm section, the time
  * index's maybeAppend rules, full checks, preallocation, trim and reopen
  * (and reopen untrimmed after a crash: entries end at the first hole),
- * truncate_to, and eng_index_check on damaged files (kafka-format.md §9, §13).
+ * truncate_to, and eng_index_check on damaged files (kafka-format.md §9, §13);
+ * a trim beside threads reading the index's size (a data race under
+ * ThreadSanitizer before the sizes were atomics).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,9 @@
 #include "support.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -577,6 +582,46 @@ static void test_check_rejects_bad_files(void **state)
     assert_int_equal(check_file(tpath, ENG_INDEX_TIME, b, 24, 16386), 0);
 }
 
+typedef struct size_reader {
+    eng_index *idx;
+    _Atomic bool stop;
+    _Atomic uint64_t seen; /* summed so the reads are not optimized away */
+} size_reader;
+
+static void *read_sizes(void *arg)
+{
+    size_reader *r = arg;
+    while (!atomic_load(&r->stop))
+        atomic_fetch_add(&r->seen, eng_index_file_bytes(r->idx) + eng_index_max_entries(r->idx));
+    return NULL;
+}
+
+/* A roll trims the sealed segment's indexes under the partition's append
+ * lock while GET .../segments and the index dump read their size with no
+ * lock.  Those reads were of plain fields: a data race that
+ * ThreadSanitizer reports here (this test, built with -fsanitize=thread,
+ * failed before file_len and max_entries became atomics; ASan sees
+ * nothing).  The sizes read are the old ones or the new ones, never
+ * another. */
+static void test_trim_beside_size_readers(void **state)
+{
+    fixture *f = *state;
+    eng_index *idx;
+    assert_int_equal(eng_index_open(f->path, ENG_INDEX_OFFSET, 100, 4096, true, &idx), 0);
+    assert_int_equal(eng_offset_index_append(idx, 109, 2731), 0);
+    size_reader r = {.idx = idx};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, read_sizes, &r), 0);
+    while (atomic_load(&r.seen) == 0) /* the reader is running */
+        sched_yield();
+    assert_int_equal(eng_index_trim(idx), 0);
+    atomic_store(&r.stop, true);
+    pthread_join(th, NULL);
+    assert_int_equal(eng_index_file_bytes(idx), 8);
+    assert_int_equal(eng_index_max_entries(idx), 1);
+    eng_index_close(idx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -588,6 +633,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_preallocation_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trim_and_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_untrimmed_stops_at_hole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trim_beside_size_readers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncate_to, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_rejects_bad_files, setup, teardown),
     };
