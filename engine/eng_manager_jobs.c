@@ -84,33 +84,55 @@ static void on_roll(eng_partition *p, eng_segment *sealed, int64_t new_base, voi
     eng_scheduler_add_once(sched, "flush-log", 0, job_flush_log, a, drop_flush_log);
 }
 
-static int job_delete_file(void *varg, char *note, size_t len)
-{
-    eng_segment *seg = varg;
-    snprintf(note, len, "segment %020" PRId64, eng_segment_base(seg));
-    int rc = eng_segment_unlink(seg);
-    eng_segment_unref(seg);
-    return rc;
-}
+typedef struct delete_arg {
+    eng_partition *p;
+    eng_segment *seg;
+} delete_arg;
 
 static void drop_delete_file(void *varg)
 {
     /* The .deleted files stay; the next startup removes them. */
-    eng_segment_unref(varg);
+    delete_arg *a = varg;
+    eng_segment_unref(a->seg);
+    eng_partition_unref(a->p);
+    free(a);
+}
+
+/* Fix (found by reading, then test_topic_churn): the job unlinked the
+ * segment's files by their path even when the topic had been deleted and
+ * created again within file.delete.delay.ms; the old path then named the
+ * new topic's files, and a .deleted segment of the new topic with the same
+ * base offset lost its delay.  The partition says whether it was retired
+ * (its directory removed whole), under a lock its retire waits for. */
+static int job_delete_file(void *varg, char *note, size_t len)
+{
+    delete_arg *a = varg;
+    snprintf(note, len, "%s-%d segment %020" PRId64, eng_partition_topic(a->p),
+             eng_partition_id(a->p), eng_segment_base(a->seg));
+    int rc = eng_partition_unlink_segment(a->p, a->seg);
+    drop_delete_file(a);
+    return rc;
 }
 
 static void on_delete(eng_partition *p, eng_segment *seg, int64_t delay_ms, void *ctx)
 {
-    (void)p;
     eng_manager *m = ctx;
     eng_scheduler *sched = atomic_load(&m->sched);
-    if (!sched || delay_ms <= 0) {
-        char note[64];
-        job_delete_file(seg, note, sizeof note);
+    delete_arg *a = NULL;
+    if (sched && delay_ms > 0 && (a = malloc(sizeof *a))) {
+        eng_partition_ref(p);
+        *a = (delete_arg){.p = p, .seg = seg};
+        eng_scheduler_add_once(sched, "delete-file", delay_ms, job_delete_file, a,
+                               drop_delete_file);
         return;
     }
-    eng_scheduler_add_once(sched, "delete-file", delay_ms, job_delete_file, seg,
-                           drop_delete_file);
+    /* Now: no jobs, no delay, or no memory to wait with (the caller holds
+     * the partition's maint_lock, so it is not being retired). */
+    int rc = eng_partition_unlink_segment(p, seg);
+    if (rc)
+        ENG_WARN("%s-%d: unlinking segment %020" PRId64 ": %s", eng_partition_topic(p),
+                 eng_partition_id(p), eng_segment_base(seg), eng_strerror(rc));
+    eng_segment_unref(seg);
 }
 
 static int job_group_commit(void *varg, char *note, size_t len)

@@ -122,6 +122,7 @@ int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_
     pthread_mutex_init(&p->view_lock, NULL);
     pthread_mutex_init(&p->cfg_lock, NULL);
     pthread_mutex_init(&p->maint_lock, NULL);
+    pthread_mutex_init(&p->retire_lock, NULL);
     pthread_mutex_init(&p->flush_lock, &ma);
     pthread_mutexattr_destroy(&ma);
     pthread_cond_init(&p->flush_cond, NULL);
@@ -137,6 +138,7 @@ fail_locks:
     pthread_mutex_destroy(&p->view_lock);
     pthread_mutex_destroy(&p->cfg_lock);
     pthread_mutex_destroy(&p->maint_lock);
+    pthread_mutex_destroy(&p->retire_lock);
     pthread_mutex_destroy(&p->flush_lock);
     pthread_cond_destroy(&p->flush_cond);
 fail:
@@ -161,6 +163,7 @@ void eng_partition_unref(eng_partition *p)
     pthread_mutex_destroy(&p->view_lock);
     pthread_mutex_destroy(&p->cfg_lock);
     pthread_mutex_destroy(&p->maint_lock);
+    pthread_mutex_destroy(&p->retire_lock);
     pthread_mutex_destroy(&p->flush_lock);
     pthread_cond_destroy(&p->flush_cond);
     free(p->topic);
@@ -212,6 +215,8 @@ void eng_partition_retire(eng_partition *p)
     pthread_mutex_lock(&p->append_lock);
     pthread_mutex_unlock(&p->append_lock);
     pthread_mutex_unlock(&p->maint_lock);
+    pthread_mutex_lock(&p->retire_lock); /* an unlink in progress finishes */
+    pthread_mutex_unlock(&p->retire_lock);
     /* Parked readers wake now (past any offset they wait for) and learn
      * the topic is gone, rather than wait out their wait_ms or, for a
      * stream, forever. */
@@ -222,6 +227,14 @@ void eng_partition_retire(eng_partition *p)
 bool eng_partition_retired(const eng_partition *p)
 {
     return atomic_load(&((eng_partition *)p)->retired);
+}
+
+int eng_partition_unlink_segment(eng_partition *p, eng_segment *seg)
+{
+    pthread_mutex_lock(&p->retire_lock);
+    int rc = atomic_load(&p->retired) ? 0 : eng_segment_unlink(seg);
+    pthread_mutex_unlock(&p->retire_lock);
+    return rc;
 }
 
 const char *eng_partition_topic(const eng_partition *p)

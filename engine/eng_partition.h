@@ -169,6 +169,11 @@ void eng_partition_retire(eng_partition *p);
  * p's high watermark learns here that no append will ever move it. */
 bool eng_partition_retired(const eng_partition *p);
 
+/* Unlinks the files of seg, a segment that left p's log (on_delete), unless
+ * p is retired: its directory is then set aside and removed whole, and the
+ * segment's paths may already name a new topic's files.  0 or -errno. */
+int eng_partition_unlink_segment(eng_partition *p, eng_segment *seg);
+
 const char *eng_partition_topic(const eng_partition *p);
 int32_t eng_partition_id(const eng_partition *p);
 const char *eng_partition_dir(const eng_partition *p);

@@ -56,6 +56,12 @@ struct eng_partition {
     /* The topic was deleted (eng_partition_retire): set under maint_lock
      * and append_lock, read without them by the cleaner to stop early. */
     _Atomic bool retired;
+    /* Held by a delayed unlink of a segment that left the log (the
+     * delete-file job) while it checks `retired` and names the files:
+     * eng_partition_retire takes it once after setting `retired`, so no
+     * such unlink still names the old paths once the directory is renamed
+     * and the paths belong to the next topic of the name. */
+    pthread_mutex_t retire_lock;
 
     /* Group commit: appenders that need durability wait here for a flush
      * that covers their offset; one of them runs it for all. */

@@ -12,7 +12,8 @@
  *
  * A reader that read a partition before its topic was deleted and parks
  * only after the delete's wake-up went by is woken at once, not left
- * waiting for a high watermark that will never move.
+ * waiting for a high watermark that will never move.  A delete-file job
+ * queued by the deleted topic does not unlink the new topic's files.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -371,12 +372,85 @@ static void test_park_after_delete_wakes_at_once(void **state)
     free(tmp);
 }
 
+/* Runs of the delete-file job so far. */
+static uint64_t delete_file_runs(eng_manager *m)
+{
+    eng_job_info *jobs;
+    size_t n;
+    assert_int_equal(eng_manager_jobs(m, &jobs, &n), 0);
+    uint64_t runs = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(jobs[i].name, "delete-file"))
+            runs = jobs[i].runs;
+    free(jobs);
+    return runs;
+}
+
+/* Appends 4 records to t-0 and lets retention delete the segment holding
+ * them: 00000000000000000000.log.deleted, unlinked file.delete.delay.ms
+ * later by the delete-file job. */
+static void append_and_expire(eng_manager *m, const char *t)
+{
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, t, 0, &p, NULL), 0);
+    uint8_t buf[4 * (TS_VALUE_MAX + 64)];
+    size_t len = ts_build_batch(buf, sizeof buf, 0, 4, T0, 100);
+    eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
+    eng_append_result res;
+    assert_int_equal(eng_partition_append(p, buf, len, &o, &res, NULL), 0);
+    eng_retention_report rep;
+    assert_int_equal(eng_partition_retention(p, T0 + (1LL << 40), false, &rep), 0);
+    assert_int_equal(rep.n, 1);
+    eng_retention_report_free(&rep);
+    eng_partition_unref(p);
+}
+
+/* The delete-file job of a segment of a deleted topic ran after the topic
+ * was created again, and unlinked by path: a .deleted segment of the new
+ * topic with the same base offset went at once instead of after its own
+ * file.delete.delay.ms (ten minutes here). */
+static void test_old_delete_file_job_spares_new_topic(void **state)
+{
+    (void)state;
+    char *tmp = ts_tmpdir();
+    char data[600], gen2_file[700];
+    snprintf(data, sizeof data, "%s/data", tmp);
+    snprintf(gen2_file, sizeof gen2_file, "%s/t-0/00000000000000000000.log.deleted", data);
+    eng_manager_opts o = {.log_dir = data, .codec = ts_line_codec()};
+    eng_config_defaults_init(&o.defaults);
+    eng_jobs_opts_default(&o.jobs);
+    o.jobs.background_threads = 2;
+    eng_manager *m = NULL;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_open(&o, &m, &err), 0);
+    assert_int_equal(eng_manager_start_jobs(m), 0);
+    const char *keys[] = {"file.delete.delay.ms"}, *soon[] = {"300"}, *late[] = {"600000"};
+
+    assert_int_equal(eng_manager_create_topic(m, "t", 1, keys, soon, 1, &err), 0);
+    append_and_expire(m, "t");
+    assert_int_equal(eng_manager_delete_topic(m, "t", &err), 0);
+    assert_int_equal(eng_manager_create_topic(m, "t", 1, keys, late, 1, &err), 0);
+    append_and_expire(m, "t");
+    assert_true(ts_file_size(gen2_file) >= 0);
+
+    /* The first topic's job runs 300 ms after its retention pass. */
+    for (int i = 0; i < 1000 && delete_file_runs(m) == 0; i++)
+        sleep_us(10000);
+    assert_int_equal(delete_file_runs(m), 1);
+    assert_true(ts_file_size(gen2_file) >= 0);
+
+    assert_true(eng_manager_close(m));
+    ts_rmtree(tmp);
+    free(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_delete_and_create_under_load),
         cmocka_unit_test(test_changes_during_create_are_busy),
         cmocka_unit_test(test_park_after_delete_wakes_at_once),
+        cmocka_unit_test(test_old_delete_file_job_spares_new_topic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
