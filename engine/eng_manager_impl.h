@@ -42,8 +42,9 @@ struct eng_manager {
     _Atomic(eng_scheduler *) sched; /* NULL until eng_manager_start_jobs */
     eng_cleaner_opts cleaner_opts;
     eng_cleaner *cleaner; /* NULL until eng_manager_start_cleaner */
-    /* One checkpoint write at a time: they share "<name>.tmp", and a delete
-     * writes them outside the jobs (eng__manager_write_offsets). */
+    /* One checkpoint write at a time, from the listing of the partitions to
+     * the rename: they share "<name>.tmp", and a delete writes them outside
+     * the jobs (eng__manager_write_offsets).  Taken before m->lock. */
     pthread_mutex_t ckpt_lock;
 };
 

@@ -14,6 +14,7 @@
 #include "eng_manager_impl.h"
 
 #include "eng_checkpoint.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 #include "eng_partition_impl.h"
@@ -251,15 +252,28 @@ static int64_t first_segment_base(eng_partition *p)
     return base;
 }
 
-/* Writes one offset checkpoint over every partition, using get(p). */
+/* Writes one offset checkpoint over every partition, using get(p).
+ *
+ * Fix (found by reading, then test_topic_churn): the partitions were listed
+ * before ckpt_lock was taken.  A checkpoint job that listed them just before
+ * a topic's delete then wrote its file after the delete had rewritten it
+ * without the topic (eng_manager_delete_topic), putting the deleted
+ * partitions' offsets back under their names; after a crash, a topic created
+ * again under the name loaded them (a log start offset past its records hid
+ * them).  The listing and the write now go under the lock together, so the
+ * delete's rewrite, which waits for it, comes after any older listing. */
 int eng__manager_write_offsets(eng_manager *m, const char *name,
                                int64_t (*get)(const eng_partition *), bool only_above_first_base)
 {
     eng_partition **v;
     size_t n;
+    pthread_mutex_lock(&m->ckpt_lock);
     int rc = eng_manager_all_partitions(m, &v, &n);
-    if (rc)
+    if (rc) {
+        pthread_mutex_unlock(&m->ckpt_lock);
         return rc;
+    }
+    (void)ENG_FAULT("checkpoint.after_list");
     eng_ckpt_entry *e = calloc(n ? n : 1, sizeof *e);
     size_t k = 0;
     if (!e)
@@ -277,11 +291,9 @@ int eng__manager_write_offsets(eng_manager *m, const char *name,
         e[k++].offset = off;
     }
     char path[PATH_MAX];
-    if (!rc && !(rc = eng_fs_join(path, sizeof path, m->dir, name))) {
-        pthread_mutex_lock(&m->ckpt_lock);
+    if (!rc && !(rc = eng_fs_join(path, sizeof path, m->dir, name)))
         rc = eng_checkpoint_write(path, e, k);
-        pthread_mutex_unlock(&m->ckpt_lock);
-    }
+    pthread_mutex_unlock(&m->ckpt_lock);
     free(e);
     eng_partitions_release(v, n);
     return rc;
