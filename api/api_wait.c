@@ -102,12 +102,12 @@ int api_waiter_park(api_waiters *ws, api_waiter *w)
         w->state = W_PARKED;
         push(&ws->buckets[bucket_of(w->p)], w);
         atomic_fetch_add(&ws->parked, 1);
-        /* The data may have arrived between the caller's read and now.
-         * Fix: so may the topic's delete, whose wake-up (retire notifies
-         * every waiter of the partition) found no waiter yet; the reader,
-         * whose read came before, then waited out its wait_ms, or for ever
-         * as an NDJSON stream, which has no heartbeat deadline.  retired is
-         * set before that notify takes the lock, so one of the two sees it. */
+        /* The data may have arrived between the caller's read and now; so
+         * may the topic's delete, whose wake-up (retire notifies every
+         * waiter of the partition) found no waiter yet: the reader would
+         * wait out its wait_ms, or for ever as an NDJSON stream, which has
+         * no heartbeat deadline.  retired is set before that notify takes
+         * the lock, so one of the two sees it. */
         if (eng_partition_high_watermark(w->p) > w->offset || eng_partition_retired(w->p)) {
             make_ready(ws, w, API_WAKE_DATA);
             pthread_cond_signal(&ws->cond);

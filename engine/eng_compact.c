@@ -354,12 +354,11 @@ static bool aborted(const round *rd)
  * may find the cleaner. */
 #define THROTTLE_SLICE_S 0.05
 
-/* Sleeps as needed to keep the round under max_bytes_per_second.  Fix
- * (found by a stress run with log.cleaner.io.max.bytes.per.second=1000): one
- * 50 KB batch was one 50 s nanosleep, and a SIGTERM or a DELETE of the topic
- * (eng_partition_retire waits for maint_lock) waited it out.  The sleep goes
- * in slices and ends once the round is aborted; the caller's next aborted()
- * check then stops the round. */
+/* Sleeps as needed to keep the round under max_bytes_per_second.  At a low
+ * rate one batch's sleep can be long (50 KB at 1000 B/s is 50 s), and a
+ * SIGTERM or a DELETE of the topic (eng_partition_retire waits for
+ * maint_lock) must not wait it out: the sleep goes in slices and ends once
+ * the round is aborted; the caller's next aborted() check stops the round. */
 static void throttle(round *rd)
 {
     double rate = rd->o->max_bytes_per_second;

@@ -39,8 +39,7 @@ struct eng_index {
     uint32_t entry_size;
     /* Both change when a roll trims the index (eng_index_trim, under the
      * partition's append lock) while the segment listing and the index dump
-     * read them with no lock: atomics, not torn or racing reads (found by a
-     * ThreadSanitizer run of segments:roll beside GET .../segments). */
+     * read them with no lock: atomics, not torn or racing reads. */
     _Atomic uint32_t max_entries;
     _Atomic uint32_t entries;
     _Atomic uint64_t file_len;

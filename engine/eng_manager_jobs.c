@@ -99,12 +99,11 @@ static void drop_delete_file(void *varg)
     free(a);
 }
 
-/* Fix (found by reading, then test_topic_churn): the job unlinked the
- * segment's files by their path even when the topic had been deleted and
- * created again within file.delete.delay.ms; the old path then named the
- * new topic's files, and a .deleted segment of the new topic with the same
- * base offset lost its delay.  The partition says whether it was retired
- * (its directory removed whole), under a lock its retire waits for. */
+/* The segment's files are unlinked by path, and a topic deleted and created
+ * again within file.delete.delay.ms reuses the path: the new topic's
+ * .deleted segment with the same base offset would lose its delay.  The
+ * partition says whether it was retired (its directory removed whole), under
+ * a lock its retire waits for. */
 static int job_delete_file(void *varg, char *note, size_t len)
 {
     delete_arg *a = varg;
@@ -254,14 +253,13 @@ static int64_t first_segment_base(eng_partition *p)
 
 /* Writes one offset checkpoint over every partition, using get(p).
  *
- * Fix (found by reading, then test_topic_churn): the partitions were listed
- * before ckpt_lock was taken.  A checkpoint job that listed them just before
- * a topic's delete then wrote its file after the delete had rewritten it
- * without the topic (eng_manager_delete_topic), putting the deleted
- * partitions' offsets back under their names; after a crash, a topic created
- * again under the name loaded them (a log start offset past its records hid
- * them).  The listing and the write now go under the lock together, so the
- * delete's rewrite, which waits for it, comes after any older listing. */
+ * The listing and the write go under ckpt_lock together, so a topic
+ * delete's rewrite (eng_manager_delete_topic), which waits for it, comes
+ * after any older listing.  A job that listed the partitions just before the
+ * delete and wrote after its rewrite would put the deleted partitions'
+ * offsets back under their names; after a crash, a topic created again under
+ * the name would load them (a log start offset past its records hides
+ * them). */
 int eng__manager_write_offsets(eng_manager *m, const char *name,
                                int64_t (*get)(const eng_partition *), bool only_above_first_base)
 {

@@ -94,7 +94,7 @@ static int read_batches(eng_segment *seg, const eng_batch_pos *b, uint64_t limit
  * A clean that removed every record in [offset, hw) leaves the scan finding
  * its first batch at or past hw.  Nothing can reappear below hw, so the
  * readers answer an empty page whose next offset is hw rather than one that
- * never advances (found by tests/unit/test_compact_model.c). */
+ * never advances. */
 /* Range checks for a read at offset and, when there is something below the
  * high watermark to read, the view (*v, to release).  Returns 0 with *v NULL
  * for an empty answer at the high watermark, or ENG_EOFFSET. */
