@@ -615,7 +615,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         line[--n] = 0;
     if (strstr(line, "remote peer") || strstr(line, "reset by peer") ||
-        strstr(line, "Broken pipe")) {
+        strstr(line, "Broken pipe") || strstr(line, "no longer available for sending")) {
         ENG_DEBUG("http: %s", line);
         return;
     }
