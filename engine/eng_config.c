@@ -334,7 +334,13 @@ int eng_config_defaults_apply(eng_config_defaults *d, const char *name, const ch
             int64_t factor = defs[i].synonyms[s].factor;
             eng_config_value v;
             int rc;
-            if (factor == 1) {
+            int64_t neg;
+            if (factor == 1 && i == ENG_CFG_RETENTION_MS && !parse_long(text, &neg) && neg < 0) {
+                /* Kafka's logRetentionTimeMillis: any negative broker value,
+                 * whichever synonym gave it, means unlimited. */
+                v.i = -1;
+                rc = 0;
+            } else if (factor == 1) {
                 rc = eng_config_parse((eng_config_id)i, text, &v, err);
             } else {
                 int64_t raw;

@@ -306,6 +306,14 @@ static void test_broker_synonyms_priority(void **state)
     assert_int_equal(d.cfg.v[ENG_CFG_RETENTION_MS].i, 604800000);
     assert_int_equal(eng_config_defaults_apply(&d, "log.retention.hours", "-1", NULL), 1);
     assert_int_equal(d.cfg.v[ENG_CFG_RETENTION_MS].i, -1);
+    /* log.retention.ms too (Kafka's logRetentionTimeMillis), though the
+     * topic's retention.ms refuses anything below -1. */
+    eng_config_defaults d2;
+    eng_config_defaults_init(&d2);
+    assert_int_equal(eng_config_defaults_apply(&d2, "log.retention.ms", "-5", NULL), 1);
+    assert_int_equal(d2.cfg.v[ENG_CFG_RETENTION_MS].i, -1);
+    assert_int_equal(eng_config_defaults_apply(&d2, "log.retention.hours", "2", NULL), 1);
+    assert_int_equal(d2.cfg.v[ENG_CFG_RETENTION_MS].i, -1);
     assert_int_equal(eng_config_defaults_apply(&d, "log.roll.hours", "1", NULL), 1);
     assert_int_equal(d.cfg.v[ENG_CFG_SEGMENT_MS].i, 3600000);
     assert_int_equal(eng_config_defaults_apply(&d, "log.roll.ms", "5000", NULL), 1);
