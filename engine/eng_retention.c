@@ -225,6 +225,8 @@ static int retention_locked(eng_partition *p, int64_t now_ms, bool dry_run,
     for (size_t i = 0; i < pl.count; i++)
         rep->bytes_freed += pl.why[i].size_bytes;
     if (pl.count == 0 || dry_run) {
+        /* A dry run says what the real one would do, the roll included. */
+        rep->rolled = dry_run && pl.count > 0 && pl.count == v->n;
         if (dry_run && pl.count > 0)
             rep->log_start_offset_after =
                 pl.count < v->n ? eng_segment_base(v->segs[pl.count]) : atomic_load(&p->log_end_offset);

@@ -41,7 +41,7 @@ typedef struct eng_retention_report {
     eng_deleted_segment *segments; /* malloc'd */
     size_t n;
     uint64_t bytes_freed;
-    bool rolled;         /* every segment went: an empty one was rolled first */
+    bool rolled;         /* every segment went: an empty one was rolled first (would be, in a dry run) */
     uint32_t future_kept; /* segments kept because of a future timestamp */
     bool busy;            /* a cleaning was in progress: nothing was examined */
 } eng_retention_report;
