@@ -256,6 +256,12 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
                          " (%" PRIu64 " bytes of preallocated space)",
                          p->topic, p->id, eng_segment_base(segs[i]), rs.valid_bytes,
                          rs.truncated_bytes);
+                /* Reopened, it no longer counts as preallocated, so a roll
+                 * would not trim it again: the trim goes to disk now, or a
+                 * power loss could bring the zeros back once the recovery
+                 * point has passed it (see eng_segment_trim_preallocated). */
+                if ((rc = eng_segment_sync_data(segs[i])))
+                    goto done;
                 continue;
             }
             st->bytes_truncated += rs.truncated_bytes;

@@ -542,10 +542,23 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
     int64_t new_base = atomic_load(&p->log_end_offset);
     if (eng_segment_size(active) == 0 && eng_segment_base(active) == new_base)
         return 0;
+    /* Before the next segment exists: from then on startup may trust this
+     * one to its file's end. */
+    int rc = eng_segment_is_preallocated(active) ? ENG_FAULT("roll.trim") : 0;
+    if (!rc)
+        rc = eng_segment_trim_preallocated(active);
+    if (rc) {
+        /* A failed fsync is final, even on a full disk. */
+        if (p->dir_offline && !atomic_exchange(p->dir_offline, 1))
+            ENG_ERROR("%s-%d: trimming segment %020lld before a roll failed (%s); taking the "
+                      "log dir offline",
+                      p->topic, p->id, (long long)eng_segment_base(active), eng_strerror(rc));
+        return p->dir_offline ? ENG_EOFFLINE : rc;
+    }
     eng_segment_opts o;
     eng__segment_opts(cfg, true, &o);
     eng_segment *seg;
-    int rc = eng_segment_create(p->dir, new_base, &o, &seg);
+    rc = eng_segment_create(p->dir, new_base, &o, &seg);
     if (rc) {
         int64_t now = eng_mono_ms();
         if (p->roll_error_logged_ms && now - p->roll_error_logged_ms < ROLL_ERROR_LOG_MS) {

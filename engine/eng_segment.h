@@ -116,6 +116,13 @@ void eng_segment_skip_full_index(eng_segment *s);
  * preallocated .log. */
 int eng_segment_seal(eng_segment *s);
 
+/* Cuts a preallocated .log to its data and fdatasyncs that, before a roll
+ * creates the next segment (a no-op for a segment not preallocated).  The
+ * segment stays active; later appends just grow the file. */
+int eng_segment_trim_preallocated(eng_segment *s);
+/* True while the .log may hold preallocated space past its data. */
+bool eng_segment_is_preallocated(const eng_segment *s);
+
 /* fdatasync of the .log and both indexes. */
 int eng_segment_sync(eng_segment *s);
 /* fdatasyncs the .log alone (appends are durable once their bytes are). */

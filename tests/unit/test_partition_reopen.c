@@ -7,7 +7,8 @@
  *     padded) active segment, a damaged middle segment;
  *   - flush.messages=1: every acknowledged append is on disk, concurrent
  *     appenders included (group commit); a roll syncs the indexes an
- *     append's data-only fsync skipped, and only then.
+ *     append's data-only fsync skipped, and only then; a roll trims and
+ *     syncs a preallocated .log before the next segment exists.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -174,6 +175,58 @@ static void test_reopen_unclean_preallocated(void **state)
     assert_int_equal(eng_partition_close(p), 0);
     eng_partition_unref(p);
     assert_int_equal(file_size(f->pdir, 0, ".log"), 4 * 2731);
+}
+
+/* preallocate=true: startup trusts a segment that is not the last one to
+ * its file's end once the recovery point has passed it, and with
+ * flush.messages=1 the recovery point passes the active segment's data
+ * before it rolls.  A power loss that kept the new segment but not the old
+ * one's truncation left a sealed segment of segment.bytes ending in zeros
+ * (its size counted by retention.bytes, its tail unreadable to the
+ * cleaner).  So a roll trims and syncs a preallocated segment before it
+ * creates the next one; the fault point inside that step tells whether the
+ * roll ran it, and a failure there takes the dir offline. */
+static void test_roll_syncs_preallocated_trim_first(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 1048576;
+    f->cfg.v[ENG_CFG_PREALLOCATE].i = 1;
+    f->cfg.v[ENG_CFG_FLUSH_MESSAGES].i = 1;
+    _Atomic int offline = 0;
+    eng_partition *p = open_watched(f, &offline);
+    for (int i = 0; i < 3; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 250);
+    eng_fault_set("roll.trim=eio");
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), ENG_EOFFLINE);
+    assert_int_equal(atomic_load(&offline), 1);
+    assert_int_equal(file_size(f->pdir, 30, ".log"), -1); /* no segment after it */
+    eng_fault_set(NULL);
+    eng_partition_unref(p);
+
+    /* Without the fault the roll leaves the old .log cut to its data. */
+    ts_rmtree(f->pdir);
+    atomic_store(&offline, 0);
+    p = open_watched(f, &offline);
+    for (int i = 0; i < 3; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 250);
+    assert_int_equal(file_size(f->pdir, 0, ".log"), 1048576);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 30);
+    assert_int_equal(file_size(f->pdir, 0, ".log"), 3 * 2731);
+    append_ok(p, 30, 10, T0 + 3, 250);
+    assert_int_equal(read_and_check(p, 0, 250), 40);
+    eng_partition_unref(p);
+
+    /* Not preallocated: the roll does not reach that step. */
+    ts_rmtree(f->pdir);
+    f->cfg.v[ENG_CFG_PREALLOCATE].i = 0;
+    eng_fault_set("roll.trim=eio");
+    p = open_watched(f, &offline);
+    append_ok(p, 0, 10, T0, 250);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    eng_fault_set(NULL);
+    eng_partition_unref(p);
 }
 
 static void test_reopen_unclean_damaged_middle_segment(void **state)
@@ -354,6 +407,7 @@ int main(void)
         T(test_reopen_unclean_truncates_garbage),
         T(test_unclean_reopen_recovery_point_waits_for_flush),
         T(test_reopen_unclean_preallocated),
+        T(test_roll_syncs_preallocated_trim_first),
         T(test_reopen_unclean_damaged_middle_segment),
         T(test_flush_messages_one),
         T(test_roll_syncs_indexes_only_when_owed),
