@@ -29,6 +29,9 @@ typedef struct fault {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fault faults[MAX_FAULTS];
 static int nfaults = -1; /* -1: environment not read yet */
+static char hook_point[64];
+static void (*hook_fn)(void *ctx);
+static void *hook_ctx;
 
 static void parse(const char *spec)
 {
@@ -74,8 +77,23 @@ void eng_fault_set(const char *spec)
     pthread_mutex_unlock(&lock);
 }
 
+void eng_fault_hook(const char *point, void (*fn)(void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&lock);
+    snprintf(hook_point, sizeof hook_point, "%s", point && fn ? point : "");
+    hook_fn = point ? fn : NULL;
+    hook_ctx = ctx;
+    pthread_mutex_unlock(&lock);
+}
+
 int eng__fault(const char *point)
 {
+    pthread_mutex_lock(&lock);
+    void (*fn)(void *) = hook_fn && !strcmp(hook_point, point) ? hook_fn : NULL;
+    void *fn_ctx = hook_ctx;
+    pthread_mutex_unlock(&lock);
+    if (fn) /* outside the lock: it may reach other points */
+        fn(fn_ctx);
     pthread_mutex_lock(&lock);
     if (nfaults < 0)
         parse(getenv("LOGSTORE_FAULT"));

@@ -13,6 +13,11 @@
  * carries on, a slow disk), and n picks the n-th time the point
  * is reached (default 1; later hits pass).  In release builds ENG_FAULT is
  * the constant 0 and costs nothing.
+ *
+ * A unit test that needs something to happen at exactly one step (a topic
+ * deleted and created again between two steps of a request) sets a hook on
+ * the point instead of racing a stall: the hook runs on the thread that
+ * reaches the point, so the interleaving is the same on every run.
  */
 #ifndef ENG_FAULT_H
 #define ENG_FAULT_H
@@ -24,6 +29,10 @@
 int eng__fault(const char *point);
 /* Replaces the fault spec at run time (unit tests); NULL clears it. */
 void eng_fault_set(const char *spec);
+/* Runs fn(ctx) each time `point` is reached, on the thread reaching it and
+ * before its faults, until replaced; a NULL point or fn clears it.  One hook
+ * at a time; fn may call eng_fault_hook itself (no lock is held). */
+void eng_fault_hook(const char *point, void (*fn)(void *ctx), void *ctx);
 #define ENG_FAULT(point) eng__fault(point)
 #else
 #define ENG_FAULT(point) ((void)(point), 0)
