@@ -229,6 +229,23 @@ bool api_describe_topic(api_ctx *ctx, const api_request *req, api_response *resp
     return true;
 }
 
+bool api_topic_partitions(api_ctx *ctx, const api_request *req, api_response *resp,
+                          const char *topic, eng_topic_desc *d, eng_partition ***parts,
+                          size_t *n)
+{
+    if (!eng_topic_name_valid(topic)) {
+        api_error(resp, req, "invalid_topic_name", NULL, "'%.100s' is not a valid topic name", topic);
+        return false;
+    }
+    eng_errdetail ed = {0};
+    int rc = eng_manager_topic_partitions(api_mgr(ctx), topic, d, parts, n, &ed);
+    if (rc) {
+        api_error_from_engine(resp, req, rc, &ed);
+        return false;
+    }
+    return true;
+}
+
 static bool all_targets(api_ctx *ctx, const api_request *req, api_response *resp, int64_t only,
                         eng_partition ***out, size_t *n)
 {

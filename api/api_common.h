@@ -55,6 +55,14 @@ eng_manager *api_mgr(api_ctx *ctx);
 bool api_describe_topic(api_ctx *ctx, const api_request *req, api_response *resp,
                         const char *topic, eng_topic_desc *d);
 
+/* Every partition of topic, referenced (eng_partitions_release), and its
+ * description when d is not NULL, all of one incarnation of the name (see
+ * eng_manager_topic_partitions).  False with the error answered: invalid
+ * name (400), unknown topic (404). */
+bool api_topic_partitions(api_ctx *ctx, const api_request *req, api_response *resp,
+                          const char *topic, eng_topic_desc *d, eng_partition ***parts,
+                          size_t *n);
+
 /* A maintenance run's request (retention:run, compaction:run): its
  * arguments, ?partition=N and a body of {"dry_run": bool} or none, and the
  * partitions it covers, referenced (release with eng_partitions_release):

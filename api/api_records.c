@@ -21,6 +21,7 @@
 #include "eng_batch.h"
 #include "eng_buf.h"
 #include "eng_compress.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 
 #include <errno.h>
@@ -272,18 +273,25 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
                         api_response *resp)
 {
     const char *topic = api_param(params, "topic");
-    eng_topic_desc desc;
-    if (!api_describe_topic(ctx, req, resp, topic, &desc))
+    /* The partitions are taken once, together: one request acts on one
+     * topic, even when the name is deleted and created again meanwhile
+     * (the appends then fail as the deleted topic's). */
+    eng_partition **parts;
+    size_t nheld;
+    if (!api_topic_partitions(ctx, req, resp, topic, NULL, &parts, &nheld))
         return;
-    int32_t nparts = desc.meta.partitions;
-    eng_topic_desc_clear(&desc);
+    int32_t nparts = (int32_t)nheld;
+    (void)ENG_FAULT("append_keyed.topic_read");
     api_append_body body;
-    if (!parse_body(ctx, req, resp, &body))
+    if (!parse_body(ctx, req, resp, &body)) {
+        eng_partitions_release(parts, nheld);
         return;
+    }
     if (body.expected_offset >= 0) {
         api_error(resp, req, "invalid_request", NULL,
                   "expected_offset applies to one partition; use the partition's records URL");
         api_append_body_free(&body);
+        eng_partitions_release(parts, nheld);
         return;
     }
     /* Choose each record's partition, then append one batch per partition. */
@@ -326,14 +334,9 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
                 group[n++] = body.recs[i];
         if (n == 0)
             continue;
-        eng_partition *p;
         eng_errdetail d = {0};
         eng_append_result res;
-        int rc = eng_manager_partition(api_mgr(ctx), topic, part, &p, &d);
-        if (!rc) {
-            rc = append_specs(p, group, n, -1, false, &res, &d);
-            eng_partition_unref(p);
-        }
+        int rc = append_specs(parts[part], group, n, -1, false, &res, &d);
         json_t *r;
         if (rc) {
             const char *code = api_error_code_for(rc);
@@ -382,5 +385,6 @@ done:
     free(target);
     free(group);
     api_append_body_free(&body);
+    eng_partitions_release(parts, nheld);
 }
 

@@ -160,6 +160,15 @@ int eng_manager_set_topic_overrides(eng_manager *m, const char *name, const char
 int eng_manager_partition(eng_manager *m, const char *topic, int32_t id, eng_partition **out,
                           eng_errdetail *err);
 
+/* Every partition of one topic, referenced (eng_partitions_release), with
+ * its description when desc is not NULL (eng_topic_desc_clear), taken
+ * together under the table's lock.  A request that works on several
+ * partitions takes them here, once: looked up one by one, by name, they
+ * could come from two topics when the name is deleted and created again in
+ * between.  ENG_ENOTOPIC. */
+int eng_manager_topic_partitions(eng_manager *m, const char *topic, eng_topic_desc *desc,
+                                 eng_partition ***out, size_t *n, eng_errdetail *err);
+
 /* Every partition, referenced; free with eng_partitions_release. */
 int eng_manager_all_partitions(eng_manager *m, eng_partition ***out, size_t *n);
 void eng_partitions_release(eng_partition **v, size_t n);

@@ -642,3 +642,35 @@ int eng_manager_partition(eng_manager *m, const char *topic, int32_t id, eng_par
     pthread_rwlock_unlock(&m->lock);
     return rc;
 }
+
+int eng_manager_topic_partitions(eng_manager *m, const char *topic, eng_topic_desc *desc,
+                                 eng_partition ***out, size_t *n, eng_errdetail *err)
+{
+    pthread_rwlock_rdlock(&m->lock);
+    ssize_t i = eng__topic_find(m, topic, NULL);
+    if (i < 0) {
+        pthread_rwlock_unlock(&m->lock);
+        return no_topic(err, topic);
+    }
+    eng_topic *t = m->topics[i];
+    size_t count = (size_t)t->meta.partitions;
+    eng_partition **v = calloc(count ? count : 1, sizeof *v);
+    int rc = v ? 0 : -ENOMEM;
+    if (!rc && desc) {
+        desc->meta = t->meta;
+        desc->config = t->cfg;
+        rc = eng_config_overrides_copy(&desc->meta.overrides, &t->meta.overrides);
+    }
+    for (size_t k = 0; !rc && k < count; k++) {
+        v[k] = t->parts[k];
+        eng_partition_ref(v[k]);
+    }
+    pthread_rwlock_unlock(&m->lock);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = count;
+    return 0;
+}
