@@ -6,6 +6,7 @@
 #include "api_common.h"
 #include "api_errors.h"
 #include "api_router.h"
+#include "eng_fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,22 +50,18 @@ static json_t *overrides_json(const eng_config_overrides *ov)
 /* Full description of a topic, or NULL with resp filled. */
 static json_t *describe(api_ctx *ctx, const api_request *req, const char *name, api_response *resp)
 {
+    /* The partitions with the description, of one incarnation: not the
+     * id of a topic deleted meanwhile beside its successor's offsets. */
     eng_topic_desc d;
-    int rc = eng_manager_describe_topic(api_mgr(ctx), name, &d);
-    if (rc) {
-        eng_errdetail ed = {0};
-        eng_fail(&ed, rc, "topic '%.200s' does not exist", name);
-        api_error_from_engine(resp, req, rc, &ed);
+    eng_partition **held;
+    size_t n;
+    if (!api_topic_partitions(ctx, req, resp, name, &d, &held, &n))
         return NULL;
-    }
+    (void)ENG_FAULT("describe.topic_read");
     json_t *parts = json_array();
-    for (int32_t i = 0; i < d.meta.partitions; i++) {
-        eng_partition *p;
-        if (eng_manager_partition(api_mgr(ctx), name, i, &p, NULL) == 0) {
-            json_array_append_new(parts, partition_json(p));
-            eng_partition_unref(p);
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(parts, partition_json(held[i]));
+    eng_partitions_release(held, n);
     json_t *o = json_pack("{s:s,s:s,s:i,s:I,s:o,s:o}", "name", d.meta.name, "topic_id",
                           d.meta.topic_id, "partition_count", (int)d.meta.partitions, "created_ms",
                           (json_int_t)d.meta.created_ms, "configs", overrides_json(&d.meta.overrides),
