@@ -25,7 +25,10 @@ void api_h_segments(api_ctx *ctx, const api_request *req, const api_params *para
     size_t n;
     int rc = eng_partition_segments(p, &si, &n);
     if (rc) {
-        api_error_from_engine(resp, req, rc, NULL);
+        eng_errdetail d = {0};
+        if (rc == ENG_ENOTOPIC)
+            eng_fail(&d, rc, "topic '%s' was deleted", eng_partition_topic(p));
+        api_error_from_engine(resp, req, rc, rc == ENG_ENOTOPIC ? &d : NULL);
         eng_partition_unref(p);
         return;
     }
@@ -75,6 +78,13 @@ static bool segment_param(api_ctx *ctx, const api_request *req, const api_params
         return false;
     if (seg) {
         int rc = eng_partition_segment(*p, base, seg);
+        if (rc == ENG_ENOTOPIC) {
+            eng_errdetail d = {0};
+            eng_fail(&d, rc, "topic '%s' was deleted", eng_partition_topic(*p));
+            api_error_from_engine(resp, req, rc, &d);
+            eng_partition_unref(*p);
+            return false;
+        }
         if (rc) {
             api_error(resp, req, "segment_not_found", json_pack("{s:I}", "base_offset", (json_int_t)base),
                       "%s-%d has no segment with base offset %lld", eng_partition_topic(*p),
@@ -94,9 +104,15 @@ static void dump_index(api_ctx *ctx, const api_request *req, const api_params *p
     int64_t start, limit;
     if (!segment_param(ctx, req, params, resp, &p, &seg, &start, &limit))
         return;
-    eng_index *idx = time ? eng_segment_time_index(seg) : eng_segment_offset_index(seg);
-    if (!idx) {
-        api_error(resp, req, "internal_error", NULL, "the index could not be opened");
+    eng_index *idx = NULL;
+    int rc = eng_segment_indexes(seg, time ? NULL : &idx, time ? &idx : NULL);
+    if (rc == ENG_ENOTOPIC) {
+        eng_errdetail d = {0};
+        eng_fail(&d, rc, "topic '%s' was deleted", eng_partition_topic(p));
+        api_error_from_engine(resp, req, rc, &d);
+    } else if (rc) {
+        api_error(resp, req, "internal_error", NULL, "the index could not be opened: %s",
+                  eng_strerror(rc));
     } else {
         uint32_t n = eng_index_entries(idx);
         json_t *arr = json_array();

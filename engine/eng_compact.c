@@ -517,7 +517,7 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
     int rc = 0;
     if (!rd->o->dry_run) {
         eng_segment_opts so;
-        eng__segment_opts(&rd->cfg, false, &so);
+        eng__segment_opts(rd->p, &rd->cfg, false, &so);
         so.preallocate_bytes = 0;
         if ((rc = eng_segment_create_suffixed(rd->p->dir, eng_segment_base(segs[0]), ".cleaned",
                                               &so, &cleaned)))

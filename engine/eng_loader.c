@@ -178,7 +178,7 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
     int64_t lso_ckpt = pp->log_start_offset;
     if (d.n == 0) {
         eng_segment_opts o;
-        eng__segment_opts(&cfg, true, &o);
+        eng__segment_opts(p, &cfg, true, &o);
         int64_t base = lso_ckpt > 0 ? lso_ckpt : 0;
         if (!(segs = malloc(sizeof *segs))) {
             rc = -ENOMEM;
@@ -201,7 +201,7 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
              * whose index is missing. */
             missing[i] = !index_files_exist(p->dir, d.bases[i]);
             eng_segment_opts o;
-            eng__segment_opts(&cfg, false, &o);
+            eng__segment_opts(p, &cfg, false, &o);
             bool active = i + 1 == d.n;
             rc = eng_segment_open(p->dir, d.bases[i], &o, active, &segs[i]);
             if (rc == ENG_ECORRUPT && active) {
@@ -290,7 +290,7 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
             nsegs = i + 1;
             /* The truncated segment becomes the active one. */
             eng_segment_opts o;
-            eng__segment_opts(&cfg, false, &o);
+            eng__segment_opts(p, &cfg, false, &o);
             int64_t base = eng_segment_base(segs[i]);
             eng_segment_unref(segs[i]);
             if ((rc = eng_segment_open(p->dir, base, &o, true, &segs[i]))) {
@@ -303,7 +303,7 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
          * its tail now valid it becomes the active one again. */
         if (!eng_segment_is_active(segs[nsegs - 1])) {
             eng_segment_opts o;
-            eng__segment_opts(&cfg, false, &o);
+            eng__segment_opts(p, &cfg, false, &o);
             int64_t base = eng_segment_base(segs[nsegs - 1]);
             eng_segment_unref(segs[nsegs - 1]);
             if ((rc = eng_segment_open(p->dir, base, &o, true, &segs[nsegs - 1]))) {

@@ -102,14 +102,14 @@ static void drop_delete_file(void *varg)
 /* The segment's files are unlinked by path, and a topic deleted and created
  * again within file.delete.delay.ms reuses the path: the new topic's
  * .deleted segment with the same base offset would lose its delay.  The
- * partition says whether it was retired (its directory removed whole), under
- * a lock its retire waits for. */
+ * segment's gate, revoked when the topic is deleted, makes the unlink of a
+ * deleted topic's segment a no-op (its directory is removed whole). */
 static int job_delete_file(void *varg, char *note, size_t len)
 {
     delete_arg *a = varg;
     snprintf(note, len, "%s-%d segment %020" PRId64, eng_partition_topic(a->p),
              eng_partition_id(a->p), eng_segment_base(a->seg));
-    int rc = eng_partition_unlink_segment(a->p, a->seg);
+    int rc = eng_segment_unlink(a->seg);
     drop_delete_file(a);
     return rc;
 }
@@ -128,7 +128,7 @@ static void on_delete(eng_partition *p, eng_segment *seg, int64_t delay_ms, void
     }
     /* Now: no jobs, no delay, or no memory to wait with (the caller holds
      * the partition's maint_lock, so it is not being retired). */
-    int rc = eng_partition_unlink_segment(p, seg);
+    int rc = eng_segment_unlink(seg);
     if (rc)
         ENG_WARN("%s-%d: unlinking segment %020" PRId64 ": %s", eng_partition_topic(p),
                  eng_partition_id(p), eng_segment_base(seg), eng_strerror(rc));

@@ -85,8 +85,10 @@ ssize_t eng__segview_floor(const eng_segview *v, int64_t offset)
     return ans;
 }
 
-void eng__segment_opts(const eng_config *c, bool active_prealloc, eng_segment_opts *o)
+void eng__segment_opts(const eng_partition *p, const eng_config *c, bool active_prealloc,
+                       eng_segment_opts *o)
 {
+    o->gate = p->gate;
     o->index_max_bytes = (uint32_t)c->v[ENG_CFG_SEGMENT_INDEX_BYTES].i;
     o->index_interval = (uint32_t)c->v[ENG_CFG_INDEX_INTERVAL_BYTES].i;
     o->preallocate_bytes =
@@ -108,7 +110,8 @@ int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_
     if (!p)
         return -ENOMEM;
     int rc = -ENOMEM;
-    if (!(p->topic = strdup(pp->topic)) || !(p->dir = strdup(pp->dir)))
+    if (!(p->topic = strdup(pp->topic)) || !(p->dir = strdup(pp->dir)) ||
+        (rc = eng_segment_gate_new(&p->gate)))
         goto fail;
     p->id = pp->id;
     p->cfg = pp->config;
@@ -122,7 +125,6 @@ int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_
     pthread_mutex_init(&p->view_lock, NULL);
     pthread_mutex_init(&p->cfg_lock, NULL);
     pthread_mutex_init(&p->maint_lock, NULL);
-    pthread_mutex_init(&p->retire_lock, NULL);
     pthread_mutex_init(&p->flush_lock, &ma);
     pthread_mutexattr_destroy(&ma);
     pthread_cond_init(&p->flush_cond, NULL);
@@ -138,10 +140,10 @@ fail_locks:
     pthread_mutex_destroy(&p->view_lock);
     pthread_mutex_destroy(&p->cfg_lock);
     pthread_mutex_destroy(&p->maint_lock);
-    pthread_mutex_destroy(&p->retire_lock);
     pthread_mutex_destroy(&p->flush_lock);
     pthread_cond_destroy(&p->flush_cond);
 fail:
+    eng_segment_gate_unref(p->gate);
     free(p->topic);
     free(p->dir);
     free(p);
@@ -163,9 +165,9 @@ void eng_partition_unref(eng_partition *p)
     pthread_mutex_destroy(&p->view_lock);
     pthread_mutex_destroy(&p->cfg_lock);
     pthread_mutex_destroy(&p->maint_lock);
-    pthread_mutex_destroy(&p->retire_lock);
     pthread_mutex_destroy(&p->flush_lock);
     pthread_cond_destroy(&p->flush_cond);
+    eng_segment_gate_unref(p->gate);
     free(p->topic);
     free(p->dir);
     free(p);
@@ -215,8 +217,10 @@ void eng_partition_retire(eng_partition *p)
     pthread_mutex_lock(&p->append_lock);
     pthread_mutex_unlock(&p->append_lock);
     pthread_mutex_unlock(&p->maint_lock);
-    pthread_mutex_lock(&p->retire_lock); /* an unlink in progress finishes */
-    pthread_mutex_unlock(&p->retire_lock);
+    /* Readers still holding its segments open indexes and read tails
+     * lazily, by path, and delete-file jobs unlink by path: none of them
+     * may reach the files of a topic created next under the name. */
+    eng_segment_gate_revoke(p->gate);
     /* Parked readers wake now (past any offset they wait for) and learn
      * the topic is gone, rather than wait out their wait_ms or, for a
      * stream, forever. */
@@ -227,14 +231,6 @@ void eng_partition_retire(eng_partition *p)
 bool eng_partition_retired(const eng_partition *p)
 {
     return atomic_load(&((eng_partition *)p)->retired);
-}
-
-int eng_partition_unlink_segment(eng_partition *p, eng_segment *seg)
-{
-    pthread_mutex_lock(&p->retire_lock);
-    int rc = atomic_load(&p->retired) ? 0 : eng_segment_unlink(seg);
-    pthread_mutex_unlock(&p->retire_lock);
-    return rc;
 }
 
 const char *eng_partition_topic(const eng_partition *p)
@@ -556,7 +552,7 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
         return p->dir_offline ? ENG_EOFFLINE : rc;
     }
     eng_segment_opts o;
-    eng__segment_opts(cfg, true, &o);
+    eng__segment_opts(p, cfg, true, &o);
     eng_segment *seg;
     rc = eng_segment_create(p->dir, new_base, &o, &seg);
     if (rc) {

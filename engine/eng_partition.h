@@ -169,10 +169,6 @@ void eng_partition_retire(eng_partition *p);
  * p's high watermark learns here that no append will ever move it. */
 bool eng_partition_retired(const eng_partition *p);
 
-/* Unlinks the files of seg, a segment that left p's log (on_delete), unless
- * p is retired: its directory is then set aside and removed whole, and the
- * segment's paths may already name a new topic's files.  0 or -errno. */
-int eng_partition_unlink_segment(eng_partition *p, eng_segment *seg);
 
 const char *eng_partition_topic(const eng_partition *p);
 int32_t eng_partition_id(const eng_partition *p);
@@ -226,10 +222,12 @@ int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts);
 
 void eng_partition_info_get(eng_partition *p, eng_partition_info *out);
 
-/* Lists segments; *out is malloc'd (caller frees). */
+/* Lists segments; *out is malloc'd (caller frees).  ENG_ENOTOPIC once the
+ * topic was deleted: its indexes are no longer opened by path. */
 int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n);
 
-/* A referenced segment by base offset (eng_segment_unref when done). */
+/* A referenced segment by base offset (eng_segment_unref when done);
+ * ENG_ENOTFOUND, or ENG_ENOTOPIC once the topic was deleted. */
 int eng_partition_segment(eng_partition *p, int64_t base, eng_segment **out);
 
 /* Batch headers of one segment from batch number `skip`, at most max; *out is

@@ -56,12 +56,9 @@ struct eng_partition {
     /* The topic was deleted (eng_partition_retire): set under maint_lock
      * and append_lock, read without them by the cleaner to stop early. */
     _Atomic bool retired;
-    /* Held by a delayed unlink of a segment that left the log (the
-     * delete-file job) while it checks `retired` and names the files:
-     * eng_partition_retire takes it once after setting `retired`, so no
-     * such unlink still names the old paths once the directory is renamed
-     * and the paths belong to the next topic of the name. */
-    pthread_mutex_t retire_lock;
+    /* Its segments' leave to use paths under dir: revoked on retire, before
+     * the directory moves and the path may name the next topic's. */
+    eng_segment_gate *gate;
 
     /* Group commit: appenders that need durability wait here for a flush
      * that covers their offset; one of them runs it for all. */
@@ -110,8 +107,9 @@ void eng__segview_install(eng_partition *p, eng_segview *v);
 /* Index of the segment with the largest base <= offset, or -1. */
 ssize_t eng__segview_floor(const eng_segview *v, int64_t offset);
 
-/* Per-segment options derived from a topic config. */
-void eng__segment_opts(const eng_config *c, bool active_prealloc, eng_segment_opts *o);
+/* Per-segment options derived from a topic config, with p's gate. */
+void eng__segment_opts(const eng_partition *p, const eng_config *c, bool active_prealloc,
+                       eng_segment_opts *o);
 
 /* Rolls the active segment (caller holds append_lock); a no-op when the
  * active segment is empty. */

@@ -626,6 +626,8 @@ static int visit_count(const eng_batch_pos *b, void *vctx)
 
 int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
 {
+    if (atomic_load(&p->retired))
+        return ENG_ENOTOPIC;
     eng_segview *v = eng__segview_acquire(p);
     /* Read the count while the view is held: once released, a roll may have
      * dropped the last reference and freed it. */
@@ -650,9 +652,9 @@ int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
         }
         si->record_count = c.records;
         si->batch_count = c.batches;
-        eng_index *oi = eng_segment_offset_index(seg), *ti = eng_segment_time_index(seg);
-        if (!rc && (!oi || !ti))
-            rc = -EIO;
+        eng_index *oi = NULL, *ti = NULL;
+        if (!rc)
+            rc = eng_segment_indexes(seg, &oi, &ti); /* ENG_ENOTOPIC once retired */
         if (!rc) {
             si->index_bytes = eng_index_file_bytes(oi);
             si->timeindex_bytes = eng_index_file_bytes(ti);
@@ -672,6 +674,8 @@ int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
 
 int eng_partition_segment(eng_partition *p, int64_t base, eng_segment **out)
 {
+    if (atomic_load(&p->retired))
+        return ENG_ENOTOPIC;
     eng_segview *v = eng__segview_acquire(p);
     ssize_t i = eng__segview_floor(v, base);
     int rc = ENG_ENOTFOUND;

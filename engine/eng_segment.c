@@ -6,6 +6,11 @@
  * index pointers) are atomics; everything else belongs to the appender or to
  * single-threaded startup code.  `lock` only guards lazy index opening,
  * lazy tail-state loading and renames, never I/O on the append path.
+ *
+ * Every use of a path outside the partition's locks (lazy opens and
+ * reads, renames, unlinks) runs inside its gate (eng_segment_gate), taken
+ * after `lock`: once a deleted topic's gate is revoked, none of them can
+ * reach a file of the next topic created under the name.
  */
 #include "eng_segment_impl.h"
 
@@ -29,6 +34,67 @@
 
 #define SCAN_CHUNK 16384
 
+struct eng_segment_gate {
+    _Atomic int refs;
+    pthread_rwlock_t lock; /* shared by path operations, exclusive to revoke */
+    bool revoked;
+};
+
+int eng_segment_gate_new(eng_segment_gate **out)
+{
+    eng_segment_gate *g = calloc(1, sizeof *g);
+    if (!g)
+        return -ENOMEM;
+    int e = pthread_rwlock_init(&g->lock, NULL);
+    if (e) {
+        free(g);
+        return -e;
+    }
+    atomic_init(&g->refs, 1);
+    *out = g;
+    return 0;
+}
+
+void eng_segment_gate_ref(eng_segment_gate *g)
+{
+    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+}
+
+void eng_segment_gate_unref(eng_segment_gate *g)
+{
+    if (!g || atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    pthread_rwlock_destroy(&g->lock);
+    free(g);
+}
+
+void eng_segment_gate_revoke(eng_segment_gate *g)
+{
+    pthread_rwlock_wrlock(&g->lock);
+    g->revoked = true;
+    pthread_rwlock_unlock(&g->lock);
+}
+
+/* Enters s's gate for one path operation: 0 (leave with path_leave), or
+ * ENG_ENOTOPIC when it was revoked (nothing to leave). */
+static int path_enter(const eng_segment *s)
+{
+    eng_segment_gate *g = s->opts.gate;
+    if (!g)
+        return 0;
+    pthread_rwlock_rdlock(&g->lock);
+    if (!g->revoked)
+        return 0;
+    pthread_rwlock_unlock(&g->lock);
+    return ENG_ENOTOPIC;
+}
+
+static void path_leave(const eng_segment *s)
+{
+    if (s->opts.gate)
+        pthread_rwlock_unlock(&s->opts.gate->lock);
+}
+
 
 int eng_segment_file_path(const eng_segment *s, const char *ext, char *buf, size_t len)
 {
@@ -48,6 +114,8 @@ static eng_segment *segment_new(const char *dir, int64_t base, const eng_segment
     }
     s->base = base;
     s->opts = *o;
+    if (o->gate)
+        eng_segment_gate_ref(o->gate);
     s->log_fd = -1;
     atomic_init(&s->refs, 1);
     atomic_init(&s->next_offset, base);
@@ -66,6 +134,7 @@ static void segment_free(eng_segment *s)
     if (s->log_fd >= 0)
         close(s->log_fd);
     pthread_mutex_destroy(&s->lock);
+    eng_segment_gate_unref(s->opts.gate);
     free(s->dir);
     free(s);
 }
@@ -90,9 +159,13 @@ static int open_index(eng_segment *s, const char *ext, eng_index_kind kind, bool
                       eng_index **out)
 {
     char path[PATH_MAX];
-    int rc = eng_segment_file_path(s, ext, path, sizeof path);
+    int rc = path_enter(s);
+    if (rc)
+        return rc;
+    rc = eng_segment_file_path(s, ext, path, sizeof path);
     if (!rc)
         rc = eng_index_open(path, kind, s->base, s->opts.index_max_bytes, writable, out);
+    path_leave(s);
     if (rc == -ENOENT && !writable)
         rc = eng_index_new_empty(kind, s->base, out);
     return rc;
@@ -124,6 +197,18 @@ static int ensure_indexes(eng_segment *s)
     int rc = atomic_load(&s->tidx) ? 0 : eng__segment_open_indexes(s, false);
     pthread_mutex_unlock(&s->lock);
     return rc;
+}
+
+int eng_segment_indexes(eng_segment *s, eng_index **oi, eng_index **ti)
+{
+    int rc = ensure_indexes(s);
+    if (rc)
+        return rc;
+    if (oi)
+        *oi = atomic_load_explicit(&s->oidx, memory_order_acquire);
+    if (ti)
+        *ti = atomic_load_explicit(&s->tidx, memory_order_acquire);
+    return 0;
 }
 
 eng_index *eng_segment_offset_index(eng_segment *s)
@@ -307,10 +392,13 @@ static uint64_t last_index_position(eng_segment *s, uint64_t log_size)
             eng_offset_index_entry(oi, n - 1, &off, &pos);
         return pos < log_size ? pos : 0;
     }
+    /* Revoked: scanning from the start needs only the open .log. */
     char path[PATH_MAX];
-    if (eng_segment_file_path(s, ".index", path, sizeof path))
+    if (path_enter(s))
         return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = eng_segment_file_path(s, ".index", path, sizeof path) ? -1
+             : open(path, O_RDONLY | O_CLOEXEC);
+    path_leave(s);
     if (fd < 0)
         return 0;
     uint64_t pos = 0;
@@ -357,10 +445,11 @@ static void load_max_ts(eng_segment *s)
         eng_index *ti = atomic_load(&s->tidx);
         if (ti) {
             eng_time_index_last(ti, &ts, &off);
-        } else {
+        } else if (!path_enter(s)) { /* revoked: the timestamp stays unknown */
             char path[PATH_MAX];
             int fd = eng_segment_file_path(s, ".timeindex", path, sizeof path) ? -1
                      : open(path, O_RDONLY | O_CLOEXEC);
+            path_leave(s);
             struct stat st;
             uint8_t e[ENG_TIME_ENTRY_SIZE];
             if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= ENG_TIME_ENTRY_SIZE &&
@@ -657,7 +746,11 @@ static const char *const file_exts[] = {".log", ".index", ".timeindex", ".txnind
 int eng_segment_rename(eng_segment *s, const char *suffix)
 {
     pthread_mutex_lock(&s->lock);
-    int rc = 0;
+    int rc = path_enter(s);
+    if (rc) {
+        pthread_mutex_unlock(&s->lock);
+        return rc;
+    }
     char from[PATH_MAX], to[PATH_MAX], full[64];
     for (int i = 0; file_exts[i] && !rc; i++) {
         snprintf(full, sizeof full, "%s%s", file_exts[i], suffix);
@@ -667,6 +760,7 @@ int eng_segment_rename(eng_segment *s, const char *suffix)
         if (rename(from, to) < 0 && !(errno == ENOENT && i > 0))
             rc = -errno;
     }
+    path_leave(s);
     if (!rc)
         snprintf(s->suffix, sizeof s->suffix, "%s", suffix);
     pthread_mutex_unlock(&s->lock);
@@ -676,6 +770,10 @@ int eng_segment_rename(eng_segment *s, const char *suffix)
 int eng_segment_unlink(eng_segment *s)
 {
     pthread_mutex_lock(&s->lock);
+    if (path_enter(s)) {
+        pthread_mutex_unlock(&s->lock);
+        return 0; /* a deleted topic's: its files go with its directory */
+    }
     int rc = 0;
     char path[PATH_MAX];
     for (int i = 0; file_exts[i]; i++) {
@@ -683,6 +781,7 @@ int eng_segment_unlink(eng_segment *s)
             errno != ENOENT && !rc)
             rc = -errno;
     }
+    path_leave(s);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }

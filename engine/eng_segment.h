@@ -27,11 +27,32 @@
 
 typedef struct eng_segment eng_segment;
 
+/* A partition directory's leave to be named by path, shared by the
+ * partition and every segment made with it (eng_segment_opts.gate).
+ * Deleting a topic revokes it before the directory moves away: the path
+ * may then name the directory of the next topic of that name, so a segment
+ * of the deleted topic opens (lazily: indexes, tail state), renames and
+ * unlinks nothing by path any more.  Descriptors and mappings it already
+ * holds keep working; what would need the path fails with ENG_ENOTOPIC.
+ * Creating and loading segments is not gated: they run under the
+ * partition's locks, which a retire waits for. */
+typedef struct eng_segment_gate eng_segment_gate;
+
+/* A new, open gate (*out holds the one reference). */
+int eng_segment_gate_new(eng_segment_gate **out);
+void eng_segment_gate_ref(eng_segment_gate *g);
+/* Drops a reference; NULL is a no-op. */
+void eng_segment_gate_unref(eng_segment_gate *g);
+/* Waits for the path operations in progress under g, then refuses every
+ * later one. */
+void eng_segment_gate_revoke(eng_segment_gate *g);
+
 typedef struct eng_segment_opts {
     uint32_t index_max_bytes;   /* segment.index.bytes */
     uint32_t index_interval;    /* index.interval.bytes */
     uint64_t preallocate_bytes; /* > 0: fallocate a new .log to this size */
     int64_t roll_jitter_ms;     /* chosen per segment by the partition */
+    eng_segment_gate *gate;     /* borrowed (the segment takes a reference); NULL: never revoked */
 } eng_segment_opts;
 
 /* Why a segment should roll; 0 = it should not. */
@@ -167,12 +188,16 @@ int eng_segment_recover(eng_segment *s, eng_recover_stats *st);
  * pointers valid while the reference lives; NULL on failure. */
 eng_index *eng_segment_offset_index(eng_segment *s);
 eng_index *eng_segment_time_index(eng_segment *s);
+/* Both indexes, opened if needed, or why they cannot be (ENG_ENOTOPIC once
+ * the gate is revoked).  Either out-pointer may be NULL. */
+int eng_segment_indexes(eng_segment *s, eng_index **oi, eng_index **ti);
 
 /* Renames the segment's files from their current suffix to suffix ("" for
  * none, ".deleted", ".swap", ...). Missing index files are skipped. */
 int eng_segment_rename(eng_segment *s, const char *suffix);
 
-/* Unlinks the segment's files under their current suffix. */
+/* Unlinks the segment's files under their current suffix; nothing once
+ * the gate is revoked (they go with their directory). */
 int eng_segment_unlink(eng_segment *s);
 
 /* The suffix the files currently carry ("" normally). Borrowed. */

@@ -85,13 +85,14 @@ static void distrust_index(eng_segment *s, uint32_t pos)
 
 int eng_segment_find_batch(eng_segment *s, int64_t target, uint64_t limit, eng_batch_pos *out)
 {
-    eng_index *oi = eng_segment_offset_index(s);
-    if (!oi)
-        return -EIO;
+    eng_index *oi;
+    int rc = eng_segment_indexes(s, &oi, NULL);
+    if (rc)
+        return rc;
     int64_t off;
     uint32_t pos = scan_start(s, oi, target, limit, &off);
     find_ctx c = {.target = target, .entry_offset = pos ? off : -1};
-    int rc = eng_segment_scan_from(s, pos, limit, visit_find, &c);
+    rc = eng_segment_scan_from(s, pos, limit, visit_find, &c);
     if (pos && (rc == ENG_ECORRUPT || c.entry_bad)) {
         bool entry_bad = c.entry_bad;
         c = (find_ctx){.target = target, .entry_offset = -1};
@@ -167,15 +168,16 @@ static int visit_ts(const eng_batch_pos *b, void *ctx)
 int eng_segment_find_by_timestamp(eng_segment *s, int64_t ts, int64_t min_offset, int64_t *offset,
                                   int64_t *timestamp)
 {
-    eng_index *oi = eng_segment_offset_index(s), *ti = eng_segment_time_index(s);
-    if (!oi || !ti)
-        return -EIO;
+    eng_index *oi, *ti;
+    int rc = eng_segment_indexes(s, &oi, &ti);
+    if (rc)
+        return rc;
     int64_t ets, eoff, ioff;
     eng_time_index_lookup(ti, ts, &ets, &eoff);
     uint64_t limit = eng_segment_size(s);
     uint32_t pos = scan_start(s, oi, eoff > min_offset ? eoff : min_offset, limit, &ioff);
     ts_ctx c = {.s = s, .ts = ts, .min_offset = min_offset, .found_offset = -1};
-    int rc = eng_segment_scan_from(s, pos, limit, visit_ts, &c);
+    rc = eng_segment_scan_from(s, pos, limit, visit_ts, &c);
     if (rc == ENG_ECORRUPT && pos) {
         distrust_index(s, pos);
         c.found_offset = -1;
