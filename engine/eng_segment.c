@@ -34,67 +34,18 @@
 
 #define SCAN_CHUNK 16384
 
-struct eng_segment_gate {
-    _Atomic int refs;
-    pthread_rwlock_t lock; /* shared by path operations, exclusive to revoke */
-    bool revoked;
-};
-
-int eng_segment_gate_new(eng_segment_gate **out)
-{
-    eng_segment_gate *g = calloc(1, sizeof *g);
-    if (!g)
-        return -ENOMEM;
-    int e = pthread_rwlock_init(&g->lock, NULL);
-    if (e) {
-        free(g);
-        return -e;
-    }
-    atomic_init(&g->refs, 1);
-    *out = g;
-    return 0;
-}
-
-void eng_segment_gate_ref(eng_segment_gate *g)
-{
-    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
-}
-
-void eng_segment_gate_unref(eng_segment_gate *g)
-{
-    if (!g || atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    pthread_rwlock_destroy(&g->lock);
-    free(g);
-}
-
-void eng_segment_gate_revoke(eng_segment_gate *g)
-{
-    pthread_rwlock_wrlock(&g->lock);
-    g->revoked = true;
-    pthread_rwlock_unlock(&g->lock);
-}
-
 /* Enters s's gate for one path operation: 0 (leave with path_leave), or
  * ENG_ENOTOPIC when it was revoked (nothing to leave). */
 static int path_enter(const eng_segment *s)
 {
-    eng_segment_gate *g = s->opts.gate;
-    if (!g)
-        return 0;
-    pthread_rwlock_rdlock(&g->lock);
-    if (!g->revoked)
-        return 0;
-    pthread_rwlock_unlock(&g->lock);
-    return ENG_ENOTOPIC;
+    return s->opts.gate ? eng_segment_gate_enter(s->opts.gate) : 0;
 }
 
 static void path_leave(const eng_segment *s)
 {
     if (s->opts.gate)
-        pthread_rwlock_unlock(&s->opts.gate->lock);
+        eng_segment_gate_leave(s->opts.gate);
 }
-
 
 int eng_segment_file_path(const eng_segment *s, const char *ext, char *buf, size_t len)
 {

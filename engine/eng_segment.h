@@ -46,6 +46,10 @@ void eng_segment_gate_unref(eng_segment_gate *g);
 /* Waits for the path operations in progress under g, then refuses every
  * later one. */
 void eng_segment_gate_revoke(eng_segment_gate *g);
+/* Enters g for one path operation: 0 (leave with eng_segment_gate_leave), or
+ * ENG_ENOTOPIC once it is revoked (nothing to leave). */
+int eng_segment_gate_enter(eng_segment_gate *g);
+void eng_segment_gate_leave(eng_segment_gate *g);
 
 typedef struct eng_segment_opts {
     uint32_t index_max_bytes;   /* segment.index.bytes */
