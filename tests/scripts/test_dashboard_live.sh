@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The dashboard at GET / kept open in a real browser while its server stops
+# and starts again (test_dashboard.sh looks at single loads).  Headless
+# chromium, driven by tests/scripts/browser_steps.py over the DevTools pipe,
+# keeps the page open: it loads with no console error (no /favicon.ico
+# request to 404), shows rates once two refreshes have run, says
+# "unreachable" (not "ready") once the server is stopped, "ready" again once
+# it is back on the same port, and never shows a negative rate although the
+# server's counters started again from zero.  Prints TAP.
+#
+# Needs chromium and python3; skips when either is missing (test_dashboard.sh
+# installs chromium when it runs as root).  Every process started here is
+# stopped by PID and the temp dir is removed.
+set -u
+cd "$(dirname "$0")/../.."
+bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
+check() { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; return 1; fi; }
+finish() { echo "1..$n"; [ "$failed" -eq 0 ]; exit $?; }
+
+chrome=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$chrome" ] || ! command -v python3 >/dev/null || ! command -v curl >/dev/null; then
+    echo "1..0 # SKIP needs chromium, python3 and curl (test_dashboard.sh installs chromium as root)"
+    exit 0
+fi
+
+tmp=$(mktemp -d /tmp/logstore-dashlive-XXXXXX)
+# Both servers' PIDs go to files: the second is started from a browser step.
+stop_pid() {
+    local p
+    p=$(cat "$1" 2>/dev/null) || return 0
+    kill "$p" 2>/dev/null || return 0
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null
+}
+cleanup() {
+    stop_pid "$tmp/pid1"
+    stop_pid "$tmp/pid2"
+    # chromium helpers that outlived their browser: ours hold our profile dir
+    local f p
+    for f in /proc/[0-9]*/cmdline; do
+        { tr '\0' ' ' <"$f"; } 2>/dev/null | grep -q -- "--user-data-dir=$tmp/" || continue
+        p=${f#/proc/}; kill "${p%/cmdline}" 2>/dev/null
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# start_logstore N PORT: the server on PORT (0: any), its PID in $tmp/pidN;
+# prints the port once it is ready.
+start_logstore() {
+    local k=$1 port=$2
+    "$bin" --set log.dirs="$tmp/data" --set listeners="http://127.0.0.1:$port" >>"$tmp/logstore$k.log" 2>&1 &
+    echo $! >"$tmp/pid$k"
+    for _ in $(seq 1 200); do
+        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/logstore$k.log" | tail -1)
+        [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null && { echo "$port"; return 0; }
+        sleep 0.05
+    done
+    tail -20 "$tmp/logstore$k.log" | sed 's/^/# /' >&2
+    return 1
+}
+export -f start_logstore
+export bin tmp
+
+port=$(start_logstore 1 0)
+check "logstore starts" test -n "$port" || finish
+B=http://127.0.0.1:$port
+post() { curl -sf -X POST "$B$1" -H 'Content-Type: application/json' -d "$2" >/dev/null; }
+traffic() {
+    post /v1/topics '{"name":"live"}' &&
+    post /v1/topics/live/partitions/0/records '{"records":[{"value":"a"},{"value":"b"},{"value":"c"}]}' &&
+    curl -sf "$B/v1/topics/live/partitions/0/records?offset=0" >/dev/null
+}
+check "a topic with records appended and read" traffic
+
+state='document.getElementById("state")'
+h3='(document.querySelector("#topics h3") || {}).textContent || ""'
+# Every topic heading the page ever draws, kept to look for negative rates.
+watch='window.seen = []; new MutationObserver(() => document.querySelectorAll("#topics h3").forEach((h) => seen.push(h.textContent))).observe(document.getElementById("topics"), {childList: true, subtree: true}); true'
+profile=$(mktemp -d "$tmp/profile-XXXXXX")
+timeout -k 5 120 python3 tests/scripts/browser_steps.py "$chrome" "$profile" "$B/" \
+    "until:10000:/in [0-9.]+ rec\\/s/.test($h3)" \
+    "js:$watch" \
+    "js:$state.textContent" \
+    "sh:kill \$(cat $tmp/pid1)" \
+    "until:10000:$state.textContent === 'unreachable'" \
+    "js:[$state.className, document.getElementById('error').textContent]" \
+    "sh:start_logstore 2 $port >/dev/null" \
+    "until:10000:$state.textContent === 'ready' && /rec\\/s/.test($h3)" \
+    "sleep:4500" \
+    "js:seen.filter((t) => /(in|out) -[0-9]/.test(t))" \
+    "js:$h3" \
+    >"$tmp/steps.out" 2>"$tmp/steps.err"
+rc=$?
+sed 's/^/# /' "$tmp/steps.out"
+check "the browser ran every step (status $rc)" test "$rc" -eq 0 || { sed 's/^/# /' "$tmp/steps.err" | tail -20; finish; }
+mapfile -t out < <(grep -v '^console-error ' "$tmp/steps.out")
+# Console errors while the server is up: before the stop, and once the page
+# has seen it back (the refresh under way at the restart may fail).
+before_stop=$(sed -n '1,/^sh /p' "$tmp/steps.out" | grep -c '^console-error ')
+back=$(grep -n '^until ' "$tmp/steps.out" | sed -n '3s/:.*//p')
+after_start=$(tail -n +"${back:-1}" "$tmp/steps.out" | grep -c '^console-error ')
+check "the page loads and refreshes with no console error ($before_stop)" test "$before_stop" -eq 0
+check "rates are shown after two refreshes" test "${out[0]}" = "until true"
+check "the badge said ready while the server ran" test "${out[2]}" = 'js "ready"'
+check "the badge says unreachable once the server stops" test "${out[4]}" = "until true"
+check "drawn as bad, with an error line saying so" \
+    grep -qF 'js ["status bad", "the server does not answer' "$tmp/steps.out"
+check "logstore starts again on the same port" test "${out[6]}" = "sh 0"
+check "the badge says ready again" test "${out[7]}" = "until true"
+check "no negative rate after the server's counters restarted from zero" test "${out[8]}" = "js []"
+check "no console error once the server is back ($after_start)" test "$after_start" -eq 0
+echo "# the topic's heading at the end: ${out[9]}"
+
+stop_pid "$tmp/pid2"
+if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$tmp"/logstore*.log; then
+    not_ok "no sanitizer report from logstore"
+    grep -h -A5 -E 'ERROR: (Address|Leak)Sanitizer|runtime error' "$tmp"/logstore*.log | head -20 | sed 's/^/# /'
+else
+    ok "no sanitizer report from logstore"
+fi
+finish
