@@ -51,6 +51,8 @@ struct api_stream {
     eng_buf scratch;
 };
 
+static bool emit(api_stream *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 api_stream *api_stream_new(eng_partition *p, api_waiters *ws, const api_stream_opts *o)
 {
     api_stream *s = calloc(1, sizeof *s);
@@ -64,6 +66,16 @@ api_stream *api_stream_new(eng_partition *p, api_waiters *ws, const api_stream_o
     s->fd = -1;
     s->last_send_ms = eng_mono_ms();
     api_metrics_streams(1);
+    /* An EventSource that reconnects before any record came has no last
+     * event ID to send, so it asks for the URL's start again, and a start
+     * such as `latest` or `tail=N` is then later: what was appended in
+     * between is skipped.  An `id` field with no data sets the last event
+     * ID without firing an event (HTML, "dispatch the event"), so the
+     * stream begins by naming the offset before its start. */
+    if (o->format == API_STREAM_SSE && !emit(s, "id: %lld\n\n", (long long)(o->start - 1))) {
+        api_stream_free(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -86,8 +98,6 @@ void api_stream_free(api_stream *s)
     free(s->out);
     free(s);
 }
-
-static bool emit(api_stream *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static bool emit(api_stream *s, const char *fmt, ...)
 {

@@ -9,7 +9,8 @@
  * new high watermark, its heartbeat deadline, its client leaving or the
  * server stopping wakes it (through the transport's resume hook).
  *
- * SSE: one `record` event per record with `id: <offset>`, `: heartbeat`
+ * SSE: first `id: <start - 1>` with no data (an EventSource's last event ID
+ * before any record), one `record` event per record with `id: <offset>`, `: heartbeat`
  * comments, an `end` event with the cursor when a bound (max_records,
  * until_timestamp) is reached, an `error` event if the position is deleted
  * under the reader.  NDJSON: one record per line, and on a bound a final

@@ -149,8 +149,10 @@ static inline int ru_get_accept(ls_server *s, const char *path, const char *acce
     return ls_http(s, "GET", path, NULL, NULL, 0, hdrs, r);
 }
 
-/* Parses an SSE body into [{"id":N|null,"event":"...","data":<json>}];
- * comment lines (": heartbeat") are counted in *comments. */
+/* Parses an SSE body into [{"id":N|null,"event":"...","data":<json>}], "id"
+ * being the event's own `id` field; comment lines (": heartbeat") are
+ * counted in *comments.  An event ends at a blank line, and one without
+ * data (an `id` alone) is no event, as for a browser. */
 static inline json_t *ru_sse_parse(const char *body, size_t len, int *comments)
 {
     json_t *events = json_array();
@@ -159,25 +161,29 @@ static inline json_t *ru_sse_parse(const char *body, size_t len, int *comments)
     copy[len] = 0;
     *comments = 0;
     json_t *cur = NULL;
-    char *save = NULL;
-    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    for (char *line = copy, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        *nl = 0;
         if (line[0] == ':') {
             (*comments)++;
             continue;
         }
-        if (!cur) {
-            cur = json_pack("{s:n,s:s}", "id", "event", "message");
-            json_array_append_new(events, cur);
+        if (!line[0]) {
+            if (cur && json_object_get(cur, "data"))
+                json_array_append(events, cur);
+            json_decref(cur);
+            cur = NULL;
+            continue;
         }
+        if (!cur)
+            cur = json_pack("{s:n,s:s}", "id", "event", "message");
         if (!strncmp(line, "id: ", 4))
             json_object_set_new(cur, "id", json_integer(atoll(line + 4)));
         else if (!strncmp(line, "event: ", 7))
             json_object_set_new(cur, "event", json_string(line + 7));
-        else if (!strncmp(line, "data: ", 6)) {
+        else if (!strncmp(line, "data: ", 6))
             json_object_set_new(cur, "data", json_loads(line + 6, 0, NULL));
-            cur = NULL; /* the servers writes data last, then a blank line */
-        }
     }
+    json_decref(cur); /* cut short before its blank line: not an event */
     free(copy);
     return events;
 }

@@ -21,7 +21,9 @@
  * past the high watermark like any other: 416, or the high watermark with
  * clamp=true.  A stream's start has the bounds of any read: one past the
  * high watermark (by offset or Last-Event-ID) or below the log start offset
- * is 416, for SSE and NDJSON.
+ * is 416, for SSE and NDJSON.  A stream opens with the ID of the offset
+ * before its start, so an idle `offset=latest` reader that reconnects with
+ * it misses nothing.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -512,6 +514,65 @@ static void test_stream_start_bounds(void **state)
     ls_resp_free(&r);
 }
 
+/* What an EventSource does when the connection drops (a restart, a proxy)
+ * before any record came: it reconnects to the same URL with the last event
+ * ID it has.  On `offset=latest` that has to be where the first stream
+ * started, or the records appended in between are skipped. */
+static void test_idle_stream_resumes_where_it_started(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "sse-start", 1, NULL), 201);
+    assert_int_equal(ls_append_json(S, "sse-start", 0, "{\"records\":[{\"value\":\"a\"},{\"value\":\"b\"}]}"),
+                     200);
+    int fd = raw_get(S, "/v1/topics/sse-start/partitions/0/records?offset=latest", "text/event-stream", 0);
+    assert_true(fd >= 0);
+    char buf[4096];
+    size_t got = 0;
+    long long end = ru_mono_ms() + 3000;
+    buf[0] = 0;
+    while (!strstr(buf, "\r\n\r\n") || !strstr(strstr(buf, "\r\n\r\n"), "\n\n")) {
+        assert_true(ru_mono_ms() < end && got < sizeof buf - 1);
+        got += raw_read(fd, buf + got, sizeof buf - 1 - got, 100);
+        buf[got] = 0;
+    }
+    close(fd);
+    /* The body opens with the offset before its start, no event: an
+     * EventSource keeps it as its last event ID. */
+    const char *body = strstr(buf, "\r\n\r\n") + 4;
+    const char *id = strstr(body, "id: ");
+    assert_non_null(id);
+    assert_int_equal(atoll(id + 4), 1);
+    assert_null(strstr(body, "event: "));
+    assert_int_equal(ls_append_json(S, "sse-start", 0, "{\"records\":[{\"value\":\"c\"},{\"value\":\"d\"}]}"),
+                     200);
+    /* The reconnect: the same URL with that ID gets both records. */
+    char leid[64];
+    snprintf(leid, sizeof leid, "Last-Event-ID: %lld", atoll(id + 4));
+    const char *hdrs[] = {"Accept: text/event-stream", leid, NULL};
+    ls_resp r;
+    assert_int_equal(ls_http(S, "GET", "/v1/topics/sse-start/partitions/0/records?offset=latest&max_records=2",
+                             NULL, NULL, 0, hdrs, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    int comments;
+    json_t *ev = ru_sse_parse(r.body, r.len, &comments);
+    assert_int_equal(json_array_size(ev), 3);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ev, 0), "id")), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ev, 1), "id")), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ev, 2), "event")), "end");
+    json_decref(ev);
+    ls_resp_free(&r);
+    /* From offset 0 the ID is -1, which resumes at 0. */
+    const char *plain[] = {"Accept: text/event-stream", NULL};
+    assert_int_equal(ls_http(S, "GET", "/v1/topics/sse-start/partitions/0/records?offset=0&max_records=1",
+                             NULL, NULL, 0, plain, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_true(r.len > 8 && memcmp(r.body, "id: -1\n\n", 8) == 0);
+    ls_resp_free(&r);
+    settle();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -519,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_empty_record_satisfies_min_bytes),
         cmocka_unit_test(test_last_event_id_at_int64_max),
         cmocka_unit_test(test_stream_start_bounds),
+        cmocka_unit_test(test_idle_stream_resumes_where_it_started),
         cmocka_unit_test(test_cut_page_answers_at_once),
         cmocka_unit_test(test_slow_stream_renders_per_refill),
         cmocka_unit_test(test_reparked_pages_not_counted),
