@@ -10,7 +10,7 @@
 # (1280x1000) for people to look at.
 # Prints TAP.
 #
-# Installs Debian's chromium when missing.  Each chromium run gets a fresh
+# Installs Debian's chromium when missing (browser_env.sh).  Each chromium run gets a fresh
 # profile dir and a time limit; every process started here is stopped by PID
 # and the temp dir is removed.
 set -u
@@ -39,21 +39,7 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- chromium --------------------------------------------------------------------------
-chrome=$(command -v chromium || command -v chromium-browser || true)
-if [ -z "$chrome" ] || ! command -v curl >/dev/null; then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "1..0 # SKIP chromium is not installed and we are not root"
-        exit 0
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core curl; } \
-        >"$tmp/apt.log" 2>&1; then
-        not_ok "apt-get install chromium"
-        tail -20 "$tmp/apt.log" | sed 's/^/# /'
-        finish
-    fi
-    chrome=$(command -v chromium)
-fi
+. tests/scripts/browser_env.sh
 ok "$("$chrome" --version 2>/dev/null | head -1) is installed"
 
 # Runs headless chromium on a URL with a fresh profile; extra flags after it.

@@ -8,9 +8,8 @@
 # it is back on the same port, and never shows a negative rate although the
 # server's counters started again from zero.  Prints TAP.
 #
-# Needs chromium and python3; skips when either is missing (test_dashboard.sh
-# installs chromium when it runs as root).  Every process started here is
-# stopped by PID and the temp dir is removed.
+# Needs chromium and python3 (browser_env.sh installs them as root).  Every
+# process started here is stopped by PID and the temp dir is removed.
 set -u
 cd "$(dirname "$0")/../.."
 bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
@@ -20,12 +19,6 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
 check() { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; return 1; fi; }
 finish() { echo "1..$n"; [ "$failed" -eq 0 ]; exit $?; }
-
-chrome=$(command -v chromium || command -v chromium-browser || true)
-if [ -z "$chrome" ] || ! command -v python3 >/dev/null || ! command -v curl >/dev/null; then
-    echo "1..0 # SKIP needs chromium, python3 and curl (test_dashboard.sh installs chromium as root)"
-    exit 0
-fi
 
 tmp=$(mktemp -d /tmp/logstore-dashlive-XXXXXX)
 # Both servers' PIDs go to files: the second is started from a browser step.
@@ -48,6 +41,7 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+. tests/scripts/browser_env.sh
 
 # start_logstore N PORT: the server on PORT (0: any), its PID in $tmp/pidN;
 # prints the port once it is ready.
