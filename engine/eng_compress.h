@@ -44,6 +44,13 @@ int eng_batch_recode(const uint8_t *batch, const eng_batch_header *h, int codec,
  * unsupported"), so a broker never stores one. */
 bool eng_batch_lz4_dependent(const uint8_t *batch, const eng_batch_header *h);
 
+/* True if the batch is LZ4 in a frame whose FLG sets the dictionary-ID
+ * flag: liblz4 reads it (the blocks need no dictionary), but Kafka's reader
+ * (KafkaLZ4BlockInputStream) refuses any reserved FLG bit ("Reserved0 field
+ * must be 0"), so a broker never stores one and no Kafka client could read
+ * one. */
+bool eng_batch_lz4_dict_id(const uint8_t *batch, const eng_batch_header *h);
+
 /* True if this build can read and write codec (ENG_CODEC_*). */
 int eng_codec_supported(int codec);
 

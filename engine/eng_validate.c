@@ -65,6 +65,9 @@ static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_
     if (eng_batch_lz4_dependent(batch, h))
         return batch_fail(err, ENG_ECORRUPT, idx,
                           "an LZ4 frame of dependent blocks, which Kafka's clients cannot read");
+    if (eng_batch_lz4_dict_id(batch, h))
+        return batch_fail(err, ENG_ECORRUPT, idx,
+                          "an LZ4 frame with a dictionary ID, which Kafka's clients cannot read");
     bool create_time = cfg->v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i == ENG_TS_CREATE_TIME;
     bool compact = cfg->v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT;
     int64_t before = eng_config_ts_before_max(cfg), after = eng_config_ts_after_max(cfg);

@@ -13,7 +13,9 @@
  *   - an idempotent batch (producer id 0 included) needs a base sequence;
  *     control and delete-horizon batches are not taken from producers;
  *   - a producer batch carrying the LogAppendTime bit is stored as CreateTime
- *     on a CreateTime topic, with a valid CRC and its own record timestamps.
+ *     on a CreateTime topic, with a valid CRC and its own record timestamps;
+ *   - an LZ4 frame with the dictionary-ID flag is refused, as Kafka's LZ4
+ *     reader refuses it, though liblz4 decodes it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +32,7 @@
 #include "partition_fixture.h"
 #include "support.h"
 
+#include <lz4frame.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +170,50 @@ static size_t compressible_batch(uint8_t *buf, size_t cap)
     for (int i = 0; i < 5; i++)
         recs[i] = rec(T0 + i, "k", value);
     return encode(buf, cap, recs, 5);
+}
+
+/* compressible_batch's records in an LZ4 frame of Kafka's shape, with
+ * dict_id in its header (0: no dictionary-ID flag). */
+static size_t lz4_batch(uint8_t *buf, size_t cap, unsigned dict_id)
+{
+    uint8_t plain[2048];
+    size_t len = compressible_batch(plain, sizeof plain);
+    LZ4F_preferences_t prefs;
+    memset(&prefs, 0, sizeof prefs);
+    prefs.frameInfo.blockSizeID = LZ4F_max64KB;
+    prefs.frameInfo.blockMode = LZ4F_blockIndependent;
+    prefs.frameInfo.dictID = dict_id;
+    size_t z = LZ4F_compressFrame(buf + ENG_BATCH_OVERHEAD, cap - ENG_BATCH_OVERHEAD,
+                                  plain + ENG_BATCH_OVERHEAD, len - ENG_BATCH_OVERHEAD, &prefs);
+    assert_false(LZ4F_isError(z));
+    eng_batch_header h;
+    assert_int_equal(eng_batch_header_decode(plain, len, &h), 0);
+    h.length = (int32_t)(ENG_BATCH_OVERHEAD - ENG_LOG_OVERHEAD + z);
+    h.attributes = (int16_t)((h.attributes & ~ENG_ATTR_CODEC_MASK) | ENG_CODEC_LZ4);
+    eng_batch_header_encode(buf, &h);
+    eng_batch_update_crc(buf, ENG_BATCH_OVERHEAD + z);
+    return ENG_BATCH_OVERHEAD + z;
+}
+
+/* Kafka's KafkaLZ4BlockInputStream reads FLG bit 0 (the dictionary-ID flag
+ * of the LZ4 spec) as a reserved bit and refuses the frame; liblz4 decodes
+ * it, so logstore stored batches no Kafka consumer could read. */
+static void test_lz4_dict_id_refused(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    uint8_t buf[2048];
+    eng_errdetail err = {0};
+    size_t len = lz4_batch(buf, sizeof buf, 7);
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_ECORRUPT);
+    assert_non_null(strstr(err.message, "dictionary ID"));
+    assert_int_equal(eng_partition_log_end_offset(p), 0);
+
+    /* The same frame without the flag is Kafka's and is taken. */
+    len = lz4_batch(buf, sizeof buf, 0);
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 5);
+    eng_partition_unref(p);
 }
 
 static void test_max_message_bytes_before_conversion(void **state)
@@ -405,6 +452,7 @@ int main(void)
         T(test_window_ends_are_inside),
         T(test_no_timestamp_is_in_every_window),
         T(test_max_message_bytes_before_conversion),
+        T(test_lz4_dict_id_refused),
         T(test_max_message_bytes_exact),
         T(test_leader_epoch_stored_as_zero),
         T(test_producer_header_rules),
