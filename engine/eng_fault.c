@@ -62,6 +62,8 @@ static void parse(const char *spec)
             f->action = -EIO;
         else if (!strcmp(eq + 1, "enospc"))
             f->action = -ENOSPC;
+        else if (!strcmp(eq + 1, "edquot"))
+            f->action = -EDQUOT;
         else if (!strcmp(eq + 1, "stall"))
             f->action = FAULT_STALL;
         else

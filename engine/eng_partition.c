@@ -554,7 +554,9 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
     eng_segment_opts o;
     eng__segment_opts(p, cfg, true, &o);
     eng_segment *seg;
-    rc = eng_segment_create(p->dir, new_base, &o, &seg);
+    rc = ENG_FAULT("roll.create");
+    if (!rc)
+        rc = eng_segment_create(p->dir, new_base, &o, &seg);
     if (rc) {
         int64_t now = eng_mono_ms();
         if (p->roll_error_logged_ms && now - p->roll_error_logged_ms < ROLL_ERROR_LOG_MS) {

@@ -239,14 +239,14 @@ static int retention_locked(eng_partition *p, int64_t now_ms, bool dry_run,
     if (pl.count == v->n) {
         /* Everything goes: roll first so the next append keeps its offset. */
         rc = eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE);
-        bool no_room = rc == -ENOSPC || rc == -EMFILE || rc == -ENFILE;
+        bool no_room = rc == -ENOSPC || rc == -EDQUOT || rc == -EMFILE || rc == -ENFILE;
         if (rc && (!no_room || pl.count == 1)) {
             pthread_mutex_unlock(&p->append_lock);
             return rc;
         }
         if (rc) {
-            /* Out of room for the new segment's files (a full disk, no
-             * inodes or descriptors left): the others still go, since
+            /* Out of room for the new segment's files (a full disk or
+             * quota, no inodes or descriptors left): the others still go, since
              * deleting them is what makes room, and the active one waits
              * for a pass that can roll.  Refusing the whole pass kept
              * every expired segment on a full disk for good. */

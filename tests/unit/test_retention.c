@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "retention_fixture.h"
+#include "eng_fault.h"
 
 #include <sys/resource.h>
 
@@ -350,6 +351,29 @@ static void test_everything_goes_without_room_to_roll(void **state)
     close_part(p);
 }
 
+/* A quota that is used up refuses the new segment's files with EDQUOT,
+ * which the API answers as disk_full like ENOSPC: the pass must free room
+ * there too rather than fail whole and keep every expired segment. */
+static void test_everything_goes_without_quota_to_roll(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000;
+    eng_partition *p = open_part(f);
+    segments(p, 2, OLD_TS);
+    append(p, 7, OLD_TS); /* active [20,27), expired */
+    eng_fault_set("roll.create=edquot");
+    eng_retention_report rep;
+    int rc = eng_partition_retention(p, eng_now_ms(), false, &rep);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(rep.n, 2);
+    assert_false(rep.rolled);
+    assert_int_equal(rep.log_start_offset_after, 20);
+    eng_retention_report_free(&rep);
+    expect_segs(p, 1, 20);
+    close_part(p);
+}
+
 /* ---- future timestamps ---------------------------------------------------- */
 
 static void test_future_timestamp_kept(void **state)
@@ -461,6 +485,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_high_watermark_bound_last_offset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_when_everything_goes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_everything_goes_without_room_to_roll, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_everything_goes_without_quota_to_roll, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_future_timestamp_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_just_stamped_is_not_future, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dry_run_changes_nothing, setup, teardown),
