@@ -85,9 +85,12 @@ static void on_roll(eng_partition *p, eng_segment *sealed, int64_t new_base, voi
     eng_scheduler_add_once(sched, "flush-log", 0, job_flush_log, a, drop_flush_log);
 }
 
+/* What a delete-file job needs: the segment, and its name for the job's
+ * note (a copy: holding the partition would keep a deleted topic's
+ * partition, its segments and their descriptors, for file.delete.delay.ms). */
 typedef struct delete_arg {
-    eng_partition *p;
     eng_segment *seg;
+    char what[320]; /* "<topic>-<partition> segment <base>"; names are <= 249 bytes */
 } delete_arg;
 
 static void drop_delete_file(void *varg)
@@ -95,7 +98,6 @@ static void drop_delete_file(void *varg)
     /* The .deleted files stay; the next startup removes them. */
     delete_arg *a = varg;
     eng_segment_unref(a->seg);
-    eng_partition_unref(a->p);
     free(a);
 }
 
@@ -107,8 +109,7 @@ static void drop_delete_file(void *varg)
 static int job_delete_file(void *varg, char *note, size_t len)
 {
     delete_arg *a = varg;
-    snprintf(note, len, "%s-%d segment %020" PRId64, eng_partition_topic(a->p),
-             eng_partition_id(a->p), eng_segment_base(a->seg));
+    snprintf(note, len, "%s", a->what);
     int rc = eng_segment_unlink(a->seg);
     drop_delete_file(a);
     return rc;
@@ -120,8 +121,9 @@ static void on_delete(eng_partition *p, eng_segment *seg, int64_t delay_ms, void
     eng_scheduler *sched = atomic_load(&m->sched);
     delete_arg *a = NULL;
     if (sched && delay_ms > 0 && (a = malloc(sizeof *a))) {
-        eng_partition_ref(p);
-        *a = (delete_arg){.p = p, .seg = seg};
+        a->seg = seg;
+        snprintf(a->what, sizeof a->what, "%s-%d segment %020" PRId64, eng_partition_topic(p),
+                 eng_partition_id(p), eng_segment_base(seg));
         eng_scheduler_add_once(sched, "delete-file", delay_ms, job_delete_file, a,
                                drop_delete_file);
         return;
