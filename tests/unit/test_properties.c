@@ -181,6 +181,10 @@ static void test_escapes(void **state)
     expect("a=\\u0041\\u00e9\\u20AC\n", "a=A\xc3\xa9\xe2\x82\xac@1;");
     expect("a=\\ud83d\\ude00\n", "a=\xf0\x9f\x98\x80@1;");
     expect("a=\\ud83dx\n", "a=?x@1;"); /* a lone surrogate: Java writes '?' */
+    expect("a=\\udc00x\n", "a=?x@1;"); /* a lone low surrogate too */
+    expect("a=\\ud83d\\u0041\n", "a=?A@1;"); /* a high one before no low one */
+    /* The last pair, U+10FFFF: \udfff is still a low surrogate. */
+    expect("a=\\udbff\\udfff\n", "a=\xf4\x8f\xbf\xbf@1;");
     expect("\\u006cog.level=WARN\n", "log.level=WARN@1;");
     expect("log.dirs=/tmp/p\\u0064\n", "log.dirs=/tmp/pd@1;");
     /* Bytes pass through as they are (UTF-8 stays UTF-8). */
