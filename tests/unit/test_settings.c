@@ -12,7 +12,11 @@
  *   - a Kafka broker's server.properties starts: its listeners
  *     (PLAINTEXT://:9092,...) are not logstore's and are ignored with a
  *     warning; an http:// one among them is used; two are refused; the
- *     environment and --set get no such leeway.
+ *     environment and --set get no such leeway;
+ *   - precedence: --set over LOGSTORE_<NAME> over the file; log.dir only
+ *     when log.dirs is not given; a value below a setting's minimum and an
+ *     unknown --set name stop the start (an unknown name in the file is a
+ *     warning).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -248,6 +252,60 @@ static void test_file_listeners_mixed(void **state)
     assert_non_null(strstr(f->err, "names 2 http(s):// listeners; logstore serves one"));
 }
 
+/* DESIGN §5: the file, then the environment, then --set, each over the one
+ * before. */
+static void test_precedence(void **state)
+{
+    fixture *f = *state;
+    const char *text = "log.level=WARN\nlog.dir=/tmp/from-log-dir\n";
+    write_file(f, text, strlen(text));
+    char env0[] = "LOGSTORE_LOG_LEVEL=ERROR";
+    char *envp[] = {env0, NULL};
+    svc_settings s;
+    assert_int_equal(load(f, &s, f->path, "log.level=DEBUG", envp), SVC_LOAD_RUN);
+    assert_string_equal(s.text[SVC_LOG_LEVEL], "DEBUG");
+    assert_int_equal(s.source[SVC_LOG_LEVEL], SVC_SRC_FLAG);
+    /* Kafka's log.dir applies when log.dirs is not given. */
+    assert_string_equal(s.log_dir, "/tmp/from-log-dir");
+    svc_settings_free(&s);
+    assert_int_equal(load(f, &s, f->path, NULL, envp), SVC_LOAD_RUN);
+    assert_string_equal(s.text[SVC_LOG_LEVEL], "ERROR");
+    assert_int_equal(s.source[SVC_LOG_LEVEL], SVC_SRC_ENV);
+    svc_settings_free(&s);
+    assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_RUN);
+    assert_string_equal(s.text[SVC_LOG_LEVEL], "WARN");
+    assert_int_equal(s.source[SVC_LOG_LEVEL], SVC_SRC_FILE);
+    svc_settings_free(&s);
+    /* log.dirs, from anywhere, wins over log.dir. */
+    assert_int_equal(load(f, &s, f->path, "log.dirs=/tmp/from-log-dirs", NULL), SVC_LOAD_RUN);
+    assert_string_equal(s.log_dir, "/tmp/from-log-dirs");
+    svc_settings_free(&s);
+}
+
+/* Bounds hold at both ends; an unknown name is an error on the command line
+ * and a warning in the file (a Kafka broker's file has names of its own). */
+static void test_bounds_and_unknown_names(void **state)
+{
+    fixture *f = *state;
+    write_file(f, "", 0);
+    svc_settings s;
+    assert_int_equal(load(f, &s, f->path, "http.threads=0", NULL), SVC_LOAD_EXIT_ERROR);
+    assert_non_null(strstr(f->err, "http.threads must be an integer in [1, 1024], got '0'"));
+    assert_int_equal(load(f, &s, f->path, "http.threads=1025", NULL), SVC_LOAD_EXIT_ERROR);
+    assert_int_equal(load(f, &s, f->path, "http.max.header.bytes=4095", NULL), SVC_LOAD_EXIT_ERROR);
+    assert_int_equal(load(f, &s, f->path, "http.threads=1", NULL), SVC_LOAD_RUN);
+    assert_int_equal(s.http_threads, 1);
+    svc_settings_free(&s);
+    assert_int_equal(load(f, &s, f->path, "no.such.setting=1", NULL), SVC_LOAD_EXIT_ERROR);
+    assert_non_null(strstr(f->err, "unknown setting 'no.such.setting'"));
+    const char *text = "no.such.setting=1\n";
+    write_file(f, text, strlen(text));
+    assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_RUN);
+    assert_non_null(s.warnings);
+    assert_non_null(strstr(s.warnings, "ignoring unknown setting 'no.such.setting' from the config file"));
+    svc_settings_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +314,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_synonym_listed_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kafka_server_properties, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_listeners_mixed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_precedence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bounds_and_unknown_names, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
