@@ -1,7 +1,8 @@
 /*
  * test_api_codec.c - the pure parts of the HTTP layer: Kafka's murmur2
  * partitioner (Kafka's own test values), strict base64, the append-body
- * parser's refusals, record JSON, the route table and the error table.
+ * parser's refusals, record JSON, the route table and the error table (with
+ * the Kafka error name and number of each code).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -356,6 +357,63 @@ static void test_error_table_complete(void **state)
     assert_int_equal(api_error_status("no_such_code"), 500);
 }
 
+/* The Kafka error each code names (README's Errors table, DESIGN §6's body):
+ * the name and number of Kafka's Errors enum, or null for codes Kafka has
+ * no error for. */
+static void test_error_table_kafka_codes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *code;
+        const char *kafka; /* NULL: no Kafka error */
+        int kafka_code;
+    } t[] = {
+        {"invalid_request", "INVALID_REQUEST", 42},
+        {"malformed_json", "INVALID_REQUEST", 42},
+        {"invalid_partitions", "INVALID_PARTITIONS", 37},
+        {"unauthorized", "SASL_AUTHENTICATION_FAILED", 58},
+        {"forbidden", "TOPIC_AUTHORIZATION_FAILED", 29},
+        {"route_not_found", NULL, 0},
+        {"unknown_topic", "UNKNOWN_TOPIC_OR_PARTITION", 3},
+        {"unknown_partition", "UNKNOWN_TOPIC_OR_PARTITION", 3},
+        {"record_not_found", NULL, 0},
+        {"topic_exists", "TOPIC_ALREADY_EXISTS", 36},
+        {"expected_offset_mismatch", NULL, 0},
+        {"record_too_large", "MESSAGE_TOO_LARGE", 10},
+        {"offset_out_of_range", "OFFSET_OUT_OF_RANGE", 1},
+        {"invalid_config", "INVALID_CONFIG", 40},
+        {"invalid_topic_name", "INVALID_TOPIC_EXCEPTION", 17},
+        {"invalid_record", "INVALID_RECORD", 87},
+        {"corrupt_record", "CORRUPT_MESSAGE", 2},
+        {"invalid_timestamp", "INVALID_TIMESTAMP", 32},
+        {"invalid_base64", "INVALID_RECORD", 87},
+        {"invalid_utf8", "INVALID_RECORD", 87},
+        {"too_many_waiters", "THROTTLING_QUOTA_EXCEEDED", 89},
+        {"internal_error", "UNKNOWN_SERVER_ERROR", -1},
+        {"not_ready", "LEADER_NOT_AVAILABLE", 5},
+        {"log_dir_offline", "KAFKA_STORAGE_ERROR", 56},
+        {"shutting_down", "BROKER_NOT_AVAILABLE", 8},
+        {"overloaded", "THROTTLING_QUOTA_EXCEEDED", 89},
+        {"disk_full", "KAFKA_STORAGE_ERROR", 56},
+        {"too_many_open_files", "KAFKA_STORAGE_ERROR", 56},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        json_t *o = api_error_object(NULL, t[i].code, "m", NULL);
+        assert_non_null(o);
+        json_t *name = json_object_get(o, "kafka_error"), *num = json_object_get(o, "kafka_error_code");
+        if (!t[i].kafka) {
+            if (!json_is_null(name) || !json_is_null(num))
+                fail_msg("%s: kafka_error should be null", t[i].code);
+        } else if (!json_is_string(name) || strcmp(json_string_value(name), t[i].kafka) ||
+                   !json_is_integer(num) || json_integer_value(num) != t[i].kafka_code) {
+            fail_msg("%s: kafka_error %s %lld, want %s %d", t[i].code,
+                     json_is_string(name) ? json_string_value(name) : "(not a string)",
+                     (long long)json_integer_value(num), t[i].kafka, t[i].kafka_code);
+        }
+        json_decref(o);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_error_table),
         cmocka_unit_test(test_error_table_complete),
+        cmocka_unit_test(test_error_table_kafka_codes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
