@@ -2,12 +2,15 @@
  * test_cors.c - http.cors.allowed.origins against the real server binary.
  *
  * With an origin listed (and auth on): a preflight from it gets 204 with the
- * route's methods and the headers a browser may send, without a token; its
+ * route's methods and the headers a browser may send (Authorization,
+ * Content-Type, Accept, Last-Event-ID, X-Request-Id), without a token; its
  * real requests carry Access-Control-Allow-Origin (echoed, with Vary:
  * Origin) on successes, on errors (401, 404) and on deferred answers (a
  * long-poll); another origin, or no Origin, gets no Access-Control header
- * (but Vary: Origin, so a cache keeps the answers apart).  With "*"
- * the answer says "*".  Unset (the default) no CORS header is ever sent and
+ * (but Vary: Origin, so a cache keeps the answers apart), nor does one that
+ * merely begins with a listed origin.  With "*"
+ * the answer says "*"; an OPTIONS without Access-Control-Request-Method is
+ * no preflight (405).  Unset (the default) no CORS header is ever sent and
  * OPTIONS stays 405.  A malformed setting refuses the start.
  */
 #include <stdarg.h>
@@ -82,7 +85,23 @@ static void test_listed_origin_with_auth(void **state)
     assert_string_equal(ls_header(&r, "Access-Control-Allow-Methods"), "GET, HEAD, POST");
     assert_non_null(strstr(ls_header(&r, "Access-Control-Allow-Headers"), "Authorization"));
     assert_non_null(strstr(ls_header(&r, "Access-Control-Allow-Headers"), "Content-Type"));
+    /* README: and the headers a reader sends (Accept, Last-Event-ID to resume a stream). */
+    assert_non_null(strstr(ls_header(&r, "Access-Control-Allow-Headers"), "Accept"));
+    assert_non_null(strstr(ls_header(&r, "Access-Control-Allow-Headers"), "Last-Event-ID"));
+    assert_non_null(strstr(ls_header(&r, "Access-Control-Allow-Headers"), "X-Request-Id"));
     ls_resp_free(&r);
+    /* An origin that only begins with a listed one is another origin. */
+    static const char *const lookalikes[] = {DASH ".evil.example", DASH ":8443", "https://dash.example.co"};
+    for (size_t i = 0; i < sizeof lookalikes / sizeof lookalikes[0]; i++) {
+        request(&s, "OPTIONS", "/v1/topics", lookalikes[i], false, "POST", &r);
+        assert_true(r.status >= 400);
+        assert_null(ls_header(&r, "Access-Control-Allow-Origin"));
+        ls_resp_free(&r);
+        request(&s, "GET", "/v1/topics", lookalikes[i], true, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_null(ls_header(&r, "Access-Control-Allow-Origin"));
+        ls_resp_free(&r);
+    }
     /* Another origin's preflight is an ordinary refusal, without CORS headers. */
     request(&s, "OPTIONS", "/v1/topics", "https://evil.example", false, "POST", &r);
     assert_true(r.status >= 400);
@@ -141,6 +160,11 @@ static void test_any_origin_and_off(void **state)
     request(&s, "OPTIONS", "/v1/topics/x/partitions/0/records", "https://a.example", false, "POST", &r);
     assert_int_equal(r.status, 204);
     assert_string_equal(ls_header(&r, "Access-Control-Allow-Methods"), "POST, GET, HEAD");
+    ls_resp_free(&r);
+    /* OPTIONS without Access-Control-Request-Method is no preflight: 405. */
+    request(&s, "OPTIONS", "/v1/topics", "https://a.example", false, NULL, &r);
+    assert_int_equal(ls_check_error(&r, 405, "method_not_allowed"), 0);
+    assert_null(ls_header(&r, "Access-Control-Allow-Methods"));
     ls_resp_free(&r);
     assert_int_equal(ls_stop(&s), 0);
     ls_cleanup(&s);
