@@ -5,7 +5,8 @@
  *
  * Covers: a read's default max_records (100) and max_bytes (1 MiB, README's
  * query table; a page reaching it exactly is not cut); until_timestamp keeps
- * a record whose timestamp equals it ("later than" stops a page).
+ * a record whose timestamp equals it ("later than" stops a page); max_bytes
+ * is refused past 64 MiB.
  *
  * One server serves the whole group.  The last test requires a clean exit.
  */
@@ -86,6 +87,20 @@ static void test_read_until_timestamp_inclusive(void **state)
     ls_resp_free(&r);
 }
 
+/* max_bytes takes up to 64 MiB: a page's budget, not the client's to raise
+ * without end. */
+static void test_read_max_bytes_bound(void **state)
+{
+    (void)state;
+    ls_resp r;
+    get_ok("/v1/topics/dflt/partitions/0/records?offset=0&max_records=1&max_bytes=67108864", &r);
+    assert_int_equal(json_array_size(ls_jget(&r, "records")), 1);
+    ls_resp_free(&r);
+    assert_int_equal(ls_expect_error(S, "GET",
+                                     "/v1/topics/dflt/partitions/0/records?offset=0&max_bytes=67108865",
+                                     NULL, 400, "invalid_request"), 0);
+}
+
 /* Appends one record to partition 0 of topic: no key, a value of n 'a's. */
 static void append_value_of(const char *topic, size_t n)
 {
@@ -132,6 +147,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_default_max_records),
         cmocka_unit_test(test_read_until_timestamp_inclusive),
+        cmocka_unit_test(test_read_max_bytes_bound),
         cmocka_unit_test(test_read_default_max_bytes),
         cmocka_unit_test(test_zz_clean_stop),
     };
