@@ -238,6 +238,10 @@ static void test_patch_partitions(void **state)
     /* Never fewer: 400 invalid_partitions, nothing changes. */
     static const char *const shrink[] = {"{\"partitions\":1}", "{\"partitions\":3}",
                                          "{\"partitions\":0}", "{\"partitions\":-1}"};
+    /* Nor past the 100000 that creation allows (nor wrapped past int32). */
+    static const char *const huge[] = {"{\"partitions\":100001}", "{\"partitions\":4294967297}"};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++)
+        expect_err_same_dir("PATCH", "/v1/topics/grow", huge[i], 400, "invalid_partitions");
     for (size_t i = 0; i < sizeof shrink / sizeof shrink[0]; i++)
         expect_err_same_dir("PATCH", "/v1/topics/grow", shrink[i], 400, "invalid_partitions");
     /* The same count changes nothing either. */
