@@ -6,7 +6,10 @@
  * Covers: a read's default max_records (100) and max_bytes (1 MiB, README's
  * query table; a page reaching it exactly is not cut); until_timestamp keeps
  * a record whose timestamp equals it ("later than" stops a page); max_bytes
- * is refused past 64 MiB.
+ * is refused past 64 MiB.  A retention run's totals add up its partitions,
+ * ?partition= past the last is 404 and records:delete takes no before_offset
+ * under -1.  /metrics adds up a topic's partitions and keeps histogram
+ * buckets cumulative.
  *
  * One server serves the whole group.  The last test requires a clean exit.
  */
@@ -135,6 +138,122 @@ static void test_read_default_max_bytes(void **state)
     ls_resp_free(&r);
 }
 
+/* ---- maintenance runs ------------------------------------------------------------ */
+
+/* POST path with body; asserts status and leaves the response in *r. */
+static void post_status(const char *path, const char *body, long status, ls_resp *r)
+{
+    assert_int_equal(ls_post(S, path, body, r), 0);
+    if (r->status != status)
+        fprintf(stderr, "# POST %s -> %ld %.300s\n", path, r->status, r->body);
+    assert_int_equal(r->status, status);
+}
+
+/* Topic "mnt": two partitions, each with a rolled segment [0, 1) below the
+ * log start offset (1), which the next retention run deletes. */
+static void make_mnt(void)
+{
+    assert_int_equal(ls_create_topic(S, "mnt", 2, NULL), 201);
+    for (int p = 0; p < 2; p++) {
+        char path[128];
+        ls_resp r;
+        assert_int_equal(ls_append_json(S, "mnt", p, "{\"records\":[{\"value\":\"old\"}]}"), 200);
+        snprintf(path, sizeof path, "/v1/topics/mnt/partitions/%d/segments:roll", p);
+        post_status(path, "{}", 200, &r);
+        ls_resp_free(&r);
+        assert_int_equal(ls_append_json(S, "mnt", p, "{\"records\":[{\"value\":\"new\"}]}"), 200);
+        snprintf(path, sizeof path, "/v1/topics/mnt/partitions/%d/records:delete", p);
+        post_status(path, "{\"before_offset\":1}", 200, &r);
+        assert_int_equal(ls_jint(&r, "log_start_offset"), 1);
+        ls_resp_free(&r);
+    }
+}
+
+/* A retention run's totals add up every partition's segments and bytes;
+ * ?partition= names one that exists (404 past the last); before_offset
+ * takes -1 (the high watermark) and nothing lower. */
+static void test_retention_run_totals_and_filter(void **state)
+{
+    (void)state;
+    make_mnt();
+    ls_resp r;
+    post_status("/v1/topics/mnt/retention:run?partition=2", "{}", 404, &r);
+    CHECK_ERR(r, 404, "unknown_partition");
+    ls_resp_free(&r);
+    assert_int_equal(ls_expect_error(S, "POST", "/v1/topics/mnt/partitions/0/records:delete",
+                                     "{\"before_offset\":-2}", 400, "invalid_request"), 0);
+    assert_int_equal(ls_partition_field(S, "mnt", 0, "log_start_offset"), 1);
+
+    post_status("/v1/topics/mnt/retention:run?partition=1", "{\"dry_run\":true}", 200, &r);
+    assert_int_equal(json_array_size(ls_jget(&r, "partitions")), 1);
+    assert_int_equal(ls_jint(&r, "partitions.0.partition"), 1);
+    assert_int_equal(ls_jint(&r, "segments_deleted"), 1);
+    ls_resp_free(&r);
+
+    post_status("/v1/topics/mnt/retention:run", "{}", 200, &r);
+    assert_int_equal(json_array_size(ls_jget(&r, "partitions")), 2);
+    long long segs = 0, bytes = 0;
+    for (int i = 0; i < 2; i++) {
+        json_t *pr = json_array_get(ls_jget(&r, "partitions"), (size_t)i);
+        long long n = (long long)json_array_size(json_object_get(pr, "segments_deleted"));
+        long long b = json_integer_value(json_object_get(pr, "bytes_freed"));
+        assert_int_equal(n, 1);
+        assert_true(b > 0);
+        segs += n;
+        bytes += b;
+    }
+    assert_int_equal(ls_jint(&r, "segments_deleted"), segs);
+    assert_int_equal(ls_jint(&r, "bytes_freed"), bytes);
+    ls_resp_free(&r);
+}
+
+/* ---- metrics ---------------------------------------------------------------------- */
+
+/* The value of the /metrics line that starts with prefix (name and labels), or -1. */
+static long long metric(const char *text, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (!strncmp(l, prefix, n) && l[n] == ' ')
+            return atoll(l + n + 1);
+    return -1;
+}
+
+/* Traffic counters add up a topic's partitions; a latency histogram's
+ * buckets are cumulative, ending at +Inf with the count. */
+static void test_metrics_sums_and_buckets(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "mt", 2, NULL), 201);
+    assert_int_equal(ls_append_json(S, "mt", 0, "{\"records\":[{\"value\":\"a\"}]}"), 200);
+    assert_int_equal(ls_append_json(S, "mt", 1, "{\"records\":[{\"value\":\"b\"},{\"value\":\"c\"}]}"), 200);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ls_live_status(S), 200);
+    ls_resp r;
+    get_ok("/metrics", &r);
+    assert_int_equal(metric(r.body, "logstore_records_appended_total{topic=\"mt\"}"), 3);
+    const char *route = "{method=\"GET\",route=\"/health/live\"";
+    char name[256];
+    snprintf(name, sizeof name, "logstore_http_request_duration_seconds_count%s}", route);
+    long long count = metric(r.body, name);
+    assert_true(count >= 3);
+    /* Every bucket line of the route, in order: never decreasing, +Inf = count. */
+    snprintf(name, sizeof name, "logstore_http_request_duration_seconds_bucket%s,le=\"", route);
+    long long prev = 0, last = -1;
+    size_t buckets = 0;
+    for (const char *l = strstr(r.body, name); l; l = strstr(l + 1, name)) {
+        long long v = atoll(strchr(l, ' ') + 1);
+        assert_true(v >= prev);
+        prev = last = v;
+        buckets++;
+        if (!strncmp(l + strlen(name), "+Inf\"", 5))
+            break;
+    }
+    assert_true(buckets > 1);
+    assert_int_equal(last, count);
+    ls_resp_free(&r);
+}
+
 /* Last: a clean stop exits 0 (leaks fail the sanitizer build's exit). */
 static void test_zz_clean_stop(void **state)
 {
@@ -149,6 +268,8 @@ int main(void)
         cmocka_unit_test(test_read_until_timestamp_inclusive),
         cmocka_unit_test(test_read_max_bytes_bound),
         cmocka_unit_test(test_read_default_max_bytes),
+        cmocka_unit_test(test_retention_run_totals_and_filter),
+        cmocka_unit_test(test_metrics_sums_and_buckets),
         cmocka_unit_test(test_zz_clean_stop),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
