@@ -488,7 +488,8 @@ static void test_segment_not_found(void **state)
         ls_resp_free(&r);
     }
     static const char *const bad[] = {SEGS "/abc/index", SEGS "/-1/timeindex", SEGS "/1x/batches",
-                                      SEGS "/0/batches?start=-1", SEGS "/0/index?limit=abc"};
+                                      SEGS "/0/batches?start=-1", SEGS "/0/index?limit=abc",
+                                      SEGS "/0/batches?limit=100001"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ls_resp r;
         assert_int_equal(ls_get(S, bad[i], &r), 0);
