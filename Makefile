@@ -173,7 +173,7 @@ $(BUILD)/san/tests/crash/%: $(BUILD)/san/tests/crash/%.o $(INTEG_HARNESS) $(TEST
 	@echo "  LD san  $@"
 	@$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS) $(TEST_LIBS)
 
-build-tests: $(BUILD)/san/logstore $(UNIT_BIN) $(INTEG_BIN) $(CRASH_BIN) $(FUZZ_REPLAY_BIN)
+build-tests: $(BUILD)/san/logstore $(BUILD)/logstore $(UNIT_BIN) $(INTEG_BIN) $(CRASH_BIN) $(FUZZ_REPLAY_BIN)
 
 test: deps
 	@$(MAKE) --no-print-directory build-tests
