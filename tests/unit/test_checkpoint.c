@@ -169,6 +169,7 @@ static void test_rejects_malformed(void **state)
         "0\n1\norders 0 60\norders 1 5\n", /* more lines than the count */
         "0\n0\norders 0 60\n",             /* more lines than the count */
         "0\n-1\n",                         /* negative count */
+        "0\n9223372036854775807\n",        /* a count no file could hold */
         "0\n1\norders 0\n",                /* missing offset */
         "0\r\n1\r\norders 0\r\n",          /* missing offset, CRLF */
         "0\n1\norders 0 6\r0\n",           /* a CR inside a line */
@@ -176,6 +177,7 @@ static void test_rejects_malformed(void **state)
         "0\n1\n\n",                        /* empty entry line */
         "0\n1\norders x 60\n",             /* partition not a number */
         "0\n1\norders 0 6x\n",             /* offset not a number */
+        "0\n1\norders 1-5\n",              /* partition "1-5", offset missing */
         "0\n1\norders -1 60\n",            /* negative partition */
         "0\n1\norders 2147483648 60\n",    /* partition beyond int32 */
         "0\n1\norders 0 99999999999999999999\n", /* offset beyond int64 */
@@ -193,13 +195,20 @@ static void test_rejects_malformed(void **state)
             fail_msg("case %zu (%s) read as %d", i, bad[i], rc);
         assert_int_equal(c.n, 12345);
     }
-    /* A NUL byte inside the file is refused too. */
-    FILE *fp = fopen(f->path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite("0\n1\nor\0ers 0 60\n", 1, 16, fp), 16);
-    assert_int_equal(fclose(fp), 0);
-    eng_ckpt c;
-    assert_int_equal(eng_checkpoint_read(f->path, &c), ENG_ECORRUPT);
+    /* A NUL byte inside the file is refused too, also after whole lines. */
+    static const struct {
+        const char *text;
+        size_t len;
+    } nul[] = {{"0\n1\nor\0ers 0 60\n", 16}, {"0\n1\norders 0 60\n\0junk", 22}};
+    for (size_t i = 0; i < sizeof nul / sizeof nul[0]; i++) {
+        FILE *fp = fopen(f->path, "wb");
+        assert_non_null(fp);
+        assert_int_equal(fwrite(nul[i].text, 1, nul[i].len, fp), nul[i].len);
+        assert_int_equal(fclose(fp), 0);
+        eng_ckpt c;
+        if (eng_checkpoint_read(f->path, &c) != ENG_ECORRUPT)
+            fail_msg("NUL case %zu was not refused", i);
+    }
 }
 
 int main(void)
