@@ -130,9 +130,12 @@ static size_t stat_for(eng_scheduler *s, const char *name, bool periodic, int64_
     return s->nstats++;
 }
 
+/* now + delay, saturating at INT64_MAX: delays and intervals go up to
+ * INT64_MAX (log.initial.task.delay.ms and the intervals allow it), and the
+ * wall-clock reports add them to the current time as well. */
 static int64_t deadline(int64_t now, int64_t delay)
 {
-    return delay > INT64_MAX - now ? INT64_MAX : now + delay;
+    return delay > 0 && delay > INT64_MAX - now ? INT64_MAX : now + delay;
 }
 
 static void *worker(void *arg)
@@ -178,10 +181,12 @@ static void *worker(void *arg)
         st->info.last_result = rc;
         st->info.last_duration_ms = took;
         snprintf(st->info.last_note, sizeof st->info.last_note, "%s", note);
-        if (t.periodic && !s->stopping && t.interval_ms != INT64_MAX) {
+        /* A trigger during the run runs it again now, also for a job whose
+         * interval is "never" (that trigger was lost). */
+        if (t.periodic && !s->stopping && (t.interval_ms != INT64_MAX || st->trigger)) {
             t.due = st->trigger ? eng_mono_ms() : deadline(eng_mono_ms(), t.interval_ms);
             st->trigger = false;
-            st->info.next_run_ms = eng_now_ms() + (t.due - eng_mono_ms());
+            st->info.next_run_ms = deadline(eng_now_ms(), t.due - eng_mono_ms());
             if (push(s, &t))
                 ENG_ERROR("job %s could not be rescheduled (out of memory)", st->info.name);
         }
@@ -240,7 +245,7 @@ int eng_scheduler_add_periodic(eng_scheduler *s, const char *name, int64_t initi
                   .interval_ms = interval_ms, .fn = fn, .arg = arg};
         s->stats[idx].fn = fn;
         s->stats[idx].arg = arg;
-        s->stats[idx].info.next_run_ms = eng_now_ms() + initial_delay_ms;
+        s->stats[idx].info.next_run_ms = deadline(eng_now_ms(), initial_delay_ms);
         rc = push(s, &t);
         pthread_cond_signal(&s->cond);
     }
@@ -357,7 +362,7 @@ int eng_scheduler_jobs(eng_scheduler *s, eng_job_info **out, size_t *n)
         int64_t now_mono = eng_mono_ms(), now_wall = eng_now_ms();
         for (size_t i = 0; i < s->n; i++) {
             eng_job_info *ji = &v[s->heap[i].stat];
-            int64_t wall = now_wall + (s->heap[i].due - now_mono);
+            int64_t wall = deadline(now_wall, s->heap[i].due - now_mono);
             if (ji->next_run_ms < 0 || wall < ji->next_run_ms)
                 ji->next_run_ms = wall;
         }

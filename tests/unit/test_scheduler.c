@@ -2,7 +2,10 @@
  * test_scheduler.c - the named background-job scheduler (eng_scheduler.h,
  * DESIGN §4):
  *   - periodic jobs: first run only after the initial delay, then again and
- *     again, never sooner than the interval after the previous run;
+ *     again, never sooner than the interval after the previous run ends;
+ *   - delays and intervals near INT64_MAX saturate (no overflow); a job with
+ *     the "never" interval runs when triggered, and again after a run it
+ *     was triggered during;
  *   - a job never runs twice at once, even with a 1 ms interval, four
  *     workers and triggers fired while it runs (concurrent entries counted);
  *   - a slow job does not delay the others (two workers: a fast job keeps
@@ -197,6 +200,69 @@ static void test_never_overlaps_itself(void **state)
     assert_int_equal(atomic_load(&j.max_inside), 1);
     assert_int_equal(atomic_load(&j.inside), 0);
     rec_destroy(&j);
+}
+
+/* The interval counts from the end of a run, not from its due time: a job
+ * that runs 40 ms every 30 ms starts at least 70 ms after the previous start
+ * (a fixed-rate schedule would start it again right away). */
+static void test_interval_counts_from_run_end(void **state)
+{
+    (void)state;
+    eng_scheduler *s;
+    assert_int_equal(eng_scheduler_new(2, &s), 0);
+    assert_int_equal(eng_scheduler_start(s), 0);
+    rec_job j;
+    rec_init(&j, 40, 0, NULL);
+    assert_int_equal(eng_scheduler_add_periodic(s, "long", 0, 30, rec_fn, &j), 0);
+    assert_true(wait_at_least(&j.runs, 4) >= 4);
+    eng_scheduler_free(s);
+    int runs = atomic_load(&j.runs);
+    for (int k = 1; k < runs && k < MAX_RUNS; k++)
+        if (j.start_ms[k] - j.start_ms[k - 1] < 69)
+            fail_msg("run %d started %lld ms after run %d (40 ms runs, interval 30)", k,
+                     (long long)(j.start_ms[k] - j.start_ms[k - 1]), k - 1);
+    rec_destroy(&j);
+}
+
+/* Delays near INT64_MAX saturate instead of overflowing the due time (UBSan
+ * aborts on the overflow); such a job, and one whose interval is "never",
+ * runs when triggered, and again right after a run it was triggered during. */
+static void test_huge_delays_and_triggered_never_job(void **state)
+{
+    (void)state;
+    eng_scheduler *s;
+    assert_int_equal(eng_scheduler_new(2, &s), 0);
+    assert_int_equal(eng_scheduler_start(s), 0);
+    rec_job huge, never;
+    rec_init(&huge, 0, 0, NULL);
+    rec_init(&never, 0, 0, NULL);
+    assert_int_equal(
+        eng_scheduler_add_periodic(s, "huge", INT64_MAX - 1, INT64_MAX - 1, rec_fn, &huge), 0);
+    assert_int_equal(eng_scheduler_add_periodic(s, "never", 0, INT64_MAX, rec_fn, &never), 0);
+    sleep_ms(30);
+    assert_int_equal(atomic_load(&huge.runs), 0);
+    assert_int_equal(atomic_load(&never.runs), 0);
+    assert_int_equal(eng_scheduler_trigger(s, "huge"), 0);
+    assert_int_equal(wait_at_least(&huge.runs, 1), 1);
+    eng_job_info ji = wait_idle(s, "huge", 1);
+    assert_int_equal(ji.runs, 1);
+
+    gate_set(&never, true);
+    assert_int_equal(eng_scheduler_trigger(s, "never"), 0);
+    assert_int_equal(wait_at_least(&never.runs, 1), 1);
+    assert_true(job_info(s, "never").running);
+    assert_int_equal(eng_scheduler_trigger(s, "never"), 0);
+    gate_set(&never, false);
+    assert_int_equal(wait_at_least(&never.runs, 2), 2);
+    ji = wait_idle(s, "never", 2);
+    assert_int_equal(ji.runs, 2);
+    sleep_ms(30);
+    assert_int_equal(atomic_load(&never.runs), 2); /* then never again */
+    assert_int_equal(atomic_load(&never.max_inside), 1);
+    assert_int_equal(atomic_load(&huge.runs), 1);
+    eng_scheduler_free(s);
+    rec_destroy(&huge);
+    rec_destroy(&never);
 }
 
 static void test_slow_job_does_not_delay_others(void **state)
@@ -490,6 +556,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_periodic_delay_and_interval),
         cmocka_unit_test(test_never_overlaps_itself),
+        cmocka_unit_test(test_interval_counts_from_run_end),
+        cmocka_unit_test(test_huge_delays_and_triggered_never_job),
         cmocka_unit_test(test_slow_job_does_not_delay_others),
         cmocka_unit_test(test_one_shots_after_delay),
         cmocka_unit_test(test_trigger),
