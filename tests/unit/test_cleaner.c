@@ -16,7 +16,8 @@
  *     and refused again on demand, while another partition still gets
  *     cleaned;
  *   - a clean that runs out of disk space is tried again after four
- *     backoffs (not marked uncleanable until restart), and then works;
+ *     backoffs, not sooner (not marked uncleanable until restart), and then
+ *     works;
  *   - a partition the range says has nothing cleanable (a checkpoint inside
  *     a segment that min.compaction.lag.ms keeps) is not picked again and
  *     again: the thread backs off;
@@ -460,6 +461,21 @@ static void test_out_of_room_tried_again(void **state)
     eng_cleaner_status s = {0};
     assert_int_equal(eng_cleaner_status_get(c, &s), 0);
     assert_int_equal(s.nuncleanable, 0);
+    /* The retry waited its four backoffs: the run that worked started at
+     * least 80 ms after the one that failed. */
+    int64_t failed_at = -1, ok_at = -1;
+    for (size_t i = 0; i < s.nruns; i++) {
+        if (strcmp(s.runs[i].topic, "full"))
+            continue;
+        if (s.runs[i].result == -ENOSPC)
+            failed_at = s.runs[i].stats.started_ms;
+        else if (s.runs[i].result == 0 && (ok_at < 0 || s.runs[i].stats.started_ms < ok_at))
+            ok_at = s.runs[i].stats.started_ms;
+    }
+    assert_true(failed_at > 0 && ok_at > 0);
+    if (ok_at - failed_at < 80)
+        fail_msg("tried again %lld ms after the failure (4 backoffs: 80)",
+                 (long long)(ok_at - failed_at));
     eng_cleaner_status_free(&s);
     assert_int_equal(count_records(p), 10);
     char pdir[700];
