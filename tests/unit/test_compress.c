@@ -4,7 +4,9 @@
  *
  * Covers: round trips through eng_records_compress and
  * eng_batch_plain_records for every codec and level edge (empty input, one
- * byte, 1 MiB incompressible and 1 MiB compressible); the xerial snappy
+ * byte, 1 MiB incompressible and 1 MiB compressible); gzip written as a
+ * gzip member (not zlib), levels applied and each default Kafka's, and
+ * concatenated gzip members read whole; the xerial snappy
  * framing (magic, versions, 32 KiB blocks each with a big-endian length);
  * the lz4 frame Kafka's reader wants (FLG version 01, independent blocks, no
  * block/content checksum, no content size, 64 KiB blocks, a valid header
@@ -160,6 +162,74 @@ static void test_roundtrip_every_codec_and_level(void **state)
     assert_false(eng_codec_supported(5));
     assert_false(eng_codec_supported(7));
     free(noise);
+    free(text);
+}
+
+/* Compresses text with codec at level; the caller frees *z. */
+static void compress_text(int codec, int level, const uint8_t *text, size_t len, eng_buf *z)
+{
+    *z = (eng_buf){0};
+    assert_int_equal(eng_records_compress(codec, level, text, len, z), 0);
+}
+
+static bool same_bytes(const eng_buf *a, const eng_buf *b)
+{
+    return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+}
+
+/* §4 and §18.1: gzip writes a gzip member (RFC 1952: 1f 8b, deflate), not a
+ * zlib stream; the levels are applied, and the default of each codec is
+ * Kafka's (gzip: zlib's 6, lz4: 9, zstd: 3).  Concatenated gzip members
+ * read as one stream, as Java's GZIPInputStream reads them. */
+static void test_gzip_member_and_levels(void **state)
+{
+    (void)state;
+    uint8_t *text = malloc(MIB);
+    assert_non_null(text);
+    fill_text(text, MIB);
+    eng_buf z;
+    compress_text(ENG_CODEC_GZIP, ENG_CODEC_DEFAULT_LEVEL, text, 1000, &z);
+    assert_true(z.len > 10);
+    assert_int_equal(z.data[0], 0x1f);
+    assert_int_equal(z.data[1], 0x8b);
+    assert_int_equal(z.data[2], 8); /* CM = deflate */
+    eng_buf_free(&z);
+
+    static const struct {
+        int codec, dflt, lo, hi;
+    } lv[] = {{ENG_CODEC_GZIP, 6, 1, 9}, {ENG_CODEC_LZ4, 9, 1, 12}, {ENG_CODEC_ZSTD, 3, 1, 19}};
+    for (size_t i = 0; i < sizeof lv / sizeof lv[0]; i++) {
+        eng_buf d, k, lo, hi;
+        compress_text(lv[i].codec, ENG_CODEC_DEFAULT_LEVEL, text, MIB, &d);
+        compress_text(lv[i].codec, lv[i].dflt, text, MIB, &k);
+        compress_text(lv[i].codec, lv[i].lo, text, MIB, &lo);
+        compress_text(lv[i].codec, lv[i].hi, text, MIB, &hi);
+        if (!same_bytes(&d, &k))
+            fail_msg("%s: the default level is not %d", codec_names[lv[i].codec], lv[i].dflt);
+        if (same_bytes(&lo, &hi))
+            fail_msg("%s: levels %d and %d write the same bytes", codec_names[lv[i].codec], lv[i].lo,
+                     lv[i].hi);
+        eng_buf_free(&d);
+        eng_buf_free(&k);
+        eng_buf_free(&lo);
+        eng_buf_free(&hi);
+    }
+
+    eng_buf a, b, both = {0}, scratch = {0};
+    compress_text(ENG_CODEC_GZIP, 1, text, 3000, &a);
+    compress_text(ENG_CODEC_GZIP, 9, text + 3000, 5000, &b);
+    assert_int_equal(eng_buf_reserve(&both, a.len + b.len), 0);
+    memcpy(both.data, a.data, a.len);
+    memcpy(both.data + a.len, b.data, b.len);
+    const uint8_t *out;
+    size_t outlen;
+    assert_int_equal(inflate_as(ENG_CODEC_GZIP, both.data, a.len + b.len, &scratch, &out, &outlen), 0);
+    assert_int_equal(outlen, 8000);
+    assert_memory_equal(out, text, 8000);
+    eng_buf_free(&a);
+    eng_buf_free(&b);
+    eng_buf_free(&both);
+    eng_buf_free(&scratch);
     free(text);
 }
 
@@ -707,6 +777,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_every_codec_and_level),
+        cmocka_unit_test(test_gzip_member_and_levels),
         cmocka_unit_test(test_xerial_snappy_framing),
         cmocka_unit_test(test_raw_snappy_is_read),
         cmocka_unit_test(test_lz4_frame_is_kafkas),
