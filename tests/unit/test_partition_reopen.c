@@ -6,7 +6,8 @@
  *   - reopen after an unclean stop: a garbage tail, a preallocated (zero
  *     padded) active segment, a damaged middle segment;
  *   - flush.messages=1: every acknowledged append is on disk, concurrent
- *     appenders included (group commit); a roll syncs the indexes an
+ *     appenders included (group commit); flush.messages=N flushes when
+ *     the records since the last flush reach N, then counts again; a roll syncs the indexes an
  *     append's data-only fsync skipped, and only then; a roll trims and
  *     syncs a preallocated .log before the next segment exists.
  */
@@ -335,6 +336,28 @@ static void test_flush_messages_one(void **state)
 /* Appends' fsyncs (flush.messages) leave the active segment's indexes to the
  * next roll; a roll under the default policy owes no fsync.  The fault point
  * inside the roll's index sync tells whether the roll ran it. */
+/* flush.messages=N counts records since the last flush: the append that
+ * brings the count to N (not past it) flushes, and the count starts again
+ * from zero, so the next appends below N do not. */
+static void test_flush_messages_counts_records(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_config c;
+    eng_partition_get_config(p, &c);
+    c.v[ENG_CFG_FLUSH_MESSAGES].i = 20;
+    eng_partition_set_config(p, &c);
+    static const int64_t want_rp[] = {0, 20, 20, 40, 40};
+    for (int i = 0; i < 5; i++) {
+        append_ok(p, 10 * i, 10, T0 + i, 50);
+        if (eng_partition_recovery_point(p) != want_rp[i])
+            fail_msg("after %d records the recovery point is %lld, not %lld", 10 * i + 10,
+                     (long long)eng_partition_recovery_point(p), (long long)want_rp[i]);
+        assert_int_equal(eng_partition_high_watermark(p), 10 * i + 10);
+    }
+    eng_partition_unref(p);
+}
+
 static void test_roll_syncs_indexes_only_when_owed(void **state)
 {
     fixture *f = *state;
@@ -410,6 +433,7 @@ int main(void)
         T(test_roll_syncs_preallocated_trim_first),
         T(test_reopen_unclean_damaged_middle_segment),
         T(test_flush_messages_one),
+        T(test_flush_messages_counts_records),
         T(test_roll_syncs_indexes_only_when_owed),
         T(test_recovery_with_lowered_index_interval),
     };
