@@ -7,7 +7,8 @@
  *   - GET /v1/jobs lists log-retention, log-flusher, recovery-point-checkpoint
  *     and log-start-offset-checkpoint with interval_ms, runs, last_start_ms,
  *     last_duration_ms, last_outcome and next_run_ms; a roll adds a flush-log
- *     one-shot that runs;
+ *     one-shot that runs; log-flusher flushes a partition only once its
+ *     flush.ms has passed;
  *   - POST /v1/topics/{t}/retention:run: a dry run reports segments with rule
  *     and reason and changes nothing on disk; the real run deletes them
  *     (log_start_offset, segments_deleted, bytes_freed); ?partition=; the
@@ -263,7 +264,11 @@ static void test_jobs_listing(void **state)
     assert_int_equal(part_field(&s, "jobs", 0, "recovery_point"), 5);
 
     /* log-flusher honours flush.ms (500 here, from the server's
-     * log.flush.scheduler.interval.ms): the whole log gets flushed. */
+     * log.flush.scheduler.interval.ms): the whole log gets flushed.  A
+     * topic with flush.ms of an hour, written before it, is skipped by the
+     * same runs. */
+    assert_int_equal(ls_create_topic(&s, "hourly", 1, "{\"flush.ms\":\"3600000\"}"), 201);
+    append(&s, "hourly", 0, 3, -1);
     assert_int_equal(ls_create_topic(&s, "lazy", 1, NULL), 201);
     append(&s, "lazy", 0, 4, -1);
     long long end = now_ms() + WAIT_MS;
@@ -271,6 +276,7 @@ static void test_jobs_listing(void **state)
         sleep_ms(50);
     assert_int_equal(part_field(&s, "lazy", 0, "recovery_point"), 4);
     assert_int_equal(part_field(&s, "jobs", 0, "recovery_point"), 5);
+    assert_int_equal(part_field(&s, "hourly", 0, "recovery_point"), 0);
     stop(&s);
 }
 
