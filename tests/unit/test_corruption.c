@@ -15,7 +15,8 @@
  *     file cut there, bytes_truncated = the torn bytes;
  *   - garbage appended (1..5000 random bytes), a zero-filled tail
  *     (a preallocated-style 64 KiB of zeros): cut back, nothing lost; with
- *     preallocate=true the zeros are trimmed without counting as truncated;
+ *     preallocate=true the zeros are trimmed without counting as truncated,
+ *     but garbage still counts;
  *   - one bit flipped in the middle batch of a sealed segment above the
  *     recovery point (in the CRC-covered body, attributes, lastOffsetDelta,
  *     magic, batchLength, baseOffset): truncated at that batch, the later
@@ -25,6 +26,8 @@
  *   - the same damage below the recovery point with the segment's index
  *     missing: the index is rebuilt and the segment cut at the damage, the
  *     later segments kept;
+ *   - after a clean stop, a sealed segment's time index cut mid-entry or
+ *     with a timestamp that does not increase is rebuilt as written;
  *   - offset-index entries moved into a batch, or one batch late, but still
  *     increasing (they pass the load-time check): reads through them find
  *     the right batch by scanning the segment;
@@ -281,6 +284,18 @@ static void test_garbage_and_zero_tails(void **state)
     assert_int_equal(fsize(base, ".log"), end);
     expect(p, 0, 3 * NB, 3);
     append_batch(p, NB);
+    eng_partition_unref(p);
+    /* Garbage there is not unused space, preallocated or not: it counts. */
+    restore();
+    for (size_t k = 0; k < 200; k++)
+        junk[k] = (uint8_t)rand_r(&seed) | 1;
+    patch(base, ".log", end, junk, 200);
+    g_cfg.v[ENG_CFG_PREALLOCATE].i = 1;
+    p = open_at(g_dir, false, 0, &st);
+    g_cfg.v[ENG_CFG_PREALLOCATE].i = 0;
+    assert_int_equal(st.bytes_truncated, 200);
+    assert_int_equal(fsize(base, ".log"), end);
+    expect(p, 0, 3 * NB, 3);
     eng_partition_unref(p);
 }
 
@@ -543,6 +558,47 @@ static bool exists_in_dir(const char *name)
     return eng_fs_exists(path);
 }
 
+/* After a clean stop, a sealed segment's time index that fails Kafka's
+ * sanity check (a length not whole entries, or timestamps not increasing)
+ * is rebuilt from the .log, and comes back byte for byte as written. */
+static void test_bad_time_index_rebuilt_after_clean_stop(void **state)
+{
+    (void)state;
+    int64_t base = seg_base(SEG1);
+    char name[64];
+    snprintf(name, sizeof name, "%020lld.timeindex", (long long)base);
+    const tfile *orig = NULL;
+    for (int i = 0; i < g_nfiles; i++)
+        if (!strcmp(g_files[i].name, name))
+            orig = &g_files[i];
+    assert_non_null(orig);
+    assert_true(orig->len >= 24);
+    for (int damage = 0; damage < 2; damage++) {
+        restore();
+        if (damage == 0) {
+            cut(base, ".timeindex", 13);
+        } else {
+            uint8_t first_ts[8];
+            memcpy(first_ts, orig->data + 12, 8); /* entry 1's timestamp into entry 0 */
+            patch(base, ".timeindex", 0, first_ts, 8);
+        }
+        eng_load_stats st;
+        eng_partition *p = open_at(g_dir, true, 3 * NB, &st);
+        if (st.segments_recovered != 1)
+            fail_msg("damage %d: %u segments recovered", damage, st.segments_recovered);
+        char path[1024];
+        seg_path(base, ".timeindex", path, sizeof path);
+        uint8_t *got;
+        size_t n;
+        assert_int_equal(ts_read_file(path, &got, &n), 0);
+        assert_int_equal(n, orig->len);
+        assert_memory_equal(got, orig->data, n);
+        free(got);
+        expect(p, 0, 3 * NB, 3);
+        eng_partition_unref(p);
+    }
+}
+
 static void test_stray_files(void **state)
 {
     (void)state;
@@ -641,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_index_rebuild_keeps_later_segments),
         cmocka_unit_test(test_unclean_start_opens_no_more_files),
         cmocka_unit_test(test_huge_and_negative_lengths),
+        cmocka_unit_test(test_bad_time_index_rebuilt_after_clean_stop),
         cmocka_unit_test(test_stray_files),
         cmocka_unit_test(test_swap_completed),
     };
