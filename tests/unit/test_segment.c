@@ -5,9 +5,8 @@
  *     byte for byte;
  *   - the sample files decode: find_batch, find_by_timestamp, max timestamp;
  *   - recovery of a truncated tail, a garbage tail and a flipped bit in a
- *     middle batch (bytes truncated, next offset, rebuilt indexes), and of
- *     a batch whose CRC holds but whose offsets overlap the batch before it
- *     or whose compressed records do not decompress;
+ *     middle batch (bytes truncated, next offset, rebuilt indexes) (more
+ *     recovery rules: test_segment_recover.c);
  *   - the five roll conditions of §14 and an append refused by a full index;
  *   - rename to ".deleted" and unlink.
  */
@@ -539,77 +538,6 @@ static void test_recover_flipped_bit_in_middle(void **state)
     eng_segment_unref(s);
 }
 
-/* Rewrites batch b of the sample .log through fn (the whole batch in memory),
- * then stores it back; with fix_crc its CRC is recomputed, so only the rule
- * under test can reject it. */
-static void rewrite_batch(const char *dir, int b, void (*fn)(uint8_t *batch), bool fix_crc)
-{
-    char path[512];
-    seg_path(dir, ".log", path, sizeof path);
-    uint8_t *raw;
-    size_t n;
-    assert_int_equal(ts_read_file(path, &raw, &n), 0);
-    assert_int_equal(n, SAMPLE_LOG_BYTES);
-    uint8_t *batch = raw + (size_t)b * BATCH_BYTES;
-    fn(batch);
-    if (fix_crc)
-        eng_batch_update_crc(batch, BATCH_BYTES);
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(raw, 1, n, fp), n);
-    assert_int_equal(fclose(fp), 0);
-    free(raw);
-}
-
-/* baseOffset lies outside the CRC: 25 keeps the batch valid on its own but
- * overlaps offsets 20..29 of the batch before it. */
-static void overlap_base(uint8_t *batch)
-{
-    memset(batch, 0, 8);
-    batch[7] = 25;
-}
-
-/* The records stay plain while the attributes claim gzip. */
-static void claim_gzip(uint8_t *batch)
-{
-    batch[22] = (uint8_t)((batch[22] & ~ENG_ATTR_CODEC_MASK) | ENG_CODEC_GZIP);
-}
-
-/* §13.3: a batch whose CRC holds still ends recovery when its offsets go
- * backwards or its compressed records do not decompress; what follows it
- * (batches 3..5) is dropped and the indexes end at batch 2. */
-static void test_recover_stops_at_overlap_and_bad_compression(void **state)
-{
-    fixture *f = *state;
-    static const struct {
-        void (*fn)(uint8_t *);
-        bool fix_crc;
-        const char *reason;
-    } cases[] = {
-        {overlap_base, false, "offsets not increasing"},
-        {claim_gzip, true, "compressed records do not decompress"},
-    };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        copy_sample(f->dir);
-        rewrite_batch(f->dir, 3, cases[k].fn, cases[k].fix_crc);
-        eng_recover_stats st;
-        eng_segment *s;
-        recover_sample(f->dir, &st, &s);
-        assert_non_null(st.stop_reason);
-        assert_string_equal(st.stop_reason, cases[k].reason);
-        assert_int_equal(st.valid_bytes, 3 * BATCH_BYTES);
-        assert_int_equal(st.truncated_bytes, SAMPLE_LOG_BYTES - 3 * BATCH_BYTES);
-        assert_int_equal(st.batches, 3);
-        assert_int_equal(st.next_offset, 30);
-        assert_int_equal(eng_segment_next_offset(s), 30);
-        assert_int_equal(eng_segment_max_timestamp(s), T0 + 2);
-        eng_segment_unref(s);
-        char path[512];
-        seg_path(f->dir, ".log", path, sizeof path);
-        assert_int_equal(ts_file_size(path), 3 * BATCH_BYTES);
-    }
-}
-
 static void test_recover_active_segment_keeps_appending(void **state)
 {
     fixture *f = *state;
@@ -882,8 +810,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recover_truncated_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_garbage_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_flipped_bit_in_middle, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_recover_stops_at_overlap_and_bad_compression, setup,
-                                        teardown),
         cmocka_unit_test_setup_teardown(test_recover_active_segment_keeps_appending, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_roll_size_and_time, setup, teardown),

@@ -1,0 +1,209 @@
+/*
+ * test_segment_recover.c - more of a segment's recovery rules (Kafka's
+ * LogSegment.recover, kafka-format.md §13.3), on the sample segment of
+ * tests/data/sample-segment (six batches of 10 records, 2731 bytes each):
+ *   - a batch whose CRC holds still ends recovery when its offsets overlap
+ *     the batch before it, or when its compressed records do not
+ *     decompress: it and what follows are truncated;
+ *   - a header-only batch (61 bytes, as the cleaner leaves) ending the file
+ *     is a whole batch, kept with its offsets, not a torn header.
+ * (Truncated and garbage tails, flipped bits and index rebuilds:
+ * test_segment.c.)
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "eng_batch.h"
+#include "eng_error.h"
+#include "eng_segment.h"
+#include "support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define T0 1794024676890LL
+#define BATCH_BYTES 2731
+#define SAMPLE_LOG_BYTES 16386
+
+static const char *const exts[] = {".log", ".index", ".timeindex"};
+
+typedef struct fixture {
+    char *dir;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f || !(f->dir = ts_tmpdir()))
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    ts_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static void seg_path(const char *dir, const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/00000000000000000000%s", dir, name);
+}
+
+static void copy_sample(const char *dir)
+{
+    char from[512], to[512];
+    for (int i = 0; i < 3; i++) {
+        snprintf(from, sizeof from, "sample-segment/00000000000000000000%s", exts[i]);
+        seg_path(dir, exts[i], to, sizeof to);
+        uint8_t *x;
+        size_t n;
+        assert_int_equal(ts_read_file(ts_data_path(from), &x, &n), 0);
+        FILE *fp = fopen(to, "wb");
+        assert_non_null(fp);
+        assert_int_equal(fwrite(x, 1, n, fp), n);
+        assert_int_equal(fclose(fp), 0);
+        free(x);
+    }
+}
+
+static void damage_log(const char *dir, void (*fn)(FILE *fp, void *ctx), void *ctx)
+{
+    char path[512];
+    seg_path(dir, ".log", path, sizeof path);
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    fn(fp, ctx);
+    assert_int_equal(fclose(fp), 0);
+}
+
+static void recover_sample(const char *dir, eng_recover_stats *st, eng_segment **out)
+{
+    eng_segment_opts o = {.index_max_bytes = 10485760, .index_interval = 4096};
+    assert_int_equal(eng_segment_open(dir, 0, &o, false, out), 0);
+    assert_int_equal(eng_segment_recover(*out, st), 0);
+}
+
+/* Rewrites batch b of the sample .log through fn (the whole batch in memory),
+ * then stores it back; with fix_crc its CRC is recomputed, so only the rule
+ * under test can reject it. */
+static void rewrite_batch(const char *dir, int b, void (*fn)(uint8_t *batch), bool fix_crc)
+{
+    char path[512];
+    seg_path(dir, ".log", path, sizeof path);
+    uint8_t *raw;
+    size_t n;
+    assert_int_equal(ts_read_file(path, &raw, &n), 0);
+    assert_int_equal(n, SAMPLE_LOG_BYTES);
+    uint8_t *batch = raw + (size_t)b * BATCH_BYTES;
+    fn(batch);
+    if (fix_crc)
+        eng_batch_update_crc(batch, BATCH_BYTES);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(raw, 1, n, fp), n);
+    assert_int_equal(fclose(fp), 0);
+    free(raw);
+}
+
+/* baseOffset lies outside the CRC: 25 keeps the batch valid on its own but
+ * overlaps offsets 20..29 of the batch before it. */
+static void overlap_base(uint8_t *batch)
+{
+    memset(batch, 0, 8);
+    batch[7] = 25;
+}
+
+/* The records stay plain while the attributes claim gzip. */
+static void claim_gzip(uint8_t *batch)
+{
+    batch[22] = (uint8_t)((batch[22] & ~ENG_ATTR_CODEC_MASK) | ENG_CODEC_GZIP);
+}
+
+/* §13.3: a batch whose CRC holds still ends recovery when its offsets go
+ * backwards or its compressed records do not decompress; what follows it
+ * (batches 3..5) is dropped and the indexes end at batch 2. */
+static void test_recover_stops_at_overlap_and_bad_compression(void **state)
+{
+    fixture *f = *state;
+    static const struct {
+        void (*fn)(uint8_t *);
+        bool fix_crc;
+        const char *reason;
+    } cases[] = {
+        {overlap_base, false, "offsets not increasing"},
+        {claim_gzip, true, "compressed records do not decompress"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        copy_sample(f->dir);
+        rewrite_batch(f->dir, 3, cases[k].fn, cases[k].fix_crc);
+        eng_recover_stats st;
+        eng_segment *s;
+        recover_sample(f->dir, &st, &s);
+        assert_non_null(st.stop_reason);
+        assert_string_equal(st.stop_reason, cases[k].reason);
+        assert_int_equal(st.valid_bytes, 3 * BATCH_BYTES);
+        assert_int_equal(st.truncated_bytes, SAMPLE_LOG_BYTES - 3 * BATCH_BYTES);
+        assert_int_equal(st.batches, 3);
+        assert_int_equal(st.next_offset, 30);
+        assert_int_equal(eng_segment_next_offset(s), 30);
+        assert_int_equal(eng_segment_max_timestamp(s), T0 + 2);
+        eng_segment_unref(s);
+        char path[512];
+        seg_path(f->dir, ".log", path, sizeof path);
+        assert_int_equal(ts_file_size(path), 3 * BATCH_BYTES);
+    }
+}
+
+static void append_empty_batch(FILE *fp, void *ctx)
+{
+    (void)ctx;
+    /* Kafka's header-only batch (kafka-format.md §6.3), as the cleaner
+     * leaves one when it removes every record of a batch it must keep:
+     * offsets 60..62, no records, 61 bytes. */
+    eng_batch_header h = {.base_offset = 60, .length = ENG_BATCH_OVERHEAD - ENG_LOG_OVERHEAD,
+                          .magic = 2, .last_offset_delta = 2, .base_timestamp = -1,
+                          .max_timestamp = T0 + 6, .producer_id = -1, .producer_epoch = -1,
+                          .base_sequence = -1, .record_count = 0};
+    uint8_t b[ENG_BATCH_OVERHEAD];
+    eng_batch_header_encode(b, &h);
+    eng_batch_update_crc(b, sizeof b);
+    assert_int_equal(fseek(fp, 0, SEEK_END), 0);
+    assert_int_equal(fwrite(b, 1, sizeof b, fp), sizeof b);
+}
+
+/* A header-only batch ending the file is a whole batch, not a torn header:
+ * recovery keeps it and its offsets. */
+static void test_recover_keeps_trailing_empty_batch(void **state)
+{
+    fixture *f = *state;
+    copy_sample(f->dir);
+    damage_log(f->dir, append_empty_batch, NULL);
+    eng_recover_stats st;
+    eng_segment *s;
+    recover_sample(f->dir, &st, &s);
+    assert_null(st.stop_reason);
+    assert_int_equal(st.truncated_bytes, 0);
+    assert_int_equal(st.valid_bytes, SAMPLE_LOG_BYTES + ENG_BATCH_OVERHEAD);
+    assert_int_equal(st.batches, 7);
+    assert_int_equal(st.next_offset, 63);
+    assert_int_equal(eng_segment_next_offset(s), 63);
+    eng_segment_unref(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_recover_stops_at_overlap_and_bad_compression, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_recover_keeps_trailing_empty_batch, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
