@@ -334,17 +334,22 @@ int eng_partition_offset_for_timestamp(eng_partition *p, int64_t ts, int64_t *of
 }
 
 /* Reads the whole batch at b into buf and hands back its plain records. */
-static int load_records(eng_segment *seg, const eng_batch_pos *b, eng_buf *buf,
-                        eng_buf *scratch, const uint8_t **recs, size_t *len)
+/* Reads the batch at b (decompressed when it is) and starts *it on its
+ * records; buf and scratch hold the bytes the iterator walks. */
+static int iter_records(eng_segment *seg, const eng_batch_pos *b, eng_buf *buf, eng_buf *scratch,
+                        eng_record_iter *it)
 {
-    size_t size = eng_batch_size(&b->header), got;
+    size_t size = eng_batch_size(&b->header), got, len;
+    const uint8_t *recs;
     int rc = eng_buf_reserve(buf, size);
     if (!rc)
         rc = eng_segment_pread(seg, buf->data, size, b->position, &got);
     if (!rc && got != size)
         rc = ENG_ECORRUPT;
     if (!rc)
-        rc = eng_batch_plain_records(buf->data, &b->header, scratch, recs, len);
+        rc = eng_batch_plain_records(buf->data, &b->header, scratch, &recs, &len);
+    if (!rc)
+        eng_record_iter_init(it, &b->header, recs, len);
     return rc;
 }
 
@@ -364,13 +369,10 @@ static int visit_max_ts(const eng_batch_pos *b, void *vctx)
     max_ts_ctx *c = vctx;
     if (eng_batch_last_offset(&b->header) < c->target_last)
         return 0;
-    const uint8_t *recs;
-    size_t len;
-    if (load_records(c->seg, b, &c->batch, &c->scratch, &recs, &len))
-        return 1;
     eng_record_iter it;
     eng_record r;
-    eng_record_iter_init(&it, &b->header, recs, len);
+    if (iter_records(c->seg, b, &c->batch, &c->scratch, &it))
+        return 1;
     while (eng_record_iter_next(&it, &r) == 1) {
         if (r.timestamp == c->ts && r.offset >= c->min_offset) {
             c->offset = r.offset;
@@ -397,15 +399,12 @@ static int visit_live_max(const eng_batch_pos *b, void *vctx)
     int64_t t = h->max_timestamp;
     if (h->base_offset < c->from) {
         /* The batch holding `from`: only its records from there on count. */
-        const uint8_t *recs;
-        size_t len;
-        if (load_records(c->seg, b, &c->batch, &c->scratch, &recs, &len)) {
+        eng_record_iter it;
+        eng_record r;
+        if (iter_records(c->seg, b, &c->batch, &c->scratch, &it)) {
             c->failed = true;
             return 1;
         }
-        eng_record_iter it;
-        eng_record r;
-        eng_record_iter_init(&it, h, recs, len);
         t = -1;
         while (eng_record_iter_next(&it, &r) == 1)
             if (r.offset >= c->from && r.timestamp > t)
@@ -521,15 +520,12 @@ static int visit_first_ts(const eng_batch_pos *b, void *vctx)
         c->found = true;
         return 1;
     }
-    const uint8_t *recs;
-    size_t len;
-    if (load_records(c->seg, b, &c->batch, &c->scratch, &recs, &len)) {
+    eng_record_iter it;
+    eng_record r;
+    if (iter_records(c->seg, b, &c->batch, &c->scratch, &it)) {
         c->failed = true;
         return 1;
     }
-    eng_record_iter it;
-    eng_record r;
-    eng_record_iter_init(&it, h, recs, len);
     while (eng_record_iter_next(&it, &r) == 1) {
         if (r.offset >= c->from) {
             c->ts = r.timestamp;

@@ -17,11 +17,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 bin=${LOGSTORE_RELEASE_BINARY:-build/logstore}
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
-finish() { echo "1..$n"; [ "$failed" -eq 0 ]; exit $?; }
+. tests/scripts/tap.sh
 
 if [ ! -x "$bin" ]; then
     echo "# $bin is missing: make build/logstore"

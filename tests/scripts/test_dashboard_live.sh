@@ -13,12 +13,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; return 1; fi; }
-finish() { echo "1..$n"; [ "$failed" -eq 0 ]; exit $?; }
+. tests/scripts/tap.sh
 
 tmp=$(mktemp -d /tmp/logstore-dashlive-XXXXXX)
 # Both servers' PIDs go to files: the second is started from a browser step.
