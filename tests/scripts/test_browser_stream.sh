@@ -16,22 +16,11 @@ bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
 . tests/scripts/tap.sh
 
 tmp=$(mktemp -d /tmp/logstore-browser-XXXXXX)
-stop_pid() {
-    local p
-    p=$(cat "$1" 2>/dev/null) || return 0
-    kill "$p" 2>/dev/null || return 0
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null
-}
 cleanup() {
     stop_pid "$tmp/pid1"
     stop_pid "$tmp/pid2"
     stop_pid "$tmp/pid-web"
-    local f p
-    for f in /proc/[0-9]*/cmdline; do
-        { tr '\0' ' ' <"$f"; } 2>/dev/null | grep -q -- "--user-data-dir=$tmp/" || continue
-        p=${f#/proc/}; kill "${p%/cmdline}" 2>/dev/null
-    done
+    stop_chromium_under "$tmp"
     rm -rf "$tmp"
 }
 trap cleanup EXIT

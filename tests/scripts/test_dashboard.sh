@@ -24,11 +24,7 @@ pids=()
 cleanup() {
     local p
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-    # chromium helpers that outlived their browser: ours hold our profile dir
-    for f in /proc/[0-9]*/cmdline; do
-        tr '\0' ' ' <"$f" 2>/dev/null | grep -q -- "--user-data-dir=$tmp/" || continue
-        p=${f#/proc/}; kill "${p%/cmdline}" 2>/dev/null
-    done
+    stop_chromium_under "$tmp"
     rm -rf "$tmp"
 }
 trap cleanup EXIT

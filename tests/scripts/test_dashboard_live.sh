@@ -17,22 +17,10 @@ bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
 
 tmp=$(mktemp -d /tmp/logstore-dashlive-XXXXXX)
 # Both servers' PIDs go to files: the second is started from a browser step.
-stop_pid() {
-    local p
-    p=$(cat "$1" 2>/dev/null) || return 0
-    kill "$p" 2>/dev/null || return 0
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null
-}
 cleanup() {
     stop_pid "$tmp/pid1"
     stop_pid "$tmp/pid2"
-    # chromium helpers that outlived their browser: ours hold our profile dir
-    local f p
-    for f in /proc/[0-9]*/cmdline; do
-        { tr '\0' ' ' <"$f"; } 2>/dev/null | grep -q -- "--user-data-dir=$tmp/" || continue
-        p=${f#/proc/}; kill "${p%/cmdline}" 2>/dev/null
-    done
+    stop_chromium_under "$tmp"
     rm -rf "$tmp"
 }
 trap cleanup EXIT
