@@ -24,6 +24,26 @@ char *ts_tmpdir(void)
     return tmpl;
 }
 
+int ts_dir_setup(void **state)
+{
+    ts_dir_fixture *f = calloc(1, sizeof *f);
+    if (!f || !(f->dir = ts_tmpdir())) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+int ts_dir_teardown(void **state)
+{
+    ts_dir_fixture *f = *state;
+    ts_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
 void ts_rmtree(const char *path)
 {
     if (path)

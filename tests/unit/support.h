@@ -22,6 +22,14 @@ char *ts_tmpdir(void);
 /* Removes a directory tree. */
 void ts_rmtree(const char *path);
 
+/* A cmocka fixture that is just a fresh temporary directory: ts_dir_setup
+ * makes it (*state is a ts_dir_fixture), ts_dir_teardown removes it. */
+typedef struct ts_dir_fixture {
+    char *dir;
+} ts_dir_fixture;
+int ts_dir_setup(void **state);
+int ts_dir_teardown(void **state);
+
 /* Loads vector `name` from kafka-vectors.txt as bytes (malloc'd). Returns 0. */
 int ts_vector(const char *name, uint8_t **out, size_t *len);
 

@@ -34,27 +34,7 @@
 
 static const char *const exts[] = {".log", ".index", ".timeindex"};
 
-typedef struct fixture {
-    char *dir;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || !(f->dir = ts_tmpdir()))
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    ts_rmtree(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
-}
+typedef ts_dir_fixture fixture;
 
 static eng_segment_opts default_opts(void)
 {
@@ -802,21 +782,27 @@ static void test_create_refuses_existing_log(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_write_sample_segment_byte_exact, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_and_decode_sample, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_scan_sample, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_recover_intact, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_recover_rebuilds_what_append_wrote, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_recover_truncated_tail, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_recover_garbage_tail, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_recover_flipped_bit_in_middle, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_recover_active_segment_keeps_appending, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_roll_size_and_time, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_roll_index_full, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rename_deleted_and_unlink, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_missing_indexes_read_as_empty, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_refuses_existing_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_sample_segment_byte_exact,
+                                        ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_open_and_decode_sample, ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_scan_sample, ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_recover_intact, ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_recover_rebuilds_what_append_wrote,
+                                        ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_recover_truncated_tail, ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_recover_garbage_tail, ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_recover_flipped_bit_in_middle,
+                                        ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_recover_active_segment_keeps_appending,
+                                        ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_roll_size_and_time, ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_roll_index_full, ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_rename_deleted_and_unlink,
+                                        ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_missing_indexes_read_as_empty,
+                                        ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_create_refuses_existing_log,
+                                        ts_dir_setup, ts_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,27 +30,7 @@
 
 static const char *const exts[] = {".log", ".index", ".timeindex"};
 
-typedef struct fixture {
-    char *dir;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || !(f->dir = ts_tmpdir()))
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    ts_rmtree(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
-}
+typedef ts_dir_fixture fixture;
 
 static void seg_path(const char *dir, const char *name, char *buf, size_t len)
 {
@@ -201,9 +181,10 @@ static void test_recover_keeps_trailing_empty_batch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_recover_stops_at_overlap_and_bad_compression, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_recover_keeps_trailing_empty_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recover_stops_at_overlap_and_bad_compression,
+                                        ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_recover_keeps_trailing_empty_batch,
+                                        ts_dir_setup, ts_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
