@@ -199,7 +199,8 @@ static int read_properties(const char *path, raw_list *raw)
 static void usage(FILE *out)
 {
     fprintf(out, "usage: logstore [--config FILE] [--set name=value]... [--help] [--version]\n"
-                 "       logstore --hash-token TOKEN   (prints its sha256, the first field of an auth.tokens.file line)\n");
+                 "       logstore --hash-token TOKEN   (prints its sha256, the first field of an auth.tokens.file line)\n"
+                 "       logstore --settings-markdown  (prints every setting, its default and meaning, as README's tables)\n");
 }
 
 static bool is_http_listener(const char *l, size_t n)
