@@ -2,7 +2,10 @@
  * test_compact_txn.c - compaction of logs holding transactions (as Kafka
  * writes them; kafka-format.md §5, §16.2 steps 1 and 3):
  *
- *   - the control record type of Kafka's control_commit_marker vector;
+ *   - the control record type of Kafka's control_commit_marker vector, and
+ *     no type for a key shorter than 4 bytes or with a negative version (as
+ *     Kafka's ControlRecordType.parse refuses them);
+ *   - a marker is never data of an aborted transaction itself;
  *   - eng_clean_filter_batch drops an aborted batch whatever the map says,
  *     or keeps its 61-byte header when it is the last of its group;
  *   - a log with commit and abort markers from several producers: the data
@@ -110,6 +113,77 @@ static void test_control_type(void **state)
     free(b);
 }
 
+/* A control batch for producer pid whose one record has the given key. */
+static uint8_t *control_with_key(int64_t pid, const uint8_t *key, size_t key_len, size_t *len)
+{
+    eng_record_spec spec = {.timestamp = CU_T0, .key = key, .key_len = key_len,
+                            .value = (const uint8_t *)"\0\0\0\0\0\7", .value_len = 6};
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    bp.attributes = ENG_ATTR_TRANSACTIONAL | ENG_ATTR_CONTROL;
+    bp.producer_id = pid;
+    bp.producer_epoch = 0;
+    size_t cap = eng_batch_encoded_size(&spec, 1);
+    uint8_t *b = malloc(cap);
+    assert_non_null(b);
+    *len = eng_batch_encode(b, cap, &bp, &spec, 1);
+    return b;
+}
+
+static void test_control_type_refuses_malformed_keys(void **state)
+{
+    (void)state;
+    static const struct {
+        uint8_t key[4];
+        size_t len;
+        int want;
+    } cases[] = {
+        {{0, 0, 0, 1}, 4, 1},          /* COMMIT */
+        {{0, 1, 0, 0}, 4, 0},          /* a newer version is read the same way */
+        {{0xff, 0xff, 0, 1}, 4, -1},   /* version -1 */
+        {{0x80, 0, 0, 0}, 4, -1},      /* version -32768 */
+        {{0, 0, 0}, 3, -1},            /* no room for the type */
+        {{0, 0}, 2, -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len;
+        uint8_t *b = control_with_key(9, cases[i].key, cases[i].len, &len);
+        eng_batch_header h;
+        assert_int_equal(eng_batch_validate(b, len, &h), 0);
+        int got = eng__control_type(&h, b + ENG_BATCH_OVERHEAD, len - ENG_BATCH_OVERHEAD);
+        if (got != cases[i].want)
+            fail_msg("case %zu: control type %d, want %d", i, got, cases[i].want);
+        free(b);
+    }
+}
+
+/* A producer's ABORT at 5 aborts its data before it; its markers before
+ * that (a COMMIT at 3) are not data, and are never "aborted". */
+static void test_markers_are_never_aborted(void **state)
+{
+    (void)state;
+    eng__txn_marker v[] = {{.producer_id = 1, .offset = 3, .abort = false},
+                           {.producer_id = 1, .offset = 5, .abort = true}};
+    eng__txn_markers t = {.v = v, .n = 2, .cap = 2, .any_abort = true};
+    size_t len;
+    uint8_t *b = txn_data(1, "a", "x", &len);
+    eng_batch_header h;
+    assert_int_equal(eng_batch_validate(b, len, &h), 0);
+    free(b);
+    h.base_offset = 4;
+    assert_true(eng__txn_aborted(&t, &h));
+    h.base_offset = 2; /* committed at 3 */
+    assert_false(eng__txn_aborted(&t, &h));
+    h.producer_id = 2; /* another producer's */
+    h.base_offset = 4;
+    assert_false(eng__txn_aborted(&t, &h));
+    b = marker(1, 1, &len);
+    assert_int_equal(eng_batch_validate(b, len, &h), 0);
+    free(b);
+    h.base_offset = 3;
+    assert_false(eng__txn_aborted(&t, &h));
+}
+
 static void test_filter_aborted(void **state)
 {
     fixture *f = *state;
@@ -202,6 +276,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_control_type),
+        cmocka_unit_test(test_control_type_refuses_malformed_keys),
+        cmocka_unit_test(test_markers_are_never_aborted),
         cmocka_unit_test_setup_teardown(test_filter_aborted, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_aborted_transactions, cu_setup, cu_teardown),
     };
