@@ -1,0 +1,176 @@
+/*
+ * test_topic_admin.c - what test_manager.c leaves to the HTTP layer or to
+ * the crash suite, checked at the engine:
+ *
+ *   - the engine itself refuses more than 100000 partitions, at create and
+ *     at grow (the API checks first, but the engine is the contract), before
+ *     it opens a file: with a low open-files limit the answer is still
+ *     "partitions must be between 1 and 100000", not -EMFILE;
+ *   - startup removes what a stop cut short: "<topic>-<p>.<hex>-delete"
+ *     directories (records and all), and the temporary files of an
+ *     interrupted atomic write in partition directories ("<name>.tmp" and,
+ *     for long names, ".tmp-XXXXXX"); the partition's own files stay.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "eng_error.h"
+#include "eng_logger.h"
+#include "eng_manager.h"
+#include "support.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+typedef struct fixture {
+    char *tmp;
+    char data[512];
+    eng_manager_opts opts;
+    pthread_mutex_t mu;
+    char log[16384];
+} fixture;
+
+static void sink(eng_log_level level, const char *line, void *ctx)
+{
+    (void)level;
+    fixture *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    size_t n = strlen(f->log);
+    snprintf(f->log + n, sizeof f->log - n, "%s\n", line);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f || !(f->tmp = ts_tmpdir()))
+        return -1;
+    snprintf(f->data, sizeof f->data, "%s/data", f->tmp);
+    f->opts.log_dir = f->data;
+    eng_config_defaults_init(&f->opts.defaults);
+    f->opts.codec = ts_line_codec();
+    pthread_mutex_init(&f->mu, NULL);
+    eng_logger_set_sink(sink, f, ENG_LOG_INFO);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    eng_logger_set_sink(NULL, NULL, ENG_LOG_INFO);
+    ts_rmtree(f->tmp);
+    pthread_mutex_destroy(&f->mu);
+    free(f->tmp);
+    free(f);
+    return 0;
+}
+
+static eng_manager *open_mgr(fixture *f)
+{
+    eng_manager *m = NULL;
+    eng_errdetail err = {0};
+    int rc = eng_manager_open(&f->opts, &m, &err);
+    if (rc)
+        fail_msg("eng_manager_open: %s (%s)", eng_strerror(rc), err.message);
+    return m;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp)
+        fail_msg("cannot create %s", path);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static void test_engine_bounds_partition_counts(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_create_topic(m, "grow", 1, NULL, NULL, 0, &err), 0);
+
+    struct rlimit saved;
+    ts_fd_limit(100, &saved); /* a slip past the bound fails fast, on descriptors */
+    memset(&err, 0, sizeof err);
+    int create_rc = eng_manager_create_topic(m, "huge", 100001, NULL, NULL, 0, &err);
+    char create_key[sizeof err.key], create_msg[sizeof err.message];
+    snprintf(create_key, sizeof create_key, "%s", err.key);
+    snprintf(create_msg, sizeof create_msg, "%s", err.message);
+    memset(&err, 0, sizeof err);
+    int grow_rc = eng_manager_add_partitions(m, "grow", 100001, &err);
+    ts_fd_limit_restore(&saved);
+
+    assert_int_equal(create_rc, ENG_EINVAL);
+    assert_string_equal(create_key, "partitions");
+    assert_non_null(strstr(create_msg, "between 1 and 100000"));
+    assert_int_equal(grow_rc, ENG_EINVAL);
+    assert_string_equal(err.key, "partitions");
+    eng_topic_desc d;
+    assert_int_equal(eng_manager_describe_topic(m, "huge", &d), ENG_ENOTOPIC);
+    assert_int_equal(eng_manager_describe_topic(m, "grow", &d), 0);
+    assert_int_equal(d.meta.partitions, 1);
+    eng_topic_desc_clear(&d);
+    char listing[4096];
+    ts_list_dir(f->data, listing, sizeof listing);
+    assert_string_equal(listing, ".lock,grow-0,meta");
+    eng_manager_close(m);
+}
+
+static void test_startup_removes_interrupted_leftovers(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    assert_int_equal(eng_manager_create_topic(m, "orders", 1, NULL, NULL, 0, NULL), 0);
+    eng_manager_close(m);
+
+    /* A delete whose background removal a stop cut short. */
+    char path[1200];
+    snprintf(path, sizeof path, "%s/gone-0.0123456789abcdef0123456789abcdef-delete", f->data);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path,
+             "%s/gone-0.0123456789abcdef0123456789abcdef-delete/00000000000000000000.log", f->data);
+    write_file(path, "records of a deleted topic");
+    /* Torn temporary files of atomic writes in the partition directory. */
+    snprintf(path, sizeof path, "%s/orders-0/leader-epoch-checkpoint.tmp", f->data);
+    write_file(path, "0\n1\n0 9");
+    snprintf(path, sizeof path, "%s/orders-0/.tmp-a1B2c3", f->data);
+    write_file(path, "torn");
+
+    m = open_mgr(f);
+    char listing[4096];
+    /* The removal runs in the background: wait (10 s at most) for it. */
+    for (int tries = 0; tries < 1000; tries++) {
+        ts_list_dir(f->data, listing, sizeof listing);
+        if (!strstr(listing, "-delete"))
+            break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_null(strstr(listing, "gone-0"));
+    assert_non_null(strstr(listing, "orders-0"));
+    snprintf(path, sizeof path, "%s/orders-0", f->data);
+    ts_list_dir(path, listing, sizeof listing);
+    assert_null(strstr(listing, ".tmp"));
+    assert_non_null(strstr(listing, "00000000000000000000.log"));
+    assert_non_null(strstr(listing, "leader-epoch-checkpoint"));
+    assert_non_null(strstr(f->log, "(left by an interrupted write)"));
+    eng_manager_close(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_engine_bounds_partition_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_startup_removes_interrupted_leftovers, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
