@@ -172,7 +172,7 @@ static void partitions(out *o, eng_manager *m)
         {"logstore_records_appended_total", "Records appended, by topic."},
         {"logstore_bytes_appended_total", "Bytes of record batches appended, by topic."},
         {"logstore_records_read_total", "Records handed to readers, by topic."},
-        {"logstore_bytes_read_total", "Bytes of keys and values handed to readers, by topic."}};
+        {"logstore_bytes_read_total", "Bytes of keys, values and headers (as stored) handed to readers, by topic."}};
     for (int k = 0; k < 4; k++) {
         help(o, traffic[k][0], "counter", traffic[k][1]);
         for (size_t i = 0; i < n;) {
