@@ -47,7 +47,8 @@ json_t *api_body_object(const api_request *req, api_response *resp, bool allow_e
  * 0.3 is "0.3").  False if v is another type or does not fit. */
 bool api_config_text(json_t *v, char *buf, size_t len);
 
-/* The engine manager (never NULL once dispatch let the request through). */
+/* The engine manager (never NULL once dispatch let the request through);
+ * borrowed: the context owns it. */
 eng_manager *api_mgr(api_ctx *ctx);
 
 /* Describes topic into *d (clear it with eng_topic_desc_clear).  False with

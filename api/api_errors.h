@@ -26,13 +26,16 @@ json_t *api_engine_details(int rc, const eng_errdetail *d);
 void api_error_from_engine(api_response *resp, const api_request *req, int rc,
                            const eng_errdetail *d);
 
-/* The API code an engine result maps to (for tests and 207 bodies). */
+/* The API code an engine result maps to (for tests and 207 bodies): a
+ * static string. */
 const char *api_error_code_for(int rc);
 
 /* HTTP status of an API code (500 for unknown codes). */
 int api_error_status(const char *code);
 
-/* Builds just the error object (for per-item errors inside a 207 body). */
+/* Builds just the error object (for per-item errors inside a 207 body): a new
+ * reference the caller owns (NULL when out of memory); details, if given, is
+ * stolen. */
 json_t *api_error_object(const api_request *req, const char *code, const char *message,
                          json_t *details);
 

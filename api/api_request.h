@@ -84,7 +84,8 @@ typedef struct api_response {
 /* Answers later: marks resp deferred and returns the handle that completes
  * it, or NULL when the transport cannot defer (the handler then answers now).
  * The request itself must not be used after the handler returns; copy what
- * the completion needs (e.g. request_id). */
+ * the completion needs (e.g. request_id).  The handle is owned by the
+ * transport and freed by api_async_complete, which must be called once. */
 api_async *api_defer(const api_request *req, api_response *resp);
 
 /* Delivers the final response for a deferred request, from any thread; the
@@ -92,7 +93,7 @@ api_async *api_defer(const api_request *req, api_response *resp);
 void api_async_complete(api_async *a, api_response *resp);
 
 /* First query value for key: *present tells whether the key appeared at all
- * (a bare flag has present=1 and a NULL value). */
+ * (a bare flag has present=1 and a NULL value).  Borrowed from the request. */
 const char *api_query(const api_request *r, const char *key, bool *present);
 
 /* Number of times key appears in the query. */
@@ -102,10 +103,10 @@ size_t api_query_count(const api_request *r, const char *key);
  * handlers that would park or stream answer at once instead. */
 bool api_is_head(const api_request *r);
 
-/* Case-insensitive header lookup; NULL if absent. */
+/* Case-insensitive header lookup; NULL if absent.  Borrowed from the request. */
 const char *api_header(const api_request *r, const char *name);
 
-/* Value of a path parameter; "" if absent. */
+/* Value of a path parameter; "" if absent.  Borrowed from p. */
 const char *api_param(const api_params *p, const char *name);
 
 /* Adds a response header (truncated to fit). */

@@ -33,7 +33,7 @@ typedef struct api_route {
 #define API_ROUTE_BODY 1u        /* takes a request body */
 #define API_ROUTE_NEEDS_ENGINE 2u /* 503 while loading */
 
-/* The table, terminated by a NULL method. */
+/* The table, terminated by a NULL method (static). */
 const api_route *api_routes(void);
 
 /* Finds the route for method/path; fills params.  Returns the route, or NULL

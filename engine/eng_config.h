@@ -117,6 +117,7 @@ typedef struct eng_config_overrides {
     char *text[ENG_CFG_COUNT];
 } eng_config_overrides;
 
+/* The definition of id (static). */
 const eng_config_def *eng_config_def_at(eng_config_id id);
 
 /* Id of a topic config name, or -1. */

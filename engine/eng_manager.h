@@ -121,6 +121,7 @@ bool eng_manager_close(eng_manager *m);
 void eng_manager_load_progress(uint32_t *loaded, uint32_t *total);
 
 void eng_manager_startup_report(const eng_manager *m, eng_startup_report *out);
+/* Borrowed from m, valid while it is open. */
 const eng_config_defaults *eng_manager_defaults(const eng_manager *m);
 const char *eng_manager_log_dir(const eng_manager *m);
 

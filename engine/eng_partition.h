@@ -169,7 +169,7 @@ void eng_partition_retire(eng_partition *p);
  * p's high watermark learns here that no append will ever move it. */
 bool eng_partition_retired(const eng_partition *p);
 
-
+/* Borrowed from p, valid while a reference on it is held. */
 const char *eng_partition_topic(const eng_partition *p);
 int32_t eng_partition_id(const eng_partition *p);
 const char *eng_partition_dir(const eng_partition *p);

@@ -91,7 +91,8 @@ struct eng_partition {
     _Atomic uint64_t appended_records, appended_bytes, read_records, read_bytes;
 };
 
-/* A new view holding references on n segments (each referenced here). */
+/* A new view holding references on n segments (each referenced here); the
+ * caller owns it (eng__segview_release), NULL when out of memory. */
 eng_segview *eng__segview_new(eng_segment *const *segs, size_t n);
 
 /* Takes a reference on the partition's current view (never NULL). */

@@ -125,6 +125,7 @@ void svc_settings_properties(FILE *out);
  * this output, checked by a test). */
 void svc_settings_markdown(FILE *out);
 
+/* The definition of id (static). */
 const svc_setting_def *svc_setting_def_at(svc_setting_id id);
 
 #endif
