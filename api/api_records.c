@@ -63,7 +63,7 @@ static int append_specs(eng_partition *p, const eng_record_spec *recs, size_t n,
 static bool parse_body(api_ctx *ctx, const api_request *req, api_response *resp,
                        api_append_body *body)
 {
-    if (!api_json_content_type(req, resp)) /* moved to api_common.c (fixed there) */
+    if (!api_json_content_type(req, resp))
         return false;
     api_codec_err cerr;
     if (api_parse_append(req->body, req->body_len, eng_now_ms(), ctx->limits.max_records_per_request,
@@ -245,6 +245,15 @@ void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params
     const char *ct = api_header(req, "Content-Type");
     if (api_media_type_is(ct, "application/octet-stream")) {
         append_binary(ctx, p, req, resp);
+        eng_partition_unref(p);
+        return;
+    }
+    /* This route takes two media types: the 415 names both. */
+    if (ct && !api_media_type_is(ct, "application/json")) {
+        api_error(resp, req, "unsupported_media_type", NULL,
+                  "Content-Type %.80s is not supported here; send application/json (records) or "
+                  "application/octet-stream (RecordBatch v2 bytes)",
+                  ct);
         eng_partition_unref(p);
         return;
     }

@@ -555,10 +555,18 @@ static void test_wrong_content_type(void **state)
         expect_rejected_h("POST", "/v1/topics/bad/records", types[i], rec, strlen(rec), NULL, 415,
                           "unsupported_media_type");
     }
+    /* The partition's append takes binary batches too, and its 415 says so. */
+    ls_resp r;
+    assert_int_equal(ls_http(S, "POST", BAD, "text/plain", rec, strlen(rec), NULL, &r), 0);
+    CHECK_ERR(r, 415, "unsupported_media_type");
+    const char *msg = json_string_value(ls_jget(&r, "message"));
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "application/json"));
+    assert_non_null(strstr(msg, "application/octet-stream"));
+    ls_resp_free(&r);
     /* Creating a topic takes JSON too. */
     expect_rejected_h("POST", "/v1/topics", "text/plain", "{\"name\":\"tp\"}", 13, NULL, 415,
                       "unsupported_media_type");
-    ls_resp r;
     assert_int_equal(ls_get(S, "/v1/topics/tp", &r), 0);
     CHECK_ERR(r, 404, "unknown_topic");
     ls_resp_free(&r);
