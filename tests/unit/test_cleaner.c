@@ -46,6 +46,7 @@
 #include "eng_logger.h"
 #include "eng_manager.h"
 #include "eng_stats.h"
+#include "manager_fixture.h"
 #include "support.h"
 
 #include <errno.h>
@@ -55,71 +56,9 @@
 
 /* ---- fixture -------------------------------------------------------------- */
 
-typedef struct fixture {
-    char *tmp;
-    char data[512];
-    eng_manager_opts opts;
-    eng_cleaner_opts copts;
-    pthread_mutex_t mu;
-    char log[32768];
-} fixture;
-
-static void sink(eng_log_level level, const char *line, void *ctx)
+static eng_manager *open_cleaning(fixture *f, bool cleaner)
 {
-    (void)level;
-    fixture *f = ctx;
-    pthread_mutex_lock(&f->mu);
-    size_t n = strlen(f->log);
-    if (n + strlen(line) + 2 < sizeof f->log)
-        snprintf(f->log + n, sizeof f->log - n, "%s\n", line);
-    pthread_mutex_unlock(&f->mu);
-}
-
-static bool logged(fixture *f, const char *needle)
-{
-    pthread_mutex_lock(&f->mu);
-    bool hit = strstr(f->log, needle) != NULL;
-    pthread_mutex_unlock(&f->mu);
-    return hit;
-}
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || !(f->tmp = ts_tmpdir()))
-        return -1;
-    snprintf(f->data, sizeof f->data, "%s/data", f->tmp);
-    f->opts.log_dir = f->data;
-    eng_config_defaults_init(&f->opts.defaults);
-    f->opts.codec = ts_line_codec();
-    eng_jobs_opts_default(&f->opts.jobs);
-    eng_cleaner_opts_default(&f->copts);
-    f->copts.backoff_ms = 20;
-    f->copts.dedupe_buffer_bytes = 1 << 20;
-    f->opts.cleaner = &f->copts;
-    pthread_mutex_init(&f->mu, NULL);
-    eng_logger_set_sink(sink, f, ENG_LOG_INFO);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    eng_logger_set_sink(NULL, NULL, ENG_LOG_INFO);
-    ts_rmtree(f->tmp);
-    pthread_mutex_destroy(&f->mu);
-    free(f->tmp);
-    free(f);
-    return 0;
-}
-
-static eng_manager *open_mgr(fixture *f, bool cleaner)
-{
-    eng_manager *m = NULL;
-    eng_errdetail err = {0};
-    if (eng_manager_open(&f->opts, &m, &err))
-        fail_msg("eng_manager_open: %s", err.message);
+    eng_manager *m = open_mgr(f);
     if (cleaner)
         assert_int_equal(eng_manager_start_cleaner(m), 0);
     return m;
@@ -213,7 +152,7 @@ static char *ckpt_file(fixture *f)
 static void test_background_and_ratio(void **state)
 {
     fixture *f = *state;
-    eng_manager *m = open_mgr(f, false);
+    eng_manager *m = open_cleaning(f, false);
     topic(m, "hot", 1, NULL, NULL, NULL, NULL);
     topic(m, "calm", 1, NULL, NULL, NULL, NULL);
     eng_partition *hot = part(m, "hot", 0), *calm = part(m, "calm", 0);
@@ -282,7 +221,7 @@ static void test_checkpoint_file_and_restart(void **state)
 {
     fixture *f = *state;
     f->copts.threads = 0; /* only on-demand runs: nothing races them */
-    eng_manager *m = open_mgr(f, true);
+    eng_manager *m = open_cleaning(f, true);
     topic(m, "ck", 2, NULL, NULL, NULL, NULL);
     eng_partition *p = part(m, "ck", 0);
     write_keys(p, 10, 3, CU_T0);
@@ -316,7 +255,7 @@ static void test_checkpoint_file_and_restart(void **state)
     eng_manager_close(m);
 
     /* After a restart the next clean starts from the checkpoint. */
-    m = open_mgr(f, true);
+    m = open_cleaning(f, true);
     c = eng_manager_cleaner(m);
     assert_int_equal(eng_cleaner_checkpoint(c, "ck", 0), 30);
     assert_int_equal(eng_cleaner_checkpoint(c, "ck", 1), 10);
@@ -372,7 +311,7 @@ static void corrupt_record(eng_partition *p, const char *pdir, int b)
 static void test_uncleanable(void **state)
 {
     fixture *f = *state;
-    eng_manager *m = open_mgr(f, false);
+    eng_manager *m = open_cleaning(f, false);
     topic(m, "bad", 1, NULL, NULL, NULL, NULL);
     topic(m, "good", 1, NULL, NULL, NULL, NULL);
     eng_partition *bad = part(m, "bad", 0), *good = part(m, "good", 0);
@@ -435,7 +374,7 @@ static void test_uncleanable(void **state)
 static void test_out_of_room_tried_again(void **state)
 {
     fixture *f = *state;
-    eng_manager *m = open_mgr(f, false);
+    eng_manager *m = open_cleaning(f, false);
     topic(m, "full", 1, NULL, NULL, NULL, NULL);
     eng_partition *p = part(m, "full", 0);
     write_keys(p, 10, 5, CU_T0);
@@ -490,7 +429,7 @@ static void test_out_of_room_tried_again(void **state)
 static void test_nothing_cleanable_backs_off(void **state)
 {
     fixture *f = *state;
-    eng_manager *m = open_mgr(f, false);
+    eng_manager *m = open_cleaning(f, false);
     /* A low ratio: the old count (the segment holding the checkpoint counted
      * as cleanable, ~0.45 here) made it eligible. */
     topic(m, "lag", 1, "min.cleanable.dirty.ratio", "0.1", NULL, NULL);
@@ -537,7 +476,7 @@ static void test_compact_delete_retention(void **state)
     f->opts.jobs.initial_delay_ms = 0;
     f->opts.jobs.retention_check_interval_ms = 50;
     f->copts.threads = 0;
-    eng_manager *m = open_mgr(f, true);
+    eng_manager *m = open_cleaning(f, true);
     topic(m, "both", 1, "cleanup.policy", "compact,delete", "retention.ms", "3600000");
     topic(m, "keep", 1, "retention.ms", "3600000", NULL, NULL);
     eng_partition *both = part(m, "both", 0), *keep = part(m, "keep", 0);
@@ -583,7 +522,7 @@ static void test_compact_delete_retention(void **state)
 static void test_map_capped(void **state)
 {
     fixture *f = *state;
-    eng_manager *m = open_mgr(f, false);
+    eng_manager *m = open_cleaning(f, false);
     eng_cleaner_opts huge = f->copts;
     huge.threads = 0; /* nothing allocated: only the size is checked */
     huge.dedupe_buffer_bytes = (size_t)INT64_MAX;
@@ -622,7 +561,7 @@ static size_t count_logged(fixture *f, const char *needle)
 static void test_map_alloc_failure_backs_off(void **state)
 {
     fixture *f = *state;
-    eng_manager *m = open_mgr(f, false);
+    eng_manager *m = open_cleaning(f, false);
     topic(m, "nomem", 1, NULL, NULL, NULL, NULL);
     eng_partition *p = part(m, "nomem", 0);
     write_keys(p, 10, 5, CU_T0);
@@ -683,7 +622,7 @@ static void test_throttled_clean_stops_promptly(void **state)
 {
     fixture *f = *state;
     f->copts.max_bytes_per_second = 10;
-    eng_manager *m = open_mgr(f, false);
+    eng_manager *m = open_cleaning(f, false);
     topic(m, "slow1", 1, NULL, NULL, NULL, NULL);
     topic(m, "slow2", 1, NULL, NULL, NULL, NULL);
     eng_partition *p = part(m, "slow1", 0);
@@ -714,15 +653,15 @@ static void test_throttled_clean_stops_promptly(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_background_and_ratio, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_file_and_restart, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_uncleanable, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_out_of_room_tried_again, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nothing_cleanable_backs_off, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_compact_delete_retention, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_map_capped, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_map_alloc_failure_backs_off, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_throttled_clean_stops_promptly, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_background_and_ratio, setup_cleaning, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_file_and_restart, setup_cleaning, teardown),
+        cmocka_unit_test_setup_teardown(test_uncleanable, setup_cleaning, teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_room_tried_again, setup_cleaning, teardown),
+        cmocka_unit_test_setup_teardown(test_nothing_cleanable_backs_off, setup_cleaning, teardown),
+        cmocka_unit_test_setup_teardown(test_compact_delete_retention, setup_cleaning, teardown),
+        cmocka_unit_test_setup_teardown(test_map_capped, setup_cleaning, teardown),
+        cmocka_unit_test_setup_teardown(test_map_alloc_failure_backs_off, setup_cleaning, teardown),
+        cmocka_unit_test_setup_teardown(test_throttled_clean_stops_promptly, setup_cleaning, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,53 +22,18 @@
 #include "eng_fs.h"
 #include "eng_logger.h"
 #include "eng_manager.h"
+#include "manager_fixture.h"
 #include "support.h"
 
 #include <time.h>
 
-typedef struct fixture {
-    char *tmp;
-    char data[512];
-    eng_manager_opts opts;
-    eng_cleaner_opts copts;
-} fixture;
-
-static int setup(void **state)
+/* One cleaner thread: which partition it takes first is the question. */
+static int setup_select(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || !(f->tmp = ts_tmpdir()))
+    if (setup_cleaning(state))
         return -1;
-    snprintf(f->data, sizeof f->data, "%s/data", f->tmp);
-    f->opts.log_dir = f->data;
-    eng_config_defaults_init(&f->opts.defaults);
-    f->opts.codec = ts_line_codec();
-    eng_jobs_opts_default(&f->opts.jobs);
-    eng_cleaner_opts_default(&f->copts);
-    f->copts.backoff_ms = 20;
-    f->copts.threads = 1;
-    f->copts.dedupe_buffer_bytes = 1 << 20;
-    f->opts.cleaner = &f->copts;
-    eng_logger_set_sink(NULL, NULL, ENG_LOG_ERROR);
-    *state = f;
+    ((fixture *)*state)->copts.threads = 1;
     return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    ts_rmtree(f->tmp);
-    free(f->tmp);
-    free(f);
-    return 0;
-}
-
-static eng_manager *open_mgr(fixture *f)
-{
-    eng_manager *m = NULL;
-    eng_errdetail err = {0};
-    if (eng_manager_open(&f->opts, &m, &err))
-        fail_msg("eng_manager_open: %s", err.message);
-    return m;
 }
 
 static void topic(eng_manager *m, const char *name, const char *ratio)
@@ -200,8 +165,8 @@ static void test_max_compaction_lag_forces_a_clean(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_filthiest_first, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_max_compaction_lag_forces_a_clean, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_filthiest_first, setup_select, teardown),
+        cmocka_unit_test_setup_teardown(test_max_compaction_lag_forces_a_clean, setup_select, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,6 +25,7 @@
 #include "eng_manager.h"
 #include "eng_retention.h"
 #include "eng_fs.h"
+#include "manager_fixture.h"
 #include "support.h"
 
 #include <dirent.h>
@@ -37,61 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- fixture: a data dir and a log sink --------------------------------- */
-
-typedef struct fixture {
-    char *tmp;
-    char data[512];
-    eng_manager_opts opts;
-    pthread_mutex_t mu;
-    char log[16384];
-} fixture;
-
-static void sink(eng_log_level level, const char *line, void *ctx)
-{
-    (void)level;
-    fixture *f = ctx;
-    pthread_mutex_lock(&f->mu);
-    size_t n = strlen(f->log);
-    snprintf(f->log + n, sizeof f->log - n, "%s\n", line);
-    pthread_mutex_unlock(&f->mu);
-}
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || !(f->tmp = ts_tmpdir()))
-        return -1;
-    snprintf(f->data, sizeof f->data, "%s/data", f->tmp);
-    f->opts.log_dir = f->data;
-    eng_config_defaults_init(&f->opts.defaults);
-    f->opts.codec = ts_line_codec();
-    pthread_mutex_init(&f->mu, NULL);
-    eng_logger_set_sink(sink, f, ENG_LOG_INFO);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    eng_logger_set_sink(NULL, NULL, ENG_LOG_INFO);
-    ts_rmtree(f->tmp);
-    pthread_mutex_destroy(&f->mu);
-    free(f->tmp);
-    free(f);
-    return 0;
-}
-
-static eng_manager *open_mgr(fixture *f)
-{
-    eng_manager *m = NULL;
-    eng_errdetail err = {0};
-    int rc = eng_manager_open(&f->opts, &m, &err);
-    if (rc)
-        fail_msg("eng_manager_open: %s (%s)", eng_strerror(rc), err.message);
-    return m;
-}
+/* ---- fixture: manager_fixture.h ---------------------------------------- */
 
 static void expect_file(const char *path, const char *want)
 {
