@@ -19,6 +19,7 @@
 #include "eng_endian.h"
 #include "eng_error.h"
 #include "eng_segment.h"
+#include "segment_fixture.h"
 #include "support.h"
 
 #include <errno.h>
@@ -27,24 +28,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define T0 1794024676890LL
-#define BATCH_BYTES 2731
-#define SAMPLE_LOG_BYTES 16386
-
-static const char *const exts[] = {".log", ".index", ".timeindex"};
-
-typedef ts_dir_fixture fixture;
-
-static eng_segment_opts default_opts(void)
-{
-    return (eng_segment_opts){.index_max_bytes = 10485760, .index_interval = 4096};
-}
-
-static void seg_path(const char *dir, const char *name, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s/00000000000000000000%s", dir, name);
-}
 
 /* Batch b of the sample segment: offsets 10b..10b+9, keys k-%06d of the
  * absolute offset, 250 x 'v', every record at T0 + b. */
@@ -89,28 +72,6 @@ static void expect_same_file(const char *a, const char *b)
     assert_memory_equal(x, y, xn);
     free(x);
     free(y);
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    uint8_t *x;
-    size_t n;
-    assert_int_equal(ts_read_file(from, &x, &n), 0);
-    FILE *fp = fopen(to, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(x, 1, n, fp), n);
-    assert_int_equal(fclose(fp), 0);
-    free(x);
-}
-
-static void copy_sample(const char *dir)
-{
-    char from[512], to[512];
-    for (int i = 0; i < 3; i++) {
-        snprintf(from, sizeof from, "sample-segment/00000000000000000000%s", exts[i]);
-        seg_path(dir, exts[i], to, sizeof to);
-        copy_file(ts_data_path(from), to);
-    }
 }
 
 static void expect_sample_file(const char *dir, const char *ext)
@@ -283,23 +244,6 @@ static void test_scan_sample(void **state)
 }
 
 /* ---- recovery ----------------------------------------------------------- */
-
-static void damage_log(const char *dir, void (*fn)(FILE *fp, void *ctx), void *ctx)
-{
-    char path[512];
-    seg_path(dir, ".log", path, sizeof path);
-    FILE *fp = fopen(path, "r+b");
-    assert_non_null(fp);
-    fn(fp, ctx);
-    assert_int_equal(fclose(fp), 0);
-}
-
-static void recover_sample(const char *dir, eng_recover_stats *st, eng_segment **out)
-{
-    eng_segment_opts o = default_opts();
-    assert_int_equal(eng_segment_open(dir, 0, &o, false, out), 0);
-    assert_int_equal(eng_segment_recover(*out, st), 0);
-}
 
 static void test_recover_intact(void **state)
 {

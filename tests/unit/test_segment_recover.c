@@ -18,58 +18,12 @@
 #include "eng_batch.h"
 #include "eng_error.h"
 #include "eng_segment.h"
+#include "segment_fixture.h"
 #include "support.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define T0 1794024676890LL
-#define BATCH_BYTES 2731
-#define SAMPLE_LOG_BYTES 16386
-
-static const char *const exts[] = {".log", ".index", ".timeindex"};
-
-typedef ts_dir_fixture fixture;
-
-static void seg_path(const char *dir, const char *name, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s/00000000000000000000%s", dir, name);
-}
-
-static void copy_sample(const char *dir)
-{
-    char from[512], to[512];
-    for (int i = 0; i < 3; i++) {
-        snprintf(from, sizeof from, "sample-segment/00000000000000000000%s", exts[i]);
-        seg_path(dir, exts[i], to, sizeof to);
-        uint8_t *x;
-        size_t n;
-        assert_int_equal(ts_read_file(ts_data_path(from), &x, &n), 0);
-        FILE *fp = fopen(to, "wb");
-        assert_non_null(fp);
-        assert_int_equal(fwrite(x, 1, n, fp), n);
-        assert_int_equal(fclose(fp), 0);
-        free(x);
-    }
-}
-
-static void damage_log(const char *dir, void (*fn)(FILE *fp, void *ctx), void *ctx)
-{
-    char path[512];
-    seg_path(dir, ".log", path, sizeof path);
-    FILE *fp = fopen(path, "r+b");
-    assert_non_null(fp);
-    fn(fp, ctx);
-    assert_int_equal(fclose(fp), 0);
-}
-
-static void recover_sample(const char *dir, eng_recover_stats *st, eng_segment **out)
-{
-    eng_segment_opts o = {.index_max_bytes = 10485760, .index_interval = 4096};
-    assert_int_equal(eng_segment_open(dir, 0, &o, false, out), 0);
-    assert_int_equal(eng_segment_recover(*out, st), 0);
-}
 
 /* Rewrites batch b of the sample .log through fn (the whole batch in memory),
  * then stores it back; with fix_crc its CRC is recomputed, so only the rule
