@@ -461,13 +461,13 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
             ENG_WARN("out of memory: %s is removed at the next start", to);
     }
     eng_fs_sync_dir(m->dir);
-    /* The checkpoints still named the deleted
-     * partitions until their jobs next ran.  A topic created under this name
-     * and a crash before then loaded the old log start offset and recovery
-     * point into the new partitions: a start past their records hid them
-     * (and retention would delete them), and a recovery point past their
-     * end skipped their recovery.  Rewritten now, before the name is free,
-     * as Kafka's asyncDelete does. */
+    /* The checkpoints are rewritten now, before the name is free, as Kafka's
+     * asyncDelete does.  Left to their jobs they would name the deleted
+     * partitions a while longer: a topic created under this name and a crash
+     * before then would load the old log start offset and recovery point
+     * into the new partitions, and a start past their records would hide
+     * them (retention would delete them), a recovery point past their end
+     * skip their recovery. */
     int ck = eng__manager_write_checkpoints(m);
     if (ck)
         ENG_WARN("rewriting the checkpoints without topic %s: %s (its jobs retry)", name,
@@ -569,17 +569,20 @@ void eng_topic_desc_clear(eng_topic_desc *d)
     eng_config_overrides_clear(&d->meta.overrides);
 }
 
+/* t's description, its overrides copied (the caller clears out); under
+ * m->lock. */
+static int copy_desc(const eng_topic *t, eng_topic_desc *out)
+{
+    out->meta = t->meta;
+    out->config = t->cfg;
+    return eng_config_overrides_copy(&out->meta.overrides, &t->meta.overrides);
+}
+
 int eng_manager_describe_topic(eng_manager *m, const char *name, eng_topic_desc *out)
 {
     pthread_rwlock_rdlock(&m->lock);
     ssize_t i = eng__topic_find(m, name, NULL);
-    int rc = ENG_ENOTOPIC;
-    if (i >= 0) {
-        eng_topic *t = m->topics[i];
-        out->meta = t->meta;
-        out->config = t->cfg;
-        rc = eng_config_overrides_copy(&out->meta.overrides, &t->meta.overrides);
-    }
+    int rc = i >= 0 ? copy_desc(m->topics[i], out) : ENG_ENOTOPIC;
     pthread_rwlock_unlock(&m->lock);
     return rc;
 }
@@ -656,11 +659,8 @@ int eng_manager_topic_partitions(eng_manager *m, const char *topic, eng_topic_de
     size_t count = (size_t)t->meta.partitions;
     eng_partition **v = calloc(count ? count : 1, sizeof *v);
     int rc = v ? 0 : -ENOMEM;
-    if (!rc && desc) {
-        desc->meta = t->meta;
-        desc->config = t->cfg;
-        rc = eng_config_overrides_copy(&desc->meta.overrides, &t->meta.overrides);
-    }
+    if (!rc && desc)
+        rc = copy_desc(t, desc);
     for (size_t k = 0; !rc && k < count; k++) {
         v[k] = t->parts[k];
         eng_partition_ref(v[k]);
