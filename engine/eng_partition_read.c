@@ -333,7 +333,6 @@ int eng_partition_offset_for_timestamp(eng_partition *p, int64_t ts, int64_t *of
     return rc;
 }
 
-/* Reads the whole batch at b into buf and hands back its plain records. */
 /* Reads the batch at b (decompressed when it is) and starts *it on its
  * records; buf and scratch hold the bytes the iterator walks. */
 static int iter_records(eng_segment *seg, const eng_batch_pos *b, eng_buf *buf, eng_buf *scratch,

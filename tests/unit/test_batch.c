@@ -26,6 +26,40 @@ static void test_crc32c_check_value(void **state)
         assert_int_equal(eng_crc32c_hw(0, "123456789", 9), 0xE3069283u);
 }
 
+/* The hardware path cuts inputs of 768 bytes and more into three blocks
+ * CRC'd side by side and joined (256-byte blocks, 8 KiB ones from 24 KiB):
+ * every length around those thresholds, at every alignment, from a nonzero
+ * starting CRC, must match the table path byte for byte. */
+static void test_crc32c_three_way_joins(void **state)
+{
+    (void)state;
+    if (!eng_crc32c_hw_available())
+        skip();
+    size_t cap = 3 * 8192 * 2 + 3 * 256 + 64;
+    uint8_t *buf = malloc(cap);
+    assert_non_null(buf);
+    uint32_t x = 2463534242u;
+    for (size_t i = 0; i < cap; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        buf[i] = (uint8_t)x;
+    }
+    static const size_t around[] = {3 * 256, 3 * 8192, 2 * 3 * 8192, 3 * 8192 + 3 * 256};
+    for (size_t a = 0; a < sizeof around / sizeof around[0]; a++) {
+        for (size_t len = around[a] - 9; len <= around[a] + 9; len++) {
+            for (size_t off = 0; off < 8; off++) {
+                assert_true(off + len <= cap);
+                uint32_t sw = eng_crc32c_sw(0x1234abcdu, buf + off, len);
+                assert_int_equal(sw, eng_crc32c_hw(0x1234abcdu, buf + off, len));
+            }
+        }
+    }
+    for (size_t len = 700; len < cap - 8; len += 997)
+        assert_int_equal(eng_crc32c_sw(0, buf + 3, len), eng_crc32c_hw(0, buf + 3, len));
+    free(buf);
+}
+
 static void test_crc32c_paths_agree(void **state)
 {
     (void)state;
@@ -293,6 +327,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_check_value),
         cmocka_unit_test(test_crc32c_paths_agree),
+        cmocka_unit_test(test_crc32c_three_way_joins),
         cmocka_unit_test(test_varint_examples),
         cmocka_unit_test(test_varint_rejects_bad),
         cmocka_unit_test(test_encode_v1_java_and_kafkajs),
