@@ -583,6 +583,21 @@ static read_mode mode_of(const api_request *req)
     return mode;
 }
 
+/* A 416 whose message gives the range this request could have asked for:
+ * a read may start at the high watermark itself (it answers nothing yet, or
+ * waits), one record cannot be there.  The bounds are the same either way. */
+static void offset_out_of_range(const api_request *req, api_response *resp, eng_partition *p,
+                                int64_t offset, int64_t lso, int64_t hw, bool hw_readable)
+{
+    eng_errdetail d = {0};
+    eng_errdetail_bounds(&d, lso, hw);
+    eng_fail(&d, ENG_EOFFSET,
+             "offset %lld is outside [%lld, %lld%c for %s-%d (log start offset, high watermark)",
+             (long long)offset, (long long)lso, (long long)hw, hw_readable ? ']' : ')',
+             eng_partition_topic(p), eng_partition_id(p));
+    api_error_from_engine(resp, req, ENG_EOFFSET, &d);
+}
+
 static void start_stream(api_ctx *ctx, eng_partition *p, read_req *rr, read_mode mode,
                          const api_request *req, api_response *resp)
 {
@@ -598,12 +613,7 @@ static void start_stream(api_ctx *ctx, eng_partition *p, read_req *rr, read_mode
     if (rr->clamp)
         rr->start = rr->start < lso ? lso : rr->start > hw ? hw : rr->start;
     if (rr->start < lso || rr->start > hw) {
-        eng_errdetail d = {0};
-        eng_errdetail_bounds(&d, lso, hw);
-        eng_fail(&d, ENG_EOFFSET, "offset %lld is outside [%lld, %lld) for %s-%d",
-                 (long long)rr->start, (long long)lso, (long long)hw, eng_partition_topic(p),
-                 eng_partition_id(p));
-        api_error_from_engine(resp, req, ENG_EOFFSET, &d);
+        offset_out_of_range(req, resp, p, rr->start, lso, hw, true);
         return;
     }
     api_stream_opts so = {.format = mode == MODE_SSE ? API_STREAM_SSE : API_STREAM_NDJSON,
@@ -677,14 +687,11 @@ void api_h_read_one(api_ctx *ctx, const api_request *req, const api_params *para
     eng_partition *p;
     if (!api_lookup_partition(ctx, req, params, resp, &p))
         return;
-    int64_t hw = eng_partition_high_watermark(p);
-    if (offset >= hw) {
-        eng_errdetail d = {0};
-        eng_errdetail_bounds(&d, eng_partition_log_start_offset(p), hw);
-        eng_fail(&d, ENG_EOFFSET, "offset %lld is outside [%lld, %lld) for %s-%d",
-                 (long long)offset, (long long)d.lo, (long long)hw, eng_partition_topic(p),
-                 eng_partition_id(p));
-        api_error_from_engine(resp, req, ENG_EOFFSET, &d);
+    /* Both ends here: below the log start offset the engine's read would
+     * answer with a page's range, which includes the high watermark. */
+    int64_t lso = eng_partition_log_start_offset(p), hw = eng_partition_high_watermark(p);
+    if (offset < lso || offset >= hw) {
+        offset_out_of_range(req, resp, p, offset, lso, hw, false);
         eng_partition_unref(p);
         return;
     }

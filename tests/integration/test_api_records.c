@@ -13,7 +13,8 @@
  * timestamp=T, tail=N; two at once is 400), max_records (> 10000 is 400),
  * max_bytes (at least one record), until_timestamp, clamp=true, a read at
  * exactly the high watermark (200, no records), out-of-range offsets (416
- * with details.log_start_offset/high_watermark) and GET of one record.
+ * with details.log_start_offset/high_watermark, and a message naming the range
+ * that request could use) and GET of one record.
  * Keyed appends (POST /v1/topics/{t}/records) and concurrent appends are in
  * test_api_records_keyed.c, to keep each file readable.
  *
@@ -570,6 +571,51 @@ static void test_read_one(void **state)
     expect_err("GET", "/v1/topics/sel/partitions/0/records/abc", NULL, 400, "invalid_request");
 }
 
+/* A 416's message gives the range the request could have used: a page or a
+ * stream may start at the high watermark ("[0, 10]"), one record cannot be
+ * there ("[0, 10)").  Streams and single records below the log start offset
+ * once named the other kind's range. */
+static void test_out_of_range_message_names_readable_range(void **state)
+{
+    (void)state;
+    make_sel();
+    static const struct {
+        const char *path, *accept, *range;
+    } cases[] = {
+        {"records?offset=11", NULL, "outside [0, 10] for sel-0"},
+        {"records?offset=-1", NULL, "outside [0, 10] for sel-0"},
+        {"records?offset=11", "Accept: text/event-stream", "outside [0, 10] for sel-0"},
+        {"records?offset=-1", "Accept: application/x-ndjson", "outside [0, 10] for sel-0"},
+        {"records/10", NULL, "outside [0, 10) for sel-0"},
+        {"records/-1", NULL, "outside [0, 10) for sel-0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "/v1/topics/sel/partitions/0/%s", cases[i].path);
+        const char *const hdrs[] = {cases[i].accept, NULL};
+        ls_resp r;
+        assert_int_equal(ls_http(S, "GET", path, NULL, NULL, 0, hdrs, &r), 0);
+        CHECK_ERR(r, 416, "offset_out_of_range");
+        const char *msg = ls_jstr(&r, "message");
+        if (!msg || !strstr(msg, cases[i].range))
+            fprintf(stderr, "# %s %s: %s\n", path, cases[i].accept ? cases[i].accept : "", r.body);
+        assert_non_null(msg);
+        assert_non_null(strstr(msg, cases[i].range));
+        assert_non_null(strstr(msg, "(log start offset, high watermark)"));
+        assert_int_equal(ls_jint(&r, "details.log_start_offset"), 0);
+        assert_int_equal(ls_jint(&r, "details.high_watermark"), 10);
+        ls_resp_free(&r);
+    }
+    /* And the end a stream's message includes is one it takes. */
+    const char *const sse[] = {"Accept: text/event-stream", NULL};
+    ls_resp r;
+    assert_int_equal(ls_http(S, "HEAD", "/v1/topics/sel/partitions/0/records?offset=10", NULL, NULL,
+                             0, sse, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+}
+
 /* The read URL picks its answer by the Accept header's preferences: the
  * highest q among what it serves, q=0 refusing one, whole media types only
  * (application/json-seq is not JSON), anything else JSON. */
@@ -632,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_read_limits),
         cmocka_unit_test(test_read_out_of_range),
         cmocka_unit_test(test_read_one),
+        cmocka_unit_test(test_out_of_range_message_names_readable_range),
         cmocka_unit_test(test_accept_negotiation),
         cmocka_unit_test(test_zz_clean_stop),
     };
