@@ -60,6 +60,22 @@ static int append_specs(eng_partition *p, const eng_record_spec *recs, size_t n,
     return rc;
 }
 
+/* The details of a failed JSON append, rewriting d's message where the
+ * engine's words are a batch's: a client that sent JSON records knows them
+ * by their place in its request, not by a batch index and an offset delta.
+ * pos maps a record's place in the batch to its place in the request (NULL:
+ * the same), for n records.  A new reference. */
+static json_t *json_append_details(int rc, eng_errdetail *d, const size_t *pos, size_t n)
+{
+    if (rc == ENG_ENULLKEY && d->has_bounds && d->hi >= 0 && (uint64_t)d->hi < n) {
+        size_t at = pos ? pos[d->hi] : (size_t)d->hi;
+        snprintf(d->message, sizeof d->message,
+                 "record %zu has a null key, which a compacted topic does not accept", at);
+        return json_pack("{s:I}", "record", (json_int_t)at);
+    }
+    return api_engine_details(rc, d);
+}
+
 static bool parse_body(api_ctx *ctx, const api_request *req, api_response *resp,
                        api_append_body *body)
 {
@@ -267,9 +283,11 @@ void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params
             eng_append_result res;
             eng_errdetail d = {0};
             int rc = append_specs(p, body.recs, body.n, expected, true, &res, &d);
-            if (rc)
-                api_error_from_engine(resp, req, rc, &d);
-            else
+            if (rc) {
+                json_t *details = json_append_details(rc, &d, NULL, body.n);
+                api_error(resp, req, api_error_code_for(rc), details, "%s",
+                          d.message[0] ? d.message : eng_strerror(rc));
+            } else
                 append_answer(p, &res, req, resp);
         }
         api_append_body_free(&body);
@@ -306,11 +324,12 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
     /* Choose each record's partition, then append one batch per partition. */
     int32_t *target = malloc(body.n * sizeof *target);
     eng_record_spec *group = malloc(body.n * sizeof *group);
+    size_t *group_pos = malloc(body.n * sizeof *group_pos); /* each one's place in the request */
     json_t *results = json_array(), *records = json_array();
     size_t ok = 0, failed = 0;
     json_t *first_error = NULL;
     int first_status = 0;
-    if (!target || !group) {
+    if (!target || !group || !group_pos) {
         api_error(resp, req, "internal_error", NULL, "out of memory");
         goto done;
     }
@@ -338,9 +357,12 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
     }
     for (int32_t part = 0; part < nparts; part++) {
         size_t n = 0;
-        for (size_t i = 0; i < body.n; i++)
-            if (target[i] == part)
+        for (size_t i = 0; i < body.n; i++) {
+            if (target[i] == part) {
+                group_pos[n] = i;
                 group[n++] = body.recs[i];
+            }
+        }
         if (n == 0)
             continue;
         eng_errdetail d = {0};
@@ -349,8 +371,9 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
         json_t *r;
         if (rc) {
             const char *code = api_error_code_for(rc);
+            json_t *details = json_append_details(rc, &d, group_pos, n);
             json_t *err = api_error_object(req, code, d.message[0] ? d.message : eng_strerror(rc),
-                                           api_engine_details(rc, &d));
+                                           details);
             r = json_pack("{s:i,s:O}", "partition", (int)part, "error", err);
             if (!first_error) {
                 first_error = err;
@@ -393,6 +416,7 @@ done:
     json_decref(records);
     free(target);
     free(group);
+    free(group_pos);
     api_append_body_free(&body);
     eng_partitions_release(parts, nheld);
 }

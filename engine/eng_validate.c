@@ -81,11 +81,15 @@ static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_
         seen++;
         lo = r.raw_timestamp < lo ? r.raw_timestamp : lo;
         hi = r.raw_timestamp > hi ? r.raw_timestamp : hi;
-        if (compact && !r.key)
+        if (compact && !r.key) {
+            /* Where it is, as numbers too: a JSON append names the record
+             * by its place in the request, which only the API knows. */
+            eng_errdetail_bounds(err, (int64_t)idx, r.offset - h->base_offset);
             return eng_fail(err, ENG_ENULLKEY,
                             "batch %zu: record at offset delta %lld has a null key, which a "
                             "compacted topic does not accept",
                             idx, (long long)(r.offset - h->base_offset));
+        }
         int64_t ts = r.raw_timestamp;
         if (create_time) {
             if (ts < 0 && ts != -1)

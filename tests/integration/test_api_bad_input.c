@@ -332,6 +332,44 @@ static void test_null_key_on_compacted_topic(void **state)
     ls_resp_free(&r);
 }
 
+/* A JSON client sent records, not batches: the refusal names the record by
+ * its place in the request ("record 1", details.record), not by the batch
+ * index and offset delta a binary producer gets.  Through the keyed path a
+ * partition's batch holds only some of the request's records, so its place
+ * in that batch is not its place in the request. */
+static void test_null_key_names_the_json_record(void **state)
+{
+    (void)state;
+    ls_resp r;
+    assert_int_equal(ls_post(S, "/v1/topics/compacted/partitions/0/records",
+                             "{\"records\":[{\"key\":\"a\",\"value\":\"1\"},{\"value\":\"2\"}]}", &r),
+                     0);
+    CHECK_ERR(r, 422, "invalid_record");
+    assert_string_equal(ls_jstr(&r, "message"),
+                        "record 1 has a null key, which a compacted topic does not accept");
+    assert_int_equal(ls_jint(&r, "details.record"), 1);
+    ls_resp_free(&r);
+
+    assert_int_equal(ls_create_topic(S, "compacted2", 2, "{\"cleanup.policy\":\"compact\"}"), 201);
+    /* Partition 1's batch is records 0 and 2 of the request; 2 is at fault. */
+    assert_int_equal(ls_post(S, "/v1/topics/compacted2/records",
+                             "{\"records\":[{\"key\":\"a\",\"value\":\"1\",\"partition\":1},"
+                             "{\"key\":\"b\",\"value\":\"1\",\"partition\":0},"
+                             "{\"value\":\"x\",\"partition\":1}]}",
+                             &r),
+                     0);
+    assert_int_equal(r.status, 207);
+    json_t *results = ls_jget(&r, "results");
+    assert_int_equal(json_array_size(results), 2);
+    json_t *err = json_object_get(json_array_get(results, 1), "error");
+    assert_non_null(err);
+    assert_string_equal(json_string_value(json_object_get(err, "message")),
+                        "record 2 has a null key, which a compacted topic does not accept");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(err, "details"), "record")),
+                     2);
+    ls_resp_free(&r);
+}
+
 static void test_record_list_shape(void **state)
 {
     (void)state;
@@ -652,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_invalid_base64),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_null_key_on_compacted_topic),
+        cmocka_unit_test(test_null_key_names_the_json_record),
         cmocka_unit_test(test_record_list_shape),
         cmocka_unit_test(test_query_parameters),
         cmocka_unit_test(test_body_too_large),
