@@ -287,8 +287,8 @@ bool api_maintenance_targets(api_ctx *ctx, const api_request *req, api_response 
         return false;
     (void)ENG_FAULT("maintenance.topic_read");
     if (only >= (int64_t)nparts) {
-        api_error(resp, req, "unknown_partition", NULL, "topic '%s' has no partition %lld", topic,
-                  (long long)only);
+        api_error(resp, req, "unknown_partition", NULL, "topic '%s' has no partition %lld (it has %zu)",
+                  topic, (long long)only, nparts);
         eng_partitions_release(parts, nparts);
         return false;
     }

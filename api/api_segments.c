@@ -68,7 +68,7 @@ static bool segment_param(api_ctx *ctx, const api_request *req, const api_params
 {
     int64_t base;
     if (!api_parse_i64(api_param(params, "base"), &base) || base < 0) {
-        api_error(resp, req, "invalid_request", NULL, "segment base offset must be an integer");
+        api_error(resp, req, "invalid_request", NULL, "segment base offset must be a non-negative integer");
         return false;
     }
     if (!api_query_i64(req, resp, "start", 0, 0, INT64_MAX, start) ||

@@ -395,6 +395,8 @@ static void test_retention_run(void **state)
     ls_resp_free(&r);
     post(&s, "/v1/topics/old/retention:run?partition=7", "{}", 404, &r);
     assert_int_equal(ls_check_error(&r, 404, "unknown_partition"), 0);
+    /* As every other unknown_partition says: how many there are. */
+    assert_non_null(strstr(ls_jstr(&r, "message"), "has no partition 7 (it has "));
     ls_resp_free(&r);
     static const char *const bad[] = {"{\"dry_run\":\"yes\"}", "{\"dry_run\":true,\"x\":1}",
                                       "[true]", "{"};

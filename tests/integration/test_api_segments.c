@@ -498,7 +498,11 @@ static void test_segment_not_found(void **state)
         CHECK_ERR(r, 400, "invalid_request");
         ls_resp_free(&r);
     }
+    /* -1 is an integer: the refusal says what a base offset must be. */
     ls_resp r;
+    assert_int_equal(ls_get(S, SEGS "/-1/timeindex", &r), 0);
+    assert_string_equal(ls_jstr(&r, "message"), "segment base offset must be a non-negative integer");
+    ls_resp_free(&r);
     assert_int_equal(ls_get(S, "/v1/topics/seg/partitions/1/segments", &r), 0);
     CHECK_ERR(r, 404, "unknown_partition");
     ls_resp_free(&r);
