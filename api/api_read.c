@@ -708,8 +708,12 @@ void api_h_read_one(api_ctx *ctx, const api_request *req, const api_params *para
         api_error(resp, req, "record_not_found", json_pack("{s:I}", "offset", (json_int_t)offset),
                   "no record at offset %lld (removed by compaction, or a transaction marker)",
                   (long long)offset);
-    else
+    else {
+        /* Counted like a page's records: dashboards read the per-topic
+         * read counters as what clients were handed, by any route. */
+        eng_partition_count_read(p, 1, (uint64_t)out.bytes);
         api_resp_json(resp, 200, json_incref(first));
+    }
     json_decref(out.records);
     eng_partition_unref(p);
 }

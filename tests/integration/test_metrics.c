@@ -6,7 +6,8 @@
  *   - logstore_bytes_appended_total adds each append's batch_bytes;
  *   - logstore_records_read_total and logstore_bytes_read_total count what
  *     readers were handed, as pages and as streams (NDJSON, bounded by
- *     max_records), bytes being keys plus values plus headers;
+ *     max_records) and as single records by offset, bytes being keys plus
+ *     values plus headers;
  *   - logstore_http_requests_total counts each request under its route and
  *     its own status (201 for a create, 404 for an unknown topic).
  *
@@ -114,6 +115,17 @@ static void test_traffic_bytes_and_reads(void **state)
     ls_resp_free(&r);
     assert_int_equal(metric("logstore_records_read_total{topic=\"traffic\"}"), 3);
     assert_int_equal(metric("logstore_bytes_read_total{topic=\"traffic\"}"), 20);
+
+    /* One record by its offset: "12345" and the 5 header bytes.  A miss
+     * (past the high watermark) hands over nothing. */
+    assert_int_equal(ls_get(S, "/v1/topics/traffic/partitions/0/records/1", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, "/v1/topics/traffic/partitions/0/records/9", &r), 0);
+    assert_int_equal(r.status, 416);
+    ls_resp_free(&r);
+    assert_int_equal(metric("logstore_records_read_total{topic=\"traffic\"}"), 4);
+    assert_int_equal(metric("logstore_bytes_read_total{topic=\"traffic\"}"), 30);
 }
 
 /* Last: a clean stop exits 0 (leaks fail the sanitizer build's exit). */
