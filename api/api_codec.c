@@ -388,6 +388,10 @@ static json_t *header_name_json(const uint8_t *key, int32_t len)
 
 json_t *api_codec_err_details(const api_codec_err *e)
 {
+    /* A client that tails past such a record needs its offset as a number:
+     * to re-read it with encoding=base64, or to skip it. */
+    if (e->code && e->has_record_offset && strcmp(e->code, "invalid_utf8") == 0)
+        return json_pack("{s:I}", "offset", (json_int_t)e->record_offset);
     if (!e->code || strcmp(e->code, "corrupt_record") != 0 || e->last_offset < e->first_offset ||
         e->last_offset < 0)
         return NULL;
@@ -427,6 +431,8 @@ json_t *api_record_json(const eng_record *r, bool log_append_time, bool base64, 
         fail(err, "invalid_utf8",
              "record at offset %lld holds bytes that are not UTF-8; read with encoding=base64",
              (long long)r->offset);
+        err->has_record_offset = true;
+        err->record_offset = r->offset;
         return NULL;
     }
     return o;

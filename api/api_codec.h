@@ -28,10 +28,14 @@ typedef struct api_codec_err {
     char message[320];
     /* corrupt_record: the damaged batch's offsets (last < 0: not set) */
     int64_t first_offset, last_offset;
+    /* invalid_utf8 on a read: the record that cannot be read as utf8 */
+    bool has_record_offset;
+    int64_t record_offset;
 } api_codec_err;
 
 /* The error's details object ({"first_offset","last_offset","next_offset"}
- * for a damaged batch), or NULL when it has none.  A new reference. */
+ * for a damaged batch, {"offset"} for a record a utf8 read cannot show), or
+ * NULL when it has none.  A new reference. */
 json_t *api_codec_err_details(const api_codec_err *e);
 
 typedef struct api_append_body {

@@ -238,6 +238,16 @@ static void test_append_base64_binary(void **state)
     /* Bytes that are not UTF-8 cannot be read as utf8: a 422 that says so. */
     read_err("bin", 0, "offset=0", 422, "invalid_utf8");
     expect_err("GET", "/v1/topics/bin/partitions/0/records/0", NULL, 422, "invalid_utf8");
+    /* ... naming the record in details, for a client to re-read or skip it. */
+    static const char *const unread[] = {"/v1/topics/bin/partitions/0/records?offset=0",
+                                         "/v1/topics/bin/partitions/0/records/0"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(ls_get(S, unread[i], &r), 0);
+        assert_int_equal(r.status, 422);
+        assert_true(json_is_integer(ls_jget(&r, "details.offset")));
+        assert_int_equal(ls_jint(&r, "details.offset"), 0);
+        ls_resp_free(&r);
+    }
     /* ... but the utf8-clean records after it can. */
     read_q("bin", 0, "offset=1", &r);
     assert_int_equal(r.status, 200);
