@@ -105,7 +105,10 @@ static int snappy_block(const uint8_t *in, size_t n, eng_buf *out)
     size_t plain;
     if (snappy_uncompressed_length((const char *)in, n, &plain) != SNAPPY_OK)
         return ENG_ECORRUPT;
-    int rc = room(out, plain);
+    /* At least one byte even for an empty block: out->data is NULL until
+     * something is reserved, and NULL + 0 is undefined behaviour (UBSan
+     * stopped the fuzzer on a snappy block that decodes to nothing). */
+    int rc = room(out, plain ? plain : 1);
     if (rc)
         return rc;
     size_t got = plain;

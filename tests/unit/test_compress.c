@@ -302,6 +302,28 @@ static void test_raw_snappy_is_read(void **state)
     free(raw);
 }
 
+/* A snappy block that decodes to nothing (the varint 0), raw or in a xerial
+ * frame, into a scratch buffer that has never held anything: found by
+ * fuzz_batch, where writing into the NULL buffer was undefined behaviour. */
+static void test_empty_snappy_block(void **state)
+{
+    (void)state;
+    static const uint8_t raw[] = {0x00};
+    static const uint8_t framed[] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1,
+                                     0,    0,   0,   1,   0,   0,   0,   1, 0x00};
+    const uint8_t *out;
+    size_t outlen = 1;
+    eng_buf scratch = {0};
+    assert_int_equal(inflate_as(ENG_CODEC_SNAPPY, raw, sizeof raw, &scratch, &out, &outlen), 0);
+    assert_int_equal(outlen, 0);
+    eng_buf_free(&scratch);
+    outlen = 1;
+    assert_int_equal(inflate_as(ENG_CODEC_SNAPPY, framed, sizeof framed, &scratch, &out, &outlen),
+                     0);
+    assert_int_equal(outlen, 0);
+    eng_buf_free(&scratch);
+}
+
 static void test_lz4_frame_is_kafkas(void **state)
 {
     (void)state;
@@ -780,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_gzip_member_and_levels),
         cmocka_unit_test(test_xerial_snappy_framing),
         cmocka_unit_test(test_raw_snappy_is_read),
+        cmocka_unit_test(test_empty_snappy_block),
         cmocka_unit_test(test_lz4_frame_is_kafkas),
         cmocka_unit_test(test_lz4_dependent_blocks_flagged),
         cmocka_unit_test(test_decompression_bombs_refused),
