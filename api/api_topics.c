@@ -131,9 +131,10 @@ void api_h_topic_create(api_ctx *ctx, const api_request *req, const api_params *
         }
         nparts = json_integer_value(parts);
     }
-    if (nparts <= 0 || nparts > 100000) {
+    if (nparts <= 0 || nparts > ENG_TOPIC_PARTITIONS_MAX) {
         api_error(resp, req, "invalid_partitions", json_pack("{s:s}", "key", "partitions"),
-                  "partitions must be between 1 and 100000, got %lld", (long long)nparts);
+                  "partitions must be between 1 and %d, got %lld", ENG_TOPIC_PARTITIONS_MAX,
+                  (long long)nparts);
         goto done;
     }
     if (configs && !json_is_null(configs) && !json_is_object(configs)) {
@@ -231,9 +232,10 @@ void api_h_topic_patch(api_ctx *ctx, const api_request *req, const api_params *p
     json_t *parts = json_object_get(body, "partitions");
     if (json_object_size(body) != 1 || !json_is_integer(parts)) {
         api_error(resp, req, "invalid_request", NULL, "expected {\"partitions\": N}");
-    } else if (json_integer_value(parts) <= 0 || json_integer_value(parts) > 100000) {
+    } else if (json_integer_value(parts) <= 0 ||
+               json_integer_value(parts) > ENG_TOPIC_PARTITIONS_MAX) {
         api_error(resp, req, "invalid_partitions", json_pack("{s:s}", "key", "partitions"),
-                  "partitions must be between 1 and 100000");
+                  "partitions must be between 1 and %d", ENG_TOPIC_PARTITIONS_MAX);
     } else {
         eng_errdetail d = {0};
         int rc = eng_manager_add_partitions(api_mgr(ctx), name, (int32_t)json_integer_value(parts), &d);

@@ -220,7 +220,12 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc, eng_
     rc = m->codec.decode(buf, len, &t->meta, m->codec.ctx);
     free(buf);
     size_t stem = strlen(file) - strlen(".json");
-    if (rc || !eng_topic_name_valid(t->meta.name) || t->meta.partitions <= 0) {
+    /* The partition count sizes an allocation and a loop that creates a
+     * directory per partition: a damaged count (2147483647) asked for 16 GiB
+     * and then ran for days instead of refusing the file (found by
+     * fuzz_startup). */
+    if (rc || !eng_topic_name_valid(t->meta.name) || t->meta.partitions <= 0 ||
+        t->meta.partitions > ENG_TOPIC_PARTITIONS_MAX) {
         eng__topic_free(t);
         return eng_fail(err, ENG_ECORRUPT,
                         "%s is not valid topic metadata: restore it, or move it out of %s to "

@@ -28,6 +28,9 @@
 typedef struct eng_manager eng_manager;
 
 #define ENG_TOPIC_NAME_MAX 249
+/* Most partitions a topic may have: creating, growing, and loading its
+ * metadata from disk all hold to it. */
+#define ENG_TOPIC_PARTITIONS_MAX 100000
 
 /* A topic as stored in meta/<topic>.json. */
 typedef struct eng_topic_meta {

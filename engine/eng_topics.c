@@ -283,9 +283,10 @@ int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partition
     if (!eng_topic_name_valid(name))
         return eng_fail(err, ENG_ETOPICNAME,
                         "invalid topic name: use 1 to 249 of [A-Za-z0-9._-], not '.' or '..'");
-    if (partitions <= 0 || partitions > 100000) {
+    if (partitions <= 0 || partitions > ENG_TOPIC_PARTITIONS_MAX) {
         eng_errdetail_key(err, "partitions");
-        return eng_fail(err, ENG_EINVAL, "partitions must be between 1 and 100000");
+        return eng_fail(err, ENG_EINVAL, "partitions must be between 1 and %d",
+                        ENG_TOPIC_PARTITIONS_MAX);
     }
     eng_topic *t = calloc(1, sizeof *t);
     if (!t)
@@ -496,7 +497,7 @@ int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, 
     }
     eng_topic *t = m->topics[i];
     int32_t old = t->meta.partitions;
-    if (total < old || total > 100000) {
+    if (total < old || total > ENG_TOPIC_PARTITIONS_MAX) {
         eng_errdetail_key(err, "partitions");
         rc = eng_fail(err, ENG_EINVAL, "topic '%s' has %d partitions; it can grow but never shrink",
                       name, old);
