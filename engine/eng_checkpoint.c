@@ -77,6 +77,12 @@ int eng_checkpoint_read(const char *path, eng_ckpt *out)
     if (strlen(buf) != len || take_int(&p, &version) || end_of_line(&p) || version != 0 ||
         take_int(&p, &count) || end_of_line(&p) || count < 0 || count > 10000000)
         goto done;
+    /* The count is only a claim: an entry takes at least 6 bytes ("t 0 0"
+     * and its newline, which the last may lack), so a count the rest of the
+     * file cannot hold is refused before it sizes an allocation ("0\n9999999\n"
+     * asked for 240 MB). */
+    if (count > (int64_t)((len - (size_t)(p - buf) + 1) / 6))
+        goto done;
     c.entries = calloc(count ? (size_t)count : 1, sizeof *c.entries);
     if (!c.entries) {
         rc = -ENOMEM;

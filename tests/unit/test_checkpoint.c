@@ -153,6 +153,13 @@ static void test_reads_kafka_variants(void **state)
         assert_int_equal(eng_checkpoint_find(&c, "logs", 0, -1), 5);
         eng_checkpoint_free(&c);
     }
+    /* Entries as short as they can be: the count's bound against the file's
+     * size must not refuse them. */
+    write_text(f->path, "0\n3\na 0 0\nb 1 2\nc 3 4");
+    assert_int_equal(eng_checkpoint_read(f->path, &c), 0);
+    assert_int_equal(c.n, 3);
+    assert_int_equal(eng_checkpoint_find(&c, "c", 3, -1), 4);
+    eng_checkpoint_free(&c);
     /* A missing file. */
     char missing[600];
     snprintf(missing, sizeof missing, "%s/nope", f->dir);
@@ -170,6 +177,9 @@ static void test_rejects_malformed(void **state)
         "0\n0\norders 0 60\n",             /* more lines than the count */
         "0\n-1\n",                         /* negative count */
         "0\n9223372036854775807\n",        /* a count no file could hold */
+        "0\n9999999\n",                    /* a count this file cannot hold (it sized a
+                                            * 240 MB allocation; found by fuzz_startup) */
+        "0\n2\na 0 0\n",                   /* two entries claimed, room for one */
         "0\n1\norders 0\n",                /* missing offset */
         "0\r\n1\r\norders 0\r\n",          /* missing offset, CRLF */
         "0\n1\norders 0 6\r0\n",           /* a CR inside a line */
