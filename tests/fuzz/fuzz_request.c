@@ -550,7 +550,8 @@ static void fix_crcs(uint8_t *body, size_t len)
 {
     size_t pos = 0;
     eng_batch_header h;
-    while (len - pos >= ENG_BATCH_OVERHEAD && eng_batch_header_decode(body + pos, len - pos, &h) == 0 &&
+    while (len - pos >= ENG_BATCH_OVERHEAD &&
+           eng_batch_header_decode(body + pos, len - pos, &h) == 0 &&
            eng_batch_size(&h) >= ENG_BATCH_OVERHEAD && eng_batch_size(&h) <= len - pos) {
         eng_batch_update_crc(body + pos, eng_batch_size(&h));
         pos += eng_batch_size(&h);

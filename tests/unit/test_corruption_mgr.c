@@ -315,7 +315,8 @@ static void test_bad_metadata_stops_the_start(void **state)
             write_text(copy, (const char *)good);
         }
         mopen_fails(&err);
-        assert_non_null(strstr(err.message, row != 1 ? "meta/orders.json" : "meta/orders-copy.json"));
+        assert_non_null(
+            strstr(err.message, row != 1 ? "meta/orders.json" : "meta/orders-copy.json"));
         assert_true(eng_fs_exists(g_m.pdir));
         assert_int_equal(ts_read_file(ckpt, &ck1, &ck1_len), 0);
         assert_int_equal(ck1_len, ck0_len);
