@@ -21,7 +21,8 @@
  * stop the start); it must not crash, hang or leak.  When it opens:
  * every partition reads from its log start offset towards its high
  * watermark in whole batches (each header decodes and fits what was
- * returned), every read moving forward, until the end or a read that
+ * returned), every read moving forward (an empty one to the high
+ * watermark), until the end or a read that
  * answers ENG_ECORRUPT; its segments have increasing bases and add up to
  * its size; a compacted partition is
  * cleaned once on demand and audited again; then the manager is closed
@@ -200,7 +201,11 @@ static void audit_partition(eng_partition *p, part_state *out)
                     eng_strerror(rc), d.message);
             abort();
         }
-        CHECK(f.len > 0 && f.next_offset > at);
+        /* Every read moves on; one that finds no batch below the high
+         * watermark (segments cut to nothing by recovery leave such a gap)
+         * moves to it. */
+        CHECK(f.next_offset > at);
+        CHECK(f.len > 0 || f.next_offset == in.high_watermark);
         for (size_t pos = 0; pos < f.len;) {
             eng_batch_header h;
             CHECK(eng_batch_header_decode(f.data + pos, f.len - pos, &h) == 0);
