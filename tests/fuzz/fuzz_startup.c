@@ -18,16 +18,15 @@
  * before the run, the files are written and a manager is opened on the dir
  * with the log cleaner (no threads, runs on demand only) and no background
  * jobs.  Opening may refuse the dir (metadata that does not parse is meant to
- * stop the start); it must not crash, hang or leak.  When it opens:
- * every partition reads from its log start offset towards its high
- * watermark in whole batches (each header decodes and fits what was
- * returned), every read moving forward (an empty one to the high
- * watermark), until the end or a read that
- * answers ENG_ECORRUPT; its segments have increasing bases and add up to
- * its size; a compacted partition is
- * cleaned once on demand and audited again; then the manager is closed
- * cleanly and opened again, which must need no recovery, truncate nothing
- * and find the same partitions with the same log start and end offsets.
+ * stop the start); it must not crash, hang or leak.  When it opens: every
+ * partition reads from its log start offset towards its high watermark in
+ * whole batches (each header decodes and fits what was returned), every
+ * read moving forward (an empty one to the high watermark), until the end
+ * or a read that answers ENG_ECORRUPT; its segments have increasing bases
+ * and add up to its size; a compacted partition is cleaned once on demand
+ * and audited again; then the manager is closed cleanly and opened again,
+ * which must need no recovery, truncate nothing and find the same
+ * partitions with the same log start and end offsets.
  * Metadata naming more than MAX_PARTITIONS partitions but no more than a
  * topic may have is skipped: the server would load it, slowly (a directory
  * and files per partition), and the fuzzer would report a timeout rather
