@@ -237,7 +237,8 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
                          p->id, eng_segment_base(segs[i]), why);
             }
             eng_recover_stats rs;
-            if ((rc = eng_segment_recover(segs[i], &rs)))
+            int64_t next_base = i + 1 < nsegs ? eng_segment_base(segs[i + 1]) : INT64_MAX;
+            if ((rc = eng_segment_recover_below(segs[i], next_base, &rs)))
                 goto done;
             st->segments_recovered++;
             /* Below the recovery point no flush revisits the segment: its

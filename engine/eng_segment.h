@@ -188,6 +188,12 @@ int eng_segment_scan_from(eng_segment *s, uint64_t start, uint64_t limit, eng_ba
  * file at the first invalid one.  Used at startup; single-threaded. */
 int eng_segment_recover(eng_segment *s, eng_recover_stats *st);
 
+/* The same for a segment followed by one based at next_base: a batch whose
+ * offsets reach next_base is invalid too.  Its base offset is outside the
+ * CRC, so a changed byte there passes every other check, and a segment
+ * holding offsets of the next one breaks the lookup by base offset. */
+int eng_segment_recover_below(eng_segment *s, int64_t next_base, eng_recover_stats *st);
+
 /* Index access for listings; the index is opened if needed.  Borrowed
  * pointers valid while the reference lives; NULL on failure. */
 eng_index *eng_segment_offset_index(eng_segment *s);

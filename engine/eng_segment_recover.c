@@ -4,7 +4,8 @@
  *
  * Every batch is validated before it counts: the length against the file
  * before anything is allocated, magic, CRC, record framing, offsets
- * increasing and within the segment.  The indexes are rebuilt exactly as
+ * increasing and within the segment (below the next segment's base when
+ * the loader names one).  The indexes are rebuilt exactly as
  * appends would have built them, and the file is truncated at the first
  * invalid batch.  Runs single-threaded at startup.
  */
@@ -22,7 +23,7 @@
 /* Validates one batch read whole into buf, as recovery must: CRC, framing of
  * every record, offsets within the segment and after the previous batch. */
 static const char *check_batch(eng_segment *s, const eng_batch_header *h, eng_buf *buf,
-                               eng_buf *scratch, int64_t prev_next)
+                               eng_buf *scratch, int64_t prev_next, int64_t next_base)
 {
     eng_batch_header v;
     int rc = eng_batch_validate(buf->data, buf->len, &v);
@@ -34,6 +35,8 @@ static const char *check_batch(eng_segment *s, const eng_batch_header *h, eng_bu
         return "offsets not increasing";
     if (eng_batch_last_offset(h) - s->base > INT32_MAX)
         return "offset beyond the segment's range";
+    if (eng_batch_last_offset(h) >= next_base)
+        return "offsets reach the next segment";
     if ((h->attributes & ENG_ATTR_CODEC_MASK) != ENG_CODEC_NONE) {
         const uint8_t *recs;
         size_t len;
@@ -51,6 +54,11 @@ static const char *check_batch(eng_segment *s, const eng_batch_header *h, eng_bu
 }
 
 int eng_segment_recover(eng_segment *s, eng_recover_stats *st)
+{
+    return eng_segment_recover_below(s, INT64_MAX, st);
+}
+
+int eng_segment_recover_below(eng_segment *s, int64_t next_base, eng_recover_stats *st)
 {
     memset(st, 0, sizeof *st);
     st->next_offset = s->base;
@@ -92,7 +100,7 @@ int eng_segment_recover(eng_segment *s, eng_recover_stats *st)
         eng_batch_pos b = {.position = valid, .header = h};
         if ((rc = eng__segment_read_batch(s, &b, &buf)))
             goto done;
-        const char *why = check_batch(s, &h, &buf, &scratch, next);
+        const char *why = check_batch(s, &h, &buf, &scratch, next, next_base);
         if (why) {
             st->stop_reason = why;
             break;

@@ -23,6 +23,8 @@
  *     segment deleted (its bytes counted as truncated), the damaged segment
  *     active; below the recovery point the segment is trusted (Kafka's
  *     rule) and not rescanned;
+ *   - a sealed segment's last batch renumbered (baseOffset, outside the CRC)
+ *     into the next segment's offsets: truncated there, like other damage;
  *   - the same damage below the recovery point with the segment's index
  *     missing: the index is rebuilt and the segment cut at the damage, the
  *     later segments kept;
@@ -347,6 +349,28 @@ static void test_bit_flip_in_sealed_segment(void **state)
     truncated_at_batch7(flip_length, "batchLength");
     truncated_at_batch7(flip_base, "baseOffset");
     truncated_at_batch7(flip_crc, "crc");
+}
+
+/* The last batch of segment 15 renumbered into segment 30's range (35):
+ * baseOffset is outside the CRC, so the batch passes every check but this
+ * one, and kept it made segment 15 end past segment 30's base, so lookups
+ * by base offset went to the wrong segment (found by fuzz_startup).  Like
+ * any other damage above the recovery point: truncated there, 30 deleted. */
+static void test_base_offset_into_next_segment(void **state)
+{
+    (void)state;
+    restore();
+    uint8_t v[8];
+    eng_put_be64(v, (uint64_t)seg_base(SEG2) + 5);
+    patch(seg_base(SEG1), ".log", g_bpos[SEG2 - 1], v, sizeof v);
+    eng_load_stats st;
+    eng_partition *p = open_at(g_dir, false, seg_base(SEG1), &st);
+    uint64_t want = batch_bytes(SEG1, SEG2) - g_bpos[SEG2 - 1] + batch_bytes(SEG2, NB);
+    if (st.bytes_truncated != want)
+        fail_msg("%llu bytes truncated, expected %llu", (unsigned long long)st.bytes_truncated,
+                 (unsigned long long)want);
+    expect(p, 0, 3 * (SEG2 - 1), 2);
+    eng_partition_unref(p);
 }
 
 static void test_bit_flip_below_recovery_point(void **state)
@@ -693,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_garbage_and_zero_tails),
         cmocka_unit_test(test_bit_flip_in_sealed_segment),
         cmocka_unit_test(test_bit_flip_below_recovery_point),
+        cmocka_unit_test(test_base_offset_into_next_segment),
         cmocka_unit_test(test_shifted_index_entries),
         cmocka_unit_test(test_index_rebuild_keeps_later_segments),
         cmocka_unit_test(test_unclean_start_opens_no_more_files),
