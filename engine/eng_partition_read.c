@@ -65,6 +65,12 @@ static int read_batches(eng_segment *seg, const eng_batch_pos *b, uint64_t limit
             break;
         if (eng_batch_size(&h) > got - used || h.base_offset >= hw)
             break;
+        /* Offsets must go on increasing: a segment trusted without being
+         * read (a clean stop) may hold a batch renumbered on disk, and
+         * taking it moved next_offset back to the offset asked for, so a
+         * reader fetched the same bytes forever (found by fuzz_startup). */
+        if (used && h.base_offset < next)
+            break;
         used += eng_batch_size(&h);
         next = eng_batch_last_offset(&h) + 1;
     }
@@ -214,6 +220,9 @@ static int visit_slice(const eng_batch_pos *b, void *vctx)
 {
     slice_ctx *c = vctx;
     uint64_t end = b->position + eng_batch_size(&b->header);
+    /* As in read_batches: a batch whose offsets go back ends the slice. */
+    if (b->header.base_offset < c->next)
+        return 1;
     if (end > c->want_end) {
         /* The scan began at a batch boundary the offset index gave, past
          * c->end: everything before this batch is whole batches;

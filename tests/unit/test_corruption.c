@@ -25,6 +25,8 @@
  *     rule) and not rescanned;
  *   - a sealed segment's last batch renumbered (baseOffset, outside the CRC)
  *     into the next segment's offsets: truncated there, like other damage;
+ *     renumbered back to 0 in a segment trusted after a clean stop: every
+ *     read still moves forward to the high watermark;
  *   - the same damage below the recovery point with the segment's index
  *     missing: the index is rebuilt and the segment cut at the damage, the
  *     later segments kept;
@@ -373,6 +375,51 @@ static void test_base_offset_into_next_segment(void **state)
     eng_partition_unref(p);
 }
 
+/* After a clean stop segment 0 is trusted without being read, and its last
+ * batch (offsets 12..14) renumbered on disk to start at 0.  A read from 0
+ * took every batch of the segment and answered next offset 3 (the
+ * renumbered batch's end), so a reader went round 3 -> 3 forever (found by
+ * fuzz_startup).  Every read, copied or as a slice, must move on, and
+ * reading from the start must reach the high watermark. */
+static void test_renumbered_batch_in_trusted_segment(void **state)
+{
+    (void)state;
+    restore();
+    uint8_t v[8];
+    eng_put_be64(v, 0);
+    patch(0, ".log", g_bpos[SEG1 - 1], v, sizeof v);
+    eng_load_stats st;
+    eng_partition *p = open_at(g_dir, true, 3 * NB, &st);
+    assert_int_equal(st.segments_recovered, 0);
+    for (int slice = 0; slice < 2; slice++) {
+        int64_t at = 0;
+        for (int reads = 0; at < 3 * NB; reads++) {
+            eng_errdetail err = {0};
+            int64_t next;
+            int rc;
+            if (slice) {
+                eng_slice sl;
+                rc = eng_partition_read_slice(p, at, 1 << 20, &sl, &err);
+                next = sl.next_offset;
+                if (!rc && sl.fd >= 0)
+                    close(sl.fd);
+            } else {
+                eng_fetch f;
+                rc = eng_partition_read(p, at, 1 << 20, &f, &err);
+                next = f.next_offset;
+                if (!rc)
+                    eng_fetch_free(&f);
+            }
+            if (rc || next <= at || reads > 20)
+                fail_msg("%s at %lld: %s, next offset %lld", slice ? "slice" : "read",
+                         (long long)at, rc ? eng_strerror(rc) : "ok", (long long)next);
+            at = next;
+        }
+        assert_int_equal(at, 3 * NB);
+    }
+    eng_partition_unref(p);
+}
+
 static void test_bit_flip_below_recovery_point(void **state)
 {
     (void)state;
@@ -718,6 +765,7 @@ int main(void)
         cmocka_unit_test(test_bit_flip_in_sealed_segment),
         cmocka_unit_test(test_bit_flip_below_recovery_point),
         cmocka_unit_test(test_base_offset_into_next_segment),
+        cmocka_unit_test(test_renumbered_batch_in_trusted_segment),
         cmocka_unit_test(test_shifted_index_entries),
         cmocka_unit_test(test_index_rebuild_keeps_later_segments),
         cmocka_unit_test(test_unclean_start_opens_no_more_files),
