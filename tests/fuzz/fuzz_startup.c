@@ -205,8 +205,13 @@ static void audit_partition(eng_partition *p, part_state *out)
         /* Every read moves on; one that finds no batch below the high
          * watermark (segments cut to nothing by recovery leave such a gap)
          * moves to it. */
-        CHECK(f.next_offset > at);
-        CHECK(f.len > 0 || f.next_offset == in.high_watermark);
+        if (f.next_offset <= at || (f.len == 0 && f.next_offset != in.high_watermark)) {
+            fprintf(stderr, "fuzz_startup: %s-%d: read at %lld of [%lld, %lld) answered %zu bytes "
+                    "and next offset %lld\n", eng_partition_topic(p), eng_partition_id(p),
+                    (long long)at, (long long)in.log_start_offset, (long long)in.high_watermark,
+                    f.len, (long long)f.next_offset);
+            abort();
+        }
         for (size_t pos = 0; pos < f.len;) {
             eng_batch_header h;
             CHECK(eng_batch_header_decode(f.data + pos, f.len - pos, &h) == 0);
