@@ -349,6 +349,12 @@ static int iter_records(eng_segment *seg, const eng_batch_pos *b, eng_buf *buf, 
 {
     size_t size = eng_batch_size(&b->header), got, len;
     const uint8_t *recs;
+    /* The header may come from a lone 61-byte read (the first batch of a
+     * segment, for its timestamp), not a scan that checked it against the
+     * file: a length damaged on disk sized a 2 GiB buffer for a listing
+     * (found by fuzz_startup). */
+    if (b->position > eng_segment_size(seg) || size > eng_segment_size(seg) - b->position)
+        return ENG_ECORRUPT;
     int rc = eng_buf_reserve(buf, size);
     if (!rc)
         rc = eng_segment_pread(seg, buf->data, size, b->position, &got);
