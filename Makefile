@@ -164,6 +164,8 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 		-DLOGSTORE_TEST_BUILD $(RUNTIME_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(RUNTIME_LIBS)
 
 fuzz: deps
+	@# libFuzzer reads -max_total_time=0 as "no limit": one target would run for ever.
+	@case "$(FUZZ_SECONDS)" in ''|*[!0-9]*|0*) echo "FUZZ_SECONDS must be a whole number of seconds above 0, not '$(FUZZ_SECONDS)'"; exit 2;; esac
 	@command -v $(FUZZ_CC) >/dev/null || (apt-get update -qq && apt-get install -y -qq clang libclang-rt-14-dev >/dev/null)
 	@$(MAKE) --no-print-directory $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 	@for n in $(FUZZ_NAMES); do \
