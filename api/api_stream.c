@@ -229,7 +229,9 @@ static bool emit_record(api_stream *s, const eng_record *r)
     json_t *o = api_record_json(r, (s->h.attributes & ENG_ATTR_LOG_APPEND_TIME) != 0, s->o.base64,
                                 &cerr);
     if (!o) {
-        fail(s, cerr.code, cerr.message);
+        /* With the details a page gives (details.offset for invalid_utf8):
+         * a tailing client needs the offset to re-read or skip the record. */
+        fail_with(s, cerr.code, api_codec_err_details(&cerr), cerr.message);
         return false;
     }
     emit_json(s, "record", o, r->offset);

@@ -248,6 +248,25 @@ static void test_append_base64_binary(void **state)
         assert_int_equal(ls_jint(&r, "details.offset"), 0);
         ls_resp_free(&r);
     }
+    /* ... and a stream (a utf8 read too) names it in its error's details. */
+    const char *const ndjson[] = {"Accept: application/x-ndjson", NULL};
+    assert_int_equal(ls_http(S, "GET", "/v1/topics/bin/partitions/0/records?offset=0&max_records=1",
+                             NULL, NULL, 0, ndjson, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    json_error_t jerr;
+    json_t *line = json_loadb(r.body, strcspn(r.body, "\n"), 0, &jerr);
+    if (!line)
+        fail_msg("stream body does not start with a JSON line: %s", r.body);
+    json_t *serr = json_object_get(line, "error");
+    assert_non_null(serr);
+    assert_string_equal(json_string_value(json_object_get(serr, "error_code")), "invalid_utf8");
+    json_t *soff = json_object_get(json_object_get(serr, "details"), "offset");
+    if (!json_is_integer(soff))
+        fail_msg("stream error without details.offset: %s", r.body);
+    assert_int_equal(json_integer_value(soff), 0);
+    json_decref(line);
+    ls_resp_free(&r);
     /* ... but the utf8-clean records after it can. */
     read_q("bin", 0, "offset=1", &r);
     assert_int_equal(r.status, 200);
