@@ -497,10 +497,14 @@ int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, 
     }
     eng_topic *t = m->topics[i];
     int32_t old = t->meta.partitions;
-    if (total < old || total > ENG_TOPIC_PARTITIONS_MAX) {
+    if (total < old) {
         eng_errdetail_key(err, "partitions");
         rc = eng_fail(err, ENG_EINVAL, "topic '%s' has %d partitions; it can grow but never shrink",
                       name, old);
+    } else if (total > ENG_TOPIC_PARTITIONS_MAX) {
+        eng_errdetail_key(err, "partitions");
+        rc = eng_fail(err, ENG_EINVAL, "topic '%s' can grow to at most %d partitions, not %d",
+                      name, ENG_TOPIC_PARTITIONS_MAX, total);
     } else if (total > old && !(rc = check_fd_budget(name, total - old, err))) {
         rc = reserve(m, name, err);
     }
