@@ -139,7 +139,7 @@ FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 FUZZ_REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/san/tests/fuzz/test_fuzz_%)
 FUZZ_SECONDS ?= 60
 
-$(BUILD)/san/tests/fuzz/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(SAN_OBJ)
+$(BUILD)/san/tests/fuzz/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz_support.h $(SAN_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  LD san  $@"
 	@$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(RUNTIME_CFLAGS) -Wno-missing-prototypes \
@@ -158,7 +158,7 @@ $(BUILD)/fuzz/%.o: %.c
 	@echo "  CC fuzz $<"
 	@$(FUZZ_CC) $(BASE_CFLAGS) $(FUZZ_FLAGS) $(RUNTIME_CFLAGS) -c $< -o $@
 
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_support.h $(FUZZ_OBJ)
 	@echo "  LD fuzz $@"
 	@$(FUZZ_CC) $(BASE_CFLAGS) -Wno-missing-prototypes -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		-DLOGSTORE_TEST_BUILD $(RUNTIME_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(RUNTIME_LIBS)

@@ -20,6 +20,7 @@
 #include "eng_buf.h"
 #include "eng_compress.h"
 #include "eng_error.h"
+#include "fuzz_support.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -28,15 +29,6 @@
 
 /* What eng_compress.c allows a records section to grow to. */
 #define PLAIN_BOUND (256u << 20)
-
-#define CHECK(cond)                                                                              \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "fuzz_batch: %s:%d: invariant failed: %s\n", __FILE__, __LINE__,      \
-                    #cond);                                                                      \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
 
 /* Iterates recs[0, len) as h's records (headers too); returns how many, or
  * -1 when the iterator stopped on an error. */

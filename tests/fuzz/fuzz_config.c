@@ -29,6 +29,7 @@
 #include "eng_fs.h"
 #include "svc_properties.h"
 #include "svc_settings.h"
+#include "fuzz_support.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -38,15 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define CHECK(cond)                                                                              \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "fuzz_config: %s:%d: invariant failed: %s\n", __FILE__, __LINE__,     \
-                    #cond);                                                                      \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
 
 static char root[256];
 static char props_path[300];
@@ -61,12 +53,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(root, sizeof root, "%s/logstore-fuzz-config-XXXXXX", base);
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
-        abort();
-    }
+    fuzz_make_root(root, sizeof root, "config");
     snprintf(props_path, sizeof props_path, "%s/server.properties", root);
     atexit(remove_root);
     return 0;

@@ -45,6 +45,7 @@
 #include "eng_index.h"
 #include "eng_partition.h"
 #include "eng_segment.h"
+#include "fuzz_support.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -60,15 +61,6 @@ static char root[256];          /* the scratch directory, created once */
 static char partdir[PATH_MAX];  /* <root>/fuzz-0 */
 static eng_config defaults_cfg; /* Kafka's topic defaults */
 
-#define CHECK(cond)                                                                              \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "fuzz_recovery: %s:%d: invariant failed: %s\n", __FILE__, __LINE__,   \
-                    #cond);                                                                      \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
-
 static void remove_root(void)
 {
     if (root[0])
@@ -79,12 +71,7 @@ static void setup_once(void)
 {
     if (root[0])
         return;
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(root, sizeof root, "%s/logstore-fuzz-recovery-XXXXXX", base);
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
-        abort();
-    }
+    fuzz_make_root(root, sizeof root, "recovery");
     snprintf(partdir, sizeof partdir, "%s/fuzz-0", root);
     CHECK(eng_fs_mkdir(partdir) == 0);
     eng_config_defaults d;
@@ -375,25 +362,6 @@ static void append_one(eng_partition *p)
     CHECK(eng_partition_log_end_offset(p) == leo + 1);
 }
 
-/* Recomputes the CRC of each whole batch at the start of buf[0, size);
- * returns whether any changed. */
-static bool fix_crcs(uint8_t *buf, size_t size)
-{
-    bool changed = false;
-    size_t pos = 0;
-    eng_batch_header h;
-    while (size - pos >= ENG_BATCH_OVERHEAD &&
-           eng_batch_header_decode(buf + pos, size - pos, &h) == 0 &&
-           eng_batch_size(&h) >= ENG_BATCH_OVERHEAD && eng_batch_size(&h) <= size - pos) {
-        uint32_t crc = eng_batch_compute_crc(buf + pos, eng_batch_size(&h));
-        changed |= crc != h.crc;
-        if (crc != h.crc)
-            eng_batch_update_crc(buf + pos, eng_batch_size(&h));
-        pos += eng_batch_size(&h);
-    }
-    return changed;
-}
-
 static void run_input(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -407,7 +375,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t *fixed = malloc(size ? size : 1);
     CHECK(fixed);
     memcpy(fixed, data, size);
-    if (fix_crcs(fixed, size))
+    if (fuzz_fix_crcs(fixed, size))
         run_input(fixed, size);
     free(fixed);
     return 0;

@@ -78,6 +78,7 @@
 #include "eng_manager.h"
 #include "eng_partition.h"
 #include "svc_meta.h"
+#include "fuzz_support.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -95,15 +96,6 @@
 #define MAX_QUERY 32
 #define MAX_HEADERS 16
 #define MAX_PARTITIONS 8
-
-#define CHECK(cond)                                                                              \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "fuzz_request: %s:%d: invariant failed: %s\n", __FILE__, __LINE__,    \
-                    #cond);                                                                      \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
 
 static char root[256];       /* scratch dir, created once */
 static char data_dir[300];   /* <root>/data, recreated on every reset */
@@ -217,12 +209,7 @@ static void setup_once(void)
     if (root[0])
         return;
     verbose = getenv("FUZZ_REQUEST_VERBOSE") != NULL;
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(root, sizeof root, "%s/logstore-fuzz-request-XXXXXX", base);
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
-        abort();
-    }
+    fuzz_make_root(root, sizeof root, "request");
     snprintf(data_dir, sizeof data_dir, "%s/data", root);
     /* Tokens "admin", "reader" and "ord-writer" (write, topics "ord*"). */
     char text[512], h[3][65];
@@ -348,12 +335,6 @@ static int run_request(const char *method, const char *path, const api_kv *query
 
 /* ---- auditing the engine after a change -------------------------------------------- */
 
-typedef struct part_state {
-    char topic[ENG_TOPIC_NAME_MAX + 1];
-    int32_t id;
-    int64_t lso, leo;
-} part_state;
-
 /* Reads p back whole and checks its offsets and segments. */
 static void audit_partition(eng_partition *p, part_state *out)
 {
@@ -404,13 +385,6 @@ static void audit_partition(eng_partition *p, part_state *out)
         out->lso = in.log_start_offset;
         out->leo = in.log_end_offset;
     }
-}
-
-static int cmp_part(const void *a, const void *b)
-{
-    const part_state *x = a, *y = b;
-    int c = strcmp(x->topic, y->topic);
-    return c ? c : (x->id > y->id) - (x->id < y->id);
 }
 
 /* Audits every partition; *out (malloc'd, sorted) receives their offsets. */
@@ -545,19 +519,6 @@ static bool affordable(const char *method, const uint8_t *body, size_t len)
     return ok;
 }
 
-/* Recomputes the CRC of each whole batch at the start of body[0, len). */
-static void fix_crcs(uint8_t *body, size_t len)
-{
-    size_t pos = 0;
-    eng_batch_header h;
-    while (len - pos >= ENG_BATCH_OVERHEAD &&
-           eng_batch_header_decode(body + pos, len - pos, &h) == 0 &&
-           eng_batch_size(&h) >= ENG_BATCH_OVERHEAD && eng_batch_size(&h) <= len - pos) {
-        eng_batch_update_crc(body + pos, eng_batch_size(&h));
-        pos += eng_batch_size(&h);
-    }
-}
-
 /* Parses and runs the request at the start of buf[0, avail) (buf[avail] is
  * NUL; buf is modified); returns how many bytes it took, its separator
  * included. */
@@ -640,7 +601,7 @@ static size_t run_one(char *buf, size_t avail)
     for (size_t i = 0; i < nh; i++)
         fix_crc |= strcasecmp(headers[i].key, "X-Fuzz-Fix-Crc") == 0;
     if (fix_crc && body)
-        fix_crcs((uint8_t *)(uintptr_t)body, body_len);
+        (void)fuzz_fix_crcs((uint8_t *)(uintptr_t)body, body_len);
     if (*method && affordable(method, body, body_len))
         run_request(method, path_buf, query, nq, headers, nh, body, body_len);
     return (size_t)(p - buf);

@@ -49,6 +49,7 @@
 #include "eng_manager.h"
 #include "eng_partition.h"
 #include "svc_meta.h"
+#include "fuzz_support.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -57,15 +58,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define CHECK(cond)                                                                              \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "fuzz_startup: %s:%d: invariant failed: %s\n", __FILE__, __LINE__,    \
-                    #cond);                                                                      \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
 
 static const char *const names[] = {
     "meta/t.json",
@@ -115,12 +107,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     verbose = getenv("FUZZ_STARTUP_VERBOSE") != NULL;
     eng_logger_set_sink(quiet_sink, NULL, ENG_LOG_DEBUG);
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(root, sizeof root, "%s/logstore-fuzz-startup-XXXXXX", base);
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
-        abort();
-    }
+    fuzz_make_root(root, sizeof root, "startup");
     snprintf(data_dir, sizeof data_dir, "%s/data", root);
     atexit(remove_root);
     return 0;
@@ -162,12 +149,6 @@ static eng_manager *manager_open(eng_cleaner_opts *co, eng_manager_opts *mo, int
     *rc_out = rc;
     return rc ? NULL : m;
 }
-
-typedef struct part_state {
-    char topic[ENG_TOPIC_NAME_MAX + 1];
-    int32_t id;
-    int64_t lso, leo;
-} part_state;
 
 static void audit_partition(eng_partition *p, part_state *out)
 {
@@ -225,13 +206,6 @@ static void audit_partition(eng_partition *p, part_state *out)
     out->id = eng_partition_id(p);
     out->lso = in.log_start_offset;
     out->leo = in.log_end_offset;
-}
-
-static int cmp_part(const void *a, const void *b)
-{
-    const part_state *x = a, *y = b;
-    int c = strcmp(x->topic, y->topic);
-    return c ? c : (x->id > y->id) - (x->id < y->id);
 }
 
 /* Audits every partition (cleaning the compacted ones first when clean is
