@@ -210,8 +210,9 @@ static uint64_t binary_record_count(const uint8_t *body, size_t len)
 /* Content-Type: application/octet-stream: one or more RecordBatch v2 as a
  * Kafka producer builds them, checked as a broker checks them and stored
  * without re-encoding (unless the topic's compression.type asks for another
- * codec).  The body is modified in place (offsets stamped), so the batches
- * are copied once: from the request into the page cache. */
+ * codec).  The engine writes the batches from the request's bytes behind
+ * new heads (offsets), so they are copied once: from the request into the
+ * page cache. */
 static void append_binary(api_ctx *ctx, eng_partition *p, const api_request *req,
                           api_response *resp)
 {
@@ -229,27 +230,15 @@ static void append_binary(api_ctx *ctx, eng_partition *p, const api_request *req
                   ctx->limits.max_records_per_request);
         return;
     }
-    uint8_t *bytes = req->body_mut;
-    uint8_t *copy = NULL;
-    if (!bytes) {
-        /* An in-process caller's const body: work on a copy. */
-        if (!(copy = malloc(req->body_len))) {
-            api_error(resp, req, "internal_error", NULL, "out of memory");
-            return;
-        }
-        memcpy(copy, req->body, req->body_len);
-        bytes = copy;
-    }
     eng_append_opts o = {.expected_offset = expected, .producer_batches = true,
                          .async_durable = true};
     eng_append_result res;
     eng_errdetail d = {0};
-    int rc = eng_partition_append(p, bytes, req->body_len, &o, &res, &d);
+    int rc = eng_partition_append(p, req->body, req->body_len, &o, &res, &d);
     if (rc)
         api_error_from_engine(resp, req, rc, &d);
     else
         append_answer(p, &res, req, resp);
-    free(copy);
 }
 
 void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params,

@@ -6,7 +6,9 @@
  * producer-built batches, timestamps against the topic's limits, keys on
  * compacted topics) and LogAppendTime is applied.  Then, under append_lock,
  * offsets are assigned, the roll conditions checked and the bytes written
- * with one pwrite.  A batch refused in either phase leaves no trace.
+ * with one pwritev: the caller's bytes as they are, behind new batch heads
+ * (no copy, unless a stamp or a codec changed CRC-covered bytes).  A batch
+ * refused in either phase leaves no trace.
  *
  * Durability: when flush.messages is reached the appender waits for a flush
  * covering its records (group commit: one fsync serves every appender that
@@ -624,8 +626,8 @@ static int64_t max_segment_ms(const eng_config *cfg)
     return seg_ms;
 }
 
-int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_append_opts *o,
-                         eng_append_result *res, eng_errdetail *err)
+int eng_partition_append(eng_partition *p, const uint8_t *data, size_t len,
+                         const eng_append_opts *o, eng_append_result *res, eng_errdetail *err)
 {
     eng_config cfg;
     eng_partition_get_config(p, &cfg);
@@ -637,9 +639,15 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
     if (rc)
         return rc;
     if (plan.rebuilt.len) {
-        /* The batches were re-encoded for the topic's codec. */
+        /* The batches were re-encoded for the topic's codec, or stamped. */
         data = plan.rebuilt.data;
         len = plan.rebuilt.len;
+    }
+    eng__append_gather g;
+    if ((rc = eng__gather_init(&g, plan.batches))) {
+        eng__gather_free(&g);
+        eng__append_plan_free(&plan);
+        return eng_fail(err, rc, "out of memory for an append of %zu batches", plan.batches);
     }
 
     pthread_mutex_lock(&p->append_lock);
@@ -678,7 +686,7 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
     int64_t stamp = now;
     if (log_append && now < p->last_append_time_ms) {
         stamp = p->last_append_time_ms;
-        eng__restamp_log_append(data, len, stamp);
+        eng__restamp_log_append(plan.rebuilt.data, len, stamp); /* always a copy here */
         plan.max_ts = stamp;
     }
     eng_segment *active = p->view->segs[p->view->n - 1];
@@ -694,8 +702,8 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
         }
         active = p->view->segs[p->view->n - 1];
     }
-    int64_t off_of_max = eng__assign_offsets(data, len, leo, plan.max_ts_batch);
-    rc = eng_segment_append(active, data, len, last, plan.max_ts, off_of_max);
+    int64_t off_of_max = eng__gather_batches(&g, data, len, leo, plan.max_ts_batch);
+    rc = eng_segment_appendv(active, g.iov, g.iovcnt, len, last, plan.max_ts, off_of_max);
     if (rc) {
         take_offline(p, rc, "append");
         rc = eng_fail(err, offline_code(p, rc), "writing to %s-%d failed: %s", p->topic, p->id,
@@ -720,6 +728,7 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
     } else if (must_flush) {
         rc = flush_upto(p, last + 1, true);
         if (rc) {
+            eng__gather_free(&g);
             eng__append_plan_free(&plan);
             return eng_fail(err, offline_code(p, rc),
                             "the append to %s-%d was written but its fsync failed, so the log "
@@ -740,10 +749,12 @@ int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_
     res->log_start_offset = atomic_load(&p->log_start_offset);
     res->high_watermark = atomic_load(&p->high_watermark);
     res->batch_bytes = len;
+    eng__gather_free(&g);
     eng__append_plan_free(&plan);
     return 0;
 unlock:
     pthread_mutex_unlock(&p->append_lock);
+    eng__gather_free(&g);
     eng__append_plan_free(&plan);
     return rc;
 }

@@ -182,10 +182,11 @@ int64_t eng_partition_high_watermark(const eng_partition *p);
 int64_t eng_partition_log_end_offset(const eng_partition *p);
 int64_t eng_partition_recovery_point(const eng_partition *p);
 
-/* Appends data: one or more complete RecordBatch v2, modified in place
- * (offsets stamped, LogAppendTime applied).  All or nothing. */
-int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_append_opts *o,
-                         eng_append_result *res, eng_errdetail *err);
+/* Appends data: one or more complete RecordBatch v2.  data is only read:
+ * offsets are written from a header of their own and anything a stamp
+ * changes (LogAppendTime) goes through a copy.  All or nothing. */
+int eng_partition_append(eng_partition *p, const uint8_t *data, size_t len,
+                         const eng_append_opts *o, eng_append_result *res, eng_errdetail *err);
 
 /* Reads whole batches from offset (log start <= offset <= HW), at least one
  * batch when one exists, up to about max_bytes. */

@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 typedef struct durable_waiter {
     int64_t upto;
@@ -127,21 +128,44 @@ typedef struct eng__append_plan {
     int64_t max_ts;
     size_t max_ts_batch;   /* index of the earliest batch holding max_ts */
     size_t batches;
-    eng_buf rebuilt;       /* non-empty: append these bytes, not the caller's */
+    eng_buf rebuilt;       /* non-empty: append these bytes (converted or stamped: always
+                            * on LogAppendTime topics), not the caller's */
 } eng__append_plan;
 
 /* Checks, converts and stamps the batches of an append (no lock held). */
-int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool producer, int64_t now,
-                     eng__append_plan *plan, eng_errdetail *err);
+int eng__plan_append(const eng_config *cfg, const uint8_t *data, size_t len, bool producer,
+                     int64_t now, eng__append_plan *plan, eng_errdetail *err);
 void eng__append_plan_free(eng__append_plan *plan);
 
 /* Rewrites the LogAppendTime (maxTimestamp) of every batch of a planned
  * append to ts and recomputes their CRCs. */
 void eng__restamp_log_append(uint8_t *data, size_t len, int64_t ts);
 
-/* Stamps base offsets from `next`; returns the last offset of the batch
- * max_ts_batch (Kafka's shallowOffsetOfMaxTimestamp). */
-int64_t eng__assign_offsets(uint8_t *data, size_t len, int64_t next, size_t max_ts_batch);
+/* The bytes of a batch before the ones its CRC covers that an append
+ * rewrites: baseOffset, batchLength (kept), partitionLeaderEpoch. */
+#define ENG_BATCH_HEAD 16
+
+/* How a planned append's batches reach the file: each batch's head from
+ * heads, the rest of it from the caller's bytes as they are, so one
+ * pwritev writes them without copying them together.  Small appends (most
+ * are one batch) use the inline arrays. */
+typedef struct eng__append_gather {
+    uint8_t (*heads)[ENG_BATCH_HEAD];
+    struct iovec *iov;
+    int iovcnt;
+    uint8_t inline_heads[4][ENG_BATCH_HEAD];
+    struct iovec inline_iov[8];
+} eng__append_gather;
+
+/* Sizes g for an append of `batches` batches; eng__gather_free in any case. */
+int eng__gather_init(eng__append_gather *g, size_t batches);
+void eng__gather_free(eng__append_gather *g);
+
+/* Fills g for data's batches, base offsets from `next`, partitionLeaderEpoch
+ * 0; returns the last offset of the batch max_ts_batch (Kafka's
+ * shallowOffsetOfMaxTimestamp). */
+int64_t eng__gather_batches(eng__append_gather *g, const uint8_t *data, size_t len, int64_t next,
+                            size_t max_ts_batch);
 
 /* True once the log dir holding p went offline after an I/O error: its
  * files are not read or rewritten again until a restart recovers them

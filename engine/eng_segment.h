@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 typedef struct eng_segment eng_segment;
 
@@ -130,6 +131,11 @@ eng_roll_reason eng_segment_should_roll(eng_segment *s, uint64_t size, int64_t m
  * indexes.  On failure nothing is left in the file (it is truncated back). */
 int eng_segment_append(eng_segment *s, const uint8_t *data, size_t len, int64_t largest_offset,
                        int64_t largest_ts, int64_t offset_of_max_ts);
+
+/* The same, for len bytes gathered from iovcnt pieces (written with
+ * pwritev, so the pieces are not copied together first). */
+int eng_segment_appendv(eng_segment *s, const struct iovec *iov, int iovcnt, size_t len,
+                        int64_t largest_offset, int64_t largest_ts, int64_t offset_of_max_ts);
 
 /* From now on an append whose sparse index entry does not fit in a full
  * index skips that entry instead of failing.  For segments that never roll

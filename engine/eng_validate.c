@@ -3,7 +3,8 @@
  * before it takes offsets: check every batch, convert codecs, stamp what the
  * leader stamps.
  *
- * Three passes over the request's batches, none holding a lock:
+ * Three passes over the request's batches, none holding a lock, and the
+ * layout of the write that follows them:
  *   1. check: header, length against the body, and for producer-built batches
  *      the size as sent against max.message.bytes, the CRC, the record
  *      framing, lastOffsetDelta + 1 == count, no control or cleaned batches;
@@ -12,11 +13,16 @@
  *      topics; note which batches need another codec;
  *   2. convert: batches whose codec is not the topic's compression.type (other
  *      than `producer`) are re-encoded into a new buffer;
- *   3. stamp: partitionLeaderEpoch 0, maxTimestamp = the records' true
- *      maximum (CreateTime, attribute bit 3 cleared) or the broker clock
- *      (LogAppendTime, bit 3 set), CRC recomputed when a covered byte changed; size limits on what
+ *   3. stamp: maxTimestamp = the records' true maximum (CreateTime,
+ *      attribute bit 3 cleared) or the broker clock (LogAppendTime, bit 3
+ *      set), CRC recomputed when a covered byte changed; size limits on what
  *      will be stored.
- * Any failure leaves nothing behind: the log is only touched afterwards.
+ * The caller's bytes are never written: a batch whose CRC-covered bytes
+ * change is stamped in a copy (plan->rebuilt).  Otherwise the request's
+ * bytes are what reaches the file, and only the 16 bytes before the CRC
+ * (baseOffset, batchLength, partitionLeaderEpoch 0) are written from
+ * eng__gather_batches.  Any failure leaves nothing behind: the log is only
+ * touched afterwards.
  */
 #include "eng_compress.h"
 #include "eng_endian.h"
@@ -174,8 +180,8 @@ void eng__append_plan_free(eng__append_plan *plan)
     eng_buf_free(&plan->rebuilt);
 }
 
-int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool producer, int64_t now,
-                     eng__append_plan *plan, eng_errdetail *err)
+int eng__plan_append(const eng_config *cfg, const uint8_t *data, size_t len, bool producer,
+                     int64_t now, eng__append_plan *plan, eng_errdetail *err)
 {
     memset(plan, 0, sizeof *plan);
     plan->max_ts = -1;
@@ -233,7 +239,8 @@ int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool prod
     }
 
     /* 2. convert */
-    uint8_t *final = data;
+    const uint8_t *final = data;
+    uint8_t *owned = NULL; /* final, once it is plan->rebuilt */
     size_t final_len = len;
     if (convert) {
         for (size_t i = 0; i < n; i++) {
@@ -258,31 +265,40 @@ int eng__plan_append(const eng_config *cfg, uint8_t *data, size_t len, bool prod
             info[i].off = start;
             info[i].size = plan->rebuilt.len - start;
         }
-        final = plan->rebuilt.data;
+        final = owned = plan->rebuilt.data;
         final_len = plan->rebuilt.len;
     }
 
     /* 3. stamp and size */
     for (size_t i = 0; i < n; i++) {
-        uint8_t *b = final + info[i].off;
         size_t size = info[i].size;
         if ((int64_t)size > max_msg) {
             rc = too_large(err, i, size, max_msg, "");
             goto done;
         }
         eng_batch_header h;
-        eng_batch_header_decode(b, size, &h);
-        eng_put_be32(b + 12, 0); /* partitionLeaderEpoch: this is leader epoch 0 */
+        eng_batch_header_decode(final + info[i].off, size, &h);
         int64_t max_ts = info[i].max_ts;
+        bool stamp = log_append || max_ts != h.max_timestamp ||
+                     (h.attributes & ENG_ATTR_LOG_APPEND_TIME);
+        if (stamp && !owned) {
+            if ((rc = eng_buf_reserve(&plan->rebuilt, len)))
+                goto done;
+            memcpy(plan->rebuilt.data, data, len);
+            plan->rebuilt.len = len;
+            final = owned = plan->rebuilt.data;
+        }
         if (log_append) {
+            uint8_t *b = owned + info[i].off;
             eng_put_be16(b + 21, (uint16_t)(h.attributes | ENG_ATTR_LOG_APPEND_TIME));
             eng_put_be64(b + 35, (uint64_t)now);
             eng_batch_update_crc(b, size);
             max_ts = now;
-        } else if (max_ts != h.max_timestamp || (h.attributes & ENG_ATTR_LOG_APPEND_TIME)) {
+        } else if (stamp) {
             /* Kafka's setMaxTimestamp(CREATE_TIME, max): a producer's
              * LogAppendTime bit would make readers give every record the
              * batch's maxTimestamp. */
+            uint8_t *b = owned + info[i].off;
             eng_put_be16(b + 21, (uint16_t)(h.attributes & ~ENG_ATTR_LOG_APPEND_TIME));
             eng_put_be64(b + 35, (uint64_t)max_ts);
             eng_batch_update_crc(b, size);
@@ -319,17 +335,46 @@ void eng__restamp_log_append(uint8_t *data, size_t len, int64_t ts)
     }
 }
 
-int64_t eng__assign_offsets(uint8_t *data, size_t len, int64_t next, size_t max_ts_batch)
+int eng__gather_init(eng__append_gather *g, size_t batches)
+{
+    g->heads = g->inline_heads;
+    g->iov = g->inline_iov;
+    g->iovcnt = 0;
+    if (batches <= sizeof g->inline_heads / sizeof g->inline_heads[0])
+        return 0;
+    g->heads = malloc(batches * sizeof *g->heads);
+    g->iov = malloc(2 * batches * sizeof *g->iov);
+    return g->heads && g->iov ? 0 : -ENOMEM;
+}
+
+void eng__gather_free(eng__append_gather *g)
+{
+    if (g->heads != g->inline_heads)
+        free(g->heads);
+    if (g->iov != g->inline_iov)
+        free(g->iov);
+}
+
+int64_t eng__gather_batches(eng__append_gather *g, const uint8_t *data, size_t len, int64_t next,
+                            size_t max_ts_batch)
 {
     int64_t off_of_max = -1;
-    for (size_t off = 0, idx = 0; off < len; idx++) {
-        uint8_t *b = data + off;
+    size_t idx = 0;
+    for (size_t off = 0; off < len; idx++) {
+        const uint8_t *b = data + off;
+        size_t size = (size_t)eng_be32(b + 8) + ENG_LOG_OVERHEAD;
         int32_t delta = (int32_t)eng_be32(b + 23);
-        eng_put_be64(b, (uint64_t)next);
+        uint8_t *head = g->heads[idx];
+        eng_put_be64(head, (uint64_t)next);
+        memcpy(head + 8, b + 8, 4);    /* batchLength */
+        eng_put_be32(head + 12, 0);    /* partitionLeaderEpoch: this is leader epoch 0 */
+        g->iov[2 * idx] = (struct iovec){head, ENG_BATCH_HEAD};
+        g->iov[2 * idx + 1] = (struct iovec){(void *)(b + ENG_BATCH_HEAD), size - ENG_BATCH_HEAD};
         if (idx == max_ts_batch)
             off_of_max = next + delta;
         next += (int64_t)delta + 1;
-        off += (size_t)eng_be32(b + 8) + ENG_LOG_OVERHEAD;
+        off += size;
     }
+    g->iovcnt = (int)(2 * idx);
     return off_of_max;
 }

@@ -10,6 +10,9 @@
  *     the topic's codec shrank it; JSON-built batches count as stored, and
  *     a batch of exactly max.message.bytes is taken;
  *   - a producer's partitionLeaderEpoch is stored as 0 (DESIGN §2);
+ *   - an append never writes to its input: offsets and epoch go out in
+ *     heads of their own, stamps (LogAppendTime, a corrected maxTimestamp)
+ *     in a copy;
  *   - an idempotent batch (producer id 0 included) needs a base sequence;
  *     control and delete-horizon batches are not taken from producers;
  *   - a producer batch carrying the LogAppendTime bit is stored as CreateTime
@@ -34,8 +37,10 @@
 
 #include <lz4frame.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Appends one producer batch of records at the given timestamps. */
 static int append_at(eng_partition *p, const int64_t *ts, size_t n, eng_errdetail *err)
@@ -351,6 +356,107 @@ static void test_leader_epoch_stored_as_zero(void **state)
     eng_partition_unref(p);
 }
 
+/* ---- the caller's bytes are only read ------------------------------------- */
+
+/* n one-record producer batches, partitionLeaderEpoch 7, in a read-only
+ * mapping: an append that wrote to its input (offsets, epoch, stamps) would
+ * fault.  *size gets the mapping's size, for munmap. */
+static const uint8_t *read_only_batches(size_t n, size_t *len, size_t *size)
+{
+    uint8_t *buf = malloc(n * 128);
+    assert_non_null(buf);
+    *len = 0;
+    for (size_t i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%zu", i);
+        eng_record_spec r = rec(T0 + (int64_t)i, key, "v");
+        size_t l = encode(buf + *len, 128, &r, 1);
+        assert_true(l > 0);
+        eng_put_be32(buf + *len + 12, 7);
+        *len += l;
+    }
+    *size = (*len + 4095) & ~(size_t)4095;
+    uint8_t *m = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(m != MAP_FAILED);
+    memcpy(m, buf, *len);
+    free(buf);
+    assert_int_equal(mprotect(m, *size, PROT_READ), 0);
+    return m;
+}
+
+/* Reads back n one-record batches from offset `first`: each stored with its
+ * offset and epoch 0 and a valid CRC; with sent != NULL, every byte the CRC
+ * covers is the request's. */
+static void check_stored(eng_partition *p, int64_t first, size_t n, const uint8_t *sent,
+                         int64_t log_append_time)
+{
+    eng_fetch ft;
+    assert_int_equal(eng_partition_read(p, first, 1 << 20, &ft, NULL), 0);
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        eng_batch_header h;
+        assert_true(off < ft.len);
+        assert_int_equal(eng_batch_header_decode(ft.data + off, ft.len - off, &h), 0);
+        size_t size = eng_batch_size(&h);
+        assert_int_equal(eng_batch_validate(ft.data + off, size, &h), 0);
+        assert_int_equal(h.base_offset, first + (int64_t)i);
+        assert_int_equal(eng_be32(ft.data + off + 12), 0);
+        if (sent)
+            assert_memory_equal(ft.data + off + 16, sent + off + 16, size - 16);
+        if (log_append_time >= 0)
+            assert_int_equal(h.max_timestamp, log_append_time);
+        off += size;
+    }
+    assert_int_equal(off, ft.len);
+    eng_fetch_free(&ft);
+}
+
+/* Appends write offsets and the epoch from batch heads of their own (one
+ * pwritev with the request's bytes), and make a copy only to stamp bytes the
+ * CRC covers: LogAppendTime, or a producer's wrong maxTimestamp.  300
+ * batches take more iovecs than one pwritev call is given. */
+static void test_append_only_reads_its_input(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    size_t len, size;
+    const uint8_t *in = read_only_batches(300, &len, &size);
+    eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
+    eng_append_result res;
+    assert_int_equal(eng_partition_append(p, in, len, &o, &res, NULL), 0);
+    assert_int_equal(res.last_offset, 299);
+    check_stored(p, 0, 300, in, -1);
+    assert_int_equal(eng_be64(in), 0); /* still the producer's */
+    assert_int_equal(eng_be32(in + 12), 7);
+
+    /* A maxTimestamp that is not the records' is corrected, in a copy. */
+    uint8_t *w = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(w != MAP_FAILED);
+    memcpy(w, in, len);
+    eng_put_be64(w + 35, (uint64_t)(T0 + 5000));
+    eng_batch_update_crc(w, eng_be32(w + 8) + 12);
+    assert_int_equal(mprotect(w, size, PROT_READ), 0);
+    assert_int_equal(eng_partition_append(p, w, len, &o, &res, NULL), 0);
+    check_stored(p, 300, 300, NULL, -1);
+    eng_fetch ft;
+    eng_batch_header h;
+    read_batch(p, 300, &ft, &h);
+    assert_int_equal(h.max_timestamp, T0);
+    eng_fetch_free(&ft);
+    assert_int_equal(eng_be64(w + 35), T0 + 5000);
+
+    /* LogAppendTime stamps every batch, in a copy. */
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i = ENG_TS_LOG_APPEND_TIME;
+    eng_partition_set_config(p, &f->cfg);
+    assert_int_equal(eng_partition_append(p, in, len, &o, &res, NULL), 0);
+    assert_true(res.log_append_time > 0);
+    check_stored(p, 600, 300, NULL, res.log_append_time);
+    assert_int_equal(eng_be64(in + 35), T0);
+    munmap(w, size);
+    munmap((void *)in, size);
+    eng_partition_unref(p);
+}
+
 /* ---- the LogAppendTime bit on a CreateTime topic --------------------------- */
 
 static void test_log_append_time_bit_cleared(void **state)
@@ -455,6 +561,7 @@ int main(void)
         T(test_lz4_dict_id_refused),
         T(test_max_message_bytes_exact),
         T(test_leader_epoch_stored_as_zero),
+        T(test_append_only_reads_its_input),
         T(test_producer_header_rules),
         T(test_log_append_time_bit_cleared),
         T(test_timestamps_past_int64),
