@@ -35,9 +35,10 @@ typedef struct api_request {
     size_t nquery;
     const api_kv *headers;
     size_t nheaders;
-    const uint8_t *body; /* NULL when there is none */
+    /* NULL when there is none.  Borrowed for the handler's call only: it
+     * may be libmicrohttpd's own read buffer (see api_server.c). */
+    const uint8_t *body;
     size_t body_len;
-    uint8_t *body_mut;   /* the same bytes when the handler may modify them, else NULL */
     char request_id[65];
     const api_transport *transport; /* NULL for in-process callers */
 } api_request;

@@ -4,7 +4,7 @@
  * The server runs MHD's internal thread pool with epoll, so a few threads
  * serve many keep-alive connections.  Handlers run on those threads.
  */
-#include "api_server.h"
+#include "api_server_impl.h"
 
 #include "api_admission.h"
 #include "api_metrics.h"
@@ -32,44 +32,6 @@
 #include <strings.h>
 #include <time.h>
 
-/* Bodies at least this large give freed heap back to the system when their
- * request ends (see on_completed). */
-#define TRIM_AFTER_BODY_BYTES (4u << 20)
-
-/* libmicrohttpd answers a request only once its whole body is in (or before
- * any of it): a body refused while it streams in (over http.max.request.bytes,
- * or past the shared budget) is read and dropped this far further, so a client
- * that is nearly done still gets its 413 or 503; past it the connection is
- * closed without an answer rather than read to its end, however long. */
-#define REFUSED_DRAIN_BYTES (64u << 10)
-
-/* Per-connection memory past http.max.header.bytes, where libmicrohttpd builds
- * the response headers (see api_server_start).  Measured with header blocks
- * swept across the limit: a JSON error with CORS headers needed about 800
- * bytes past the request's; our largest answer adds at most
- * API_MAX_RESP_HEADERS headers of 48 + 512 bytes (4.5 KiB) to libmicrohttpd's
- * own (Date, Content-Length, Connection), so 8 KiB covers it with room. */
-#define RESPONSE_HEADROOM_BYTES (8u << 10)
-
-struct api_server {
-    struct MHD_Daemon *daemon;
-    api_ctx *ctx;
-    uint16_t port;
-    _Atomic int suspended; /* connections waiting for a deferred answer */
-    /* Deferred answers (long-polls, durable appends) not yet sent, and
-     * streams not yet ended: a resume only asks a server thread to send, so
-     * stopping waits for these, not just for the resumes. */
-    _Atomic int unsent;
-    _Atomic int streams;
-    bool cors_varies; /* api_cors_varies(ctx->cors_origins), computed once */
-    /* Bytes of request-body buffers held, over every connection, against
-     * max_buffered: many slow or concurrent large uploads are refused
-     * (503 overloaded) instead of growing the process without bound. */
-    _Atomic size_t buffered;
-    size_t max_buffered;
-    size_t max_header_bytes; /* http.max.header.bytes, checked in early_refusal; 0 = none */
-};
-
 /* A deferred answer.  The lock orders "suspend" (the request thread) against
  * "complete" (any thread): completing before the suspend happened just
  * leaves the answer for the request thread to send at once. */
@@ -83,20 +45,6 @@ struct api_async {
     api_server *srv;
     char request_id[65];
 };
-
-typedef struct conn_state {
-    int64_t start_us; /* first callback: where request latency starts */
-    int route;        /* the answering route, kept for deferred answers */
-    char *body;
-    size_t len, cap; /* cap is counted in api_server.buffered */
-    size_t declared; /* Content-Length (within http.max.request.bytes), or 0 */
-    size_t drained;  /* bytes dropped since the body was refused */
-    bool too_large;
-    bool overloaded; /* the body did not fit under api_server.max_buffered */
-    bool refused; /* a response was queued before the body */
-    bool unsent;  /* counted in api_server.unsent until the request ends */
-    api_async *async;
-} conn_state;
 
 typedef struct transport_ctx {
     api_server *srv;
@@ -170,31 +118,6 @@ void api_request_id(api_ctx *ctx, const char *client_id, char out[65])
     }
     snprintf(out, 65, "%s%010llx", ctx->id_prefix,
              (unsigned long long)atomic_fetch_add(&ctx->id_counter, 1));
-}
-
-typedef struct kv_list {
-    api_kv *v;
-    size_t n, cap;
-    bool failed; /* an allocation failed: the list is short */
-} kv_list;
-
-static enum MHD_Result collect_kv(void *cls, enum MHD_ValueKind kind, const char *key,
-                                  const char *value)
-{
-    (void)kind;
-    kv_list *l = cls;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        api_kv *nv = realloc(l->v, cap * sizeof *nv);
-        if (!nv) {
-            l->failed = true;
-            return MHD_NO;
-        }
-        l->v = nv;
-        l->cap = cap;
-    }
-    l->v[l->n++] = (api_kv){.key = key, .value = value};
-    return MHD_YES;
 }
 
 /* A stream's link to its connection (owned by the MHD response). */
@@ -308,112 +231,65 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
     return ret;
 }
 
-/* Takes delta more bytes of body buffer from the shared budget; false when
- * they do not fit. */
-static bool reserve_body(api_server *s, size_t delta)
+/* Builds the request from the connection and body (borrowed for this call)
+ * and answers it into resp. */
+static void dispatch(api_server *s, struct MHD_Connection *c, conn_state *st, const char *method,
+                     const char *url, const uint8_t *body, size_t len, api_response *resp)
 {
-    size_t now = atomic_fetch_add(&s->buffered, delta) + delta;
-    if (s->max_buffered && now > s->max_buffered) {
-        atomic_fetch_sub(&s->buffered, delta);
-        return false;
-    }
-    return true;
-}
-
-/* Frees a connection's body buffer and gives its bytes back. */
-static void release_body(api_server *s, conn_state *st)
-{
-    atomic_fetch_sub(&s->buffered, st->cap);
-    free(st->body);
-    st->body = NULL;
-    st->len = st->cap = 0;
-}
-
-/* The request line's size: method, target and version with their three
- * separators.  The target is measured decoded (path and query arguments),
- * which may be a little shorter than sent: it only tells 414 from 431. */
-static size_t request_line_bytes(struct MHD_Connection *c, const char *method, const char *url)
-{
-    kv_list query = {0};
-    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_kv, &query);
-    size_t n = strlen(method) + 1 + strlen(url) + 1 + strlen("HTTP/1.1") + 2;
-    for (size_t i = 0; i < query.n; i++)
-        n += 1 + strlen(query.v[i].key) + (query.v[i].value ? 1 + strlen(query.v[i].value) : 0);
-    free(query.v);
-    return n;
-}
-
-/* The request line and headers as received, up to the empty line; counted
- * from the parsed headers when libmicrohttpd cannot say. */
-static size_t request_header_bytes(struct MHD_Connection *c, const kv_list *headers)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-    if (ci && ci->header_size)
-        return ci->header_size;
-    size_t n = 2;
-    for (size_t i = 0; i < headers->n; i++)
-        n += strlen(headers->v[i].key) + 2 + strlen(headers->v[i].value) + 2;
-    return n;
-}
-
-/* Answers before reading the body, so that nothing a request could be
- * refused for costs a byte of body or a 100 Continue: an ambiguous body
- * length (two Content-Lengths, or Content-Length with Transfer-Encoding),
- * headers over http.max.header.bytes, an unknown route, the route's token
- * (role and topic prefix), a body on a route that takes none, a
- * Content-Length over http.max.request.bytes, or one the shared budget
- * cannot hold now (api_admission.h). */
-static bool early_refusal(api_server *s, struct MHD_Connection *c, const char *method,
-                          const char *url, api_response *resp, api_request *req, conn_state *st)
-{
-    api_params params;
-    bool known;
-    char allow[64];
-    const api_route *r = api_route_match(method, url, &params, &known, allow, sizeof allow);
-    kv_list headers = {0};
-    MHD_get_connection_values(c, MHD_HEADER_KIND, collect_kv, &headers);
-    if (headers.failed) {
-        /* A request judged on part of its headers could pass for another. */
-        free(headers.v);
-        api_error(resp, req, "internal_error", NULL, "out of memory reading the request headers");
-        return true;
-    }
-    req->headers = headers.v;
-    req->nheaders = headers.n;
-    bool refused = true;
-    if (!api_admit_framing(req, resp)) {
-        /* 400: its body's end is ambiguous, so nothing after it is read */
-    } else if (!api_admit_header_size(req, request_line_bytes(c, method, url),
-                                      request_header_bytes(c, &headers), s->max_header_bytes,
-                                      resp)) {
-        /* 414 / 431 */
-    } else if (!r) {
-        api_dispatch(s->ctx, req, resp); /* 401, or 404 / 405 with the usual body */
-    } else if (!api_admit_route(s->ctx, r, &params, req, resp)) {
-        /* 401 / 403 / 413 already in resp */
+    kv_list query = {0}, headers = {0};
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, api__collect_kv, &query);
+    MHD_get_connection_values(c, MHD_HEADER_KIND, api__collect_kv, &headers);
+    api_request req = {.method = method, .path = url, .query = query.v, .nquery = query.n,
+                       .headers = headers.v, .nheaders = headers.n, .body = body,
+                       .body_len = len};
+    api_request_id(s->ctx, api_header(&req, "X-Request-Id"), req.request_id);
+    transport_ctx tctx = {.srv = s, .conn = c, .st = st, .request_id = req.request_id};
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    api_transport transport = {.defer = make_async, .conn = &tctx,
+                               .client_fd = ci ? ci->connect_fd : -1};
+    req.transport = &transport;
+    if (st->too_large || st->overloaded) {
+        /* The token was checked before the body (early_refusal). */
+        if (st->too_large)
+            api_admit_too_large(s->ctx, &req, resp, 0);
+        else
+            api_admit_overloaded(&req, resp, s->max_buffered);
+        api_resp_header(resp, "X-Request-Id", req.request_id);
     } else {
-        const char *cl = api_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        char *end = NULL;
-        unsigned long long n = cl ? strtoull(cl, &end, 10) : 0;
-        if (cl && *end == 0 && n > s->ctx->limits.max_request_bytes) {
-            api_admit_too_large(s->ctx, req, resp, n);
-        } else if (cl && *end == 0 && s->max_buffered &&
-                   atomic_load(&s->buffered) + n > s->max_buffered) {
-            /* A body that cannot fit the budget now is refused before it is
-             * sent (a client using Expect: 100-continue never sends it); one
-             * that fits is still checked chunk by chunk as it arrives. */
-            api_admit_overloaded(req, resp, s->max_buffered);
-        } else {
-            if (cl && *end == 0)
-                st->declared = (size_t)n;
-            refused = false;
-        }
+        api_dispatch(s->ctx, &req, resp);
+        st->route = resp->route;
     }
+    free(query.v);
     free(headers.v);
-    req->headers = NULL;
-    req->nheaders = 0;
-    return refused;
+}
+
+/* Sends resp (and clears it), or suspends the connection until a deferred
+ * answer is complete. */
+static enum MHD_Result answer(api_server *s, struct MHD_Connection *c, conn_state *st,
+                              const char *method, api_response *resp)
+{
+    if (resp->deferred && st->async) {
+        api_response_clear(resp);
+        api_async *a = st->async;
+        pthread_mutex_lock(&a->lock);
+        if (a->state == ASYNC_DONE) {
+            /* Completed while the handler was still running. */
+            pthread_mutex_unlock(&a->lock);
+            enum MHD_Result r = queue(s, c, st, method, &a->resp);
+            api_response_clear(&a->resp);
+            return r;
+        }
+        MHD_suspend_connection(c);
+        atomic_fetch_add(&s->suspended, 1);
+        st->unsent = true;
+        atomic_fetch_add(&s->unsent, 1);
+        a->state = ASYNC_SUSPENDED;
+        pthread_mutex_unlock(&a->lock);
+        return MHD_YES;
+    }
+    enum MHD_Result r = queue(s, c, st, method, resp);
+    api_response_clear(resp);
+    return r;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -433,7 +309,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         api_request_id(s->ctx, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id"),
                        req.request_id);
         api_response resp = {0};
-        if (early_refusal(s, c, method, url, &resp, &req, st)) {
+        if (api__early_refusal(s, c, method, url, &resp, &req, st)) {
             if (!resp.nheaders || strcmp(resp.headers[resp.nheaders - 1].name, "X-Request-Id"))
                 api_resp_header(&resp, "X-Request-Id", req.request_id);
             st->refused = true;
@@ -450,44 +326,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (st->too_large || st->overloaded) {
-            st->drained += n;
-            if (st->drained <= REFUSED_DRAIN_BYTES)
-                return MHD_YES;
-            ENG_INFO("http: closed a connection whose refused body (%s) went on past %u more bytes",
-                     st->too_large ? "over http.max.request.bytes" : "overloaded",
-                     REFUSED_DRAIN_BYTES);
-            return MHD_NO;
-        }
-        if (st->len + n > s->ctx->limits.max_request_bytes) {
-            st->too_large = true;
-            release_body(s, st);
+        if (st->len == 0 && n == st->declared && !st->too_large && !st->overloaded) {
+            /* The whole body is in libmicrohttpd's read buffer (the usual
+             * case for a body that fits in it): answer from there instead
+             * of copying it into ours first.  libmicrohttpd takes an answer
+             * only on the call that ends the body, which it makes in the same
+             * pass, so a deferred answer cannot be orphaned in between. */
+            if (!(st->early = calloc(1, sizeof *st->early)))
+                return MHD_NO;
+            dispatch(s, c, st, method, url, (const uint8_t *)upload, n, st->early);
             return MHD_YES;
         }
-        if (st->len + n > st->cap) {
-            /* A declared length is the whole body: one allocation and no
-             * copy as it grows (a lying client only costs a realloc). */
-            size_t cap = st->cap ? st->cap : st->declared > n ? st->declared : 4096;
-            while (cap < st->len + n)
-                cap *= 2;
-            if (cap > s->ctx->limits.max_request_bytes) /* the largest body takes no more */
-                cap = s->ctx->limits.max_request_bytes;
-            if (!reserve_body(s, cap - st->cap)) {
-                st->overloaded = true;
-                release_body(s, st);
-                return MHD_YES;
-            }
-            char *nb = realloc(st->body, cap);
-            if (!nb) {
-                atomic_fetch_sub(&s->buffered, cap - st->cap);
-                return MHD_NO;
-            }
-            st->body = nb;
-            st->cap = cap;
-        }
-        memcpy(st->body + st->len, upload, n);
-        st->len += n;
-        return MHD_YES;
+        return api__gather_body(s, st, upload, n);
+    }
+    if (st->early) {
+        api_response *early = st->early;
+        st->early = NULL;
+        enum MHD_Result r = answer(s, c, st, method, early);
+        free(early);
+        return r;
     }
     if (st->async) {
         /* Resumed: the deferred answer is ready. */
@@ -495,55 +352,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         api_response_clear(&st->async->resp);
         return r;
     }
-    kv_list query = {0}, headers = {0};
-    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_kv, &query);
-    MHD_get_connection_values(c, MHD_HEADER_KIND, collect_kv, &headers);
-    api_request req = {.method = method, .path = url, .query = query.v, .nquery = query.n,
-                       .headers = headers.v, .nheaders = headers.n,
-                       .body = (const uint8_t *)st->body, .body_len = st->len,
-                       .body_mut = (uint8_t *)st->body};
-    api_request_id(s->ctx, api_header(&req, "X-Request-Id"), req.request_id);
-    transport_ctx tctx = {.srv = s, .conn = c, .st = st, .request_id = req.request_id};
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    api_transport transport = {.defer = make_async, .conn = &tctx,
-                               .client_fd = ci ? ci->connect_fd : -1};
-    req.transport = &transport;
     api_response resp = {0};
-    if (st->too_large || st->overloaded) {
-        /* The token was checked before the body (early_refusal). */
-        if (st->too_large)
-            api_admit_too_large(s->ctx, &req, &resp, 0);
-        else
-            api_admit_overloaded(&req, &resp, s->max_buffered);
-        api_resp_header(&resp, "X-Request-Id", req.request_id);
-    } else {
-        api_dispatch(s->ctx, &req, &resp);
-        st->route = resp.route;
-    }
-    free(query.v);
-    free(headers.v);
-    if (resp.deferred && st->async) {
-        api_response_clear(&resp);
-        api_async *a = st->async;
-        pthread_mutex_lock(&a->lock);
-        if (a->state == ASYNC_DONE) {
-            /* Completed while the handler was still running. */
-            pthread_mutex_unlock(&a->lock);
-            enum MHD_Result r = queue(s, c, st, method, &a->resp);
-            api_response_clear(&a->resp);
-            return r;
-        }
-        MHD_suspend_connection(c);
-        atomic_fetch_add(&s->suspended, 1);
-        st->unsent = true;
-        atomic_fetch_add(&s->unsent, 1);
-        a->state = ASYNC_SUSPENDED;
-        pthread_mutex_unlock(&a->lock);
-        return MHD_YES;
-    }
-    enum MHD_Result r = queue(s, c, st, method, &resp);
-    api_response_clear(&resp);
-    return r;
+    dispatch(s, c, st, method, url, (const uint8_t *)st->body, st->len, &resp);
+    return answer(s, c, st, method, &resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -560,10 +371,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
          * (16 MiB of "1," is 420 MB of jansson values); glibc keeps freed
          * heap, so the process stayed that big.  Hand it back. */
         bool large = st->cap >= TRIM_AFTER_BODY_BYTES;
-        release_body(s, st);
+        api__release_body(s, st);
         if (large)
             malloc_trim(0);
         async_free(st->async);
+        if (st->early) {
+            api_response_clear(st->early);
+            free(st->early);
+        }
         free(st);
         *con_cls = NULL;
     }
