@@ -38,7 +38,8 @@ static const svc_setting_def defs[SVC_COUNT] = {
                                     "Largest request body accepted; larger ones get 413 while streaming."},
     [SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES] = {
         "http.max.inflight.request.bytes", "268435456", 1024, INT64_MAX,
-        "Request bodies held at once over all connections (at least http.max.request.bytes); past it, 503 overloaded."},
+        "Request bodies held at once over all connections (at least http.max.request.bytes); past it, 503 overloaded. "
+        "Bodies that arrive whole within a connection's own memory are not counted."},
     [SVC_HTTP_MAX_RECORDS_PER_REQUEST] = {"http.max.records.per.request", "100000", 1, 10000000,
                                           "Most records one append request may carry."},
     [SVC_HTTP_MAX_CONNECTIONS] = {"http.max.connections", "10000", 1, 1000000,

@@ -40,6 +40,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "raw_http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -59,22 +60,6 @@
 #define CHECK_ERR(r, st, code) assert_int_equal(ls_check_error(&(r), (st), (code)), 0)
 
 /* ---- raw sockets ------------------------------------------------------------------ */
-
-static int tcp_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    return fd;
-}
-
-static void send_all(int fd, const char *text)
-{
-    size_t n = strlen(text);
-    assert_int_equal(send(fd, text, n, MSG_NOSIGNAL), (ssize_t)n);
-}
 
 /* Reads until the peer closes, a whole answer with a JSON body has come, or
  * ms pass; returns the bytes read (buf NUL-terminated). */

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "raw_http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -45,22 +46,6 @@ static int64_t mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int tcp_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    return fd;
-}
-
-static void send_all(int fd, const char *text)
-{
-    size_t n = strlen(text);
-    assert_int_equal(send(fd, text, n, MSG_NOSIGNAL), (ssize_t)n);
 }
 
 /* Reads what arrives within ms: >0 bytes, 0 at EOF (or a reset), -2 when
