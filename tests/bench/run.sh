@@ -448,10 +448,14 @@ bench_tail() {
     start_logstore "$port" || return
     create_topic "$port" tail
     "$B/bench_tail_latency" "$port" tail 100 200 30 | tee "$work/tail.out" | sed 's/^/  /'
-    local p50 p99 mx
-    read -r p50 p99 mx < <(awk '/every poller/ {print $5, $11, $14}' "$work/tail.out")
+    # Delivery is the answer reaching the poller's socket (the kernel's
+    # receive timestamp); "seen" adds this one client thread's own queue.
+    local p50 p99 mx s50 s99
+    read -r p50 p99 mx < <(awk '/append-to-arrival, every poller/ {print $5, $11, $14}' "$work/tail.out")
+    read -r s50 s99 < <(awk '/append-to-seen, every poller/ {print $5, $11}' "$work/tail.out")
     local v; v=$(awk -v x="${p99:-999}" 'BEGIN {print (x <= 2 ? "met" : "MISSED")}')
-    row "tail latency, 100 parked long-polls" "p50 $p50 / p99 $p99 / max $mx ms" "-" "-" "p99 <= 2 ms" "$v"
+    row "tail latency, 100 parked long-polls" "p50 $p50 / p99 $p99 / max $mx ms" \
+        "seen by the client: p50 $s50 / p99 $s99 ms" "-" "p99 <= 2 ms" "$v"
     stop_servers
 }
 
