@@ -12,6 +12,12 @@
  * binary mixed, are answered in order with consecutive offsets; on a
  * flush.messages=1 topic too, where each answer waits for its fsync while
  * the next request is already in the read buffer.
+ *
+ * A body read in place after a 100 Continue, and durable appends whose
+ * clients leave before the answer (the answer was made in the body's
+ * callback and is sent, or dropped, on a later one), are stored alike; the
+ * last test stops the server, whose sanitizer build exits non-zero on a leak
+ * or a use after free of such a pending answer.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -243,12 +249,90 @@ static void test_pipelined_durable_appends(void **state)
     assert_int_equal(ls_partition_field(S, "pipedur", 0, "recovery_point"), 4);
 }
 
+/* Expect: 100-continue: the body comes after the server's 100 Continue,
+ * whole in one write, and is read in place like any other. */
+static void test_expect_100_continue_in_place(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "expect", 1, NULL), 201);
+    size_t len;
+    uint8_t *b = make_batch(20, 50, &len);
+    char head[512], buf[256];
+    int n = snprintf(head, sizeof head,
+                     "POST /v1/topics/expect/partitions/0/records HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Type: application/octet-stream\r\nContent-Length: %zu\r\n"
+                     "Expect: 100-continue\r\n\r\n",
+                     len);
+    assert_true(n > 0 && (size_t)n < sizeof head);
+    int fd = tcp_connect(S->port);
+    send_bytes(fd, head, (size_t)n);
+    size_t have = 0;
+    while (have < sizeof buf - 1) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        assert_int_equal(poll(&p, 1, 10000), 1);
+        ssize_t got = recv(fd, buf + have, sizeof buf - 1 - have, 0);
+        assert_true(got > 0);
+        have += (size_t)got;
+        buf[have] = 0;
+        if (strstr(buf, "\r\n\r\n"))
+            break;
+    }
+    assert_string_equal(buf, "HTTP/1.1 100 Continue\r\n\r\n");
+    send_bytes(fd, b, len);
+    int status[1];
+    long long base[1];
+    read_answers(fd, 1, status, base);
+    assert_int_equal(status[0], 200);
+    assert_int_equal(base[0], 0);
+    close(fd);
+    assert_stored("expect", 0, b, len);
+    free(b);
+}
+
+/* Durable appends (flush.messages=1) whose clients close their connection
+ * right after the request: each is stored and flushed, though nobody is
+ * left to read its answer, which waited for the fsync. */
+static void test_clients_leave_durable_appends(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "leavers", 1, "{\"flush.messages\":\"1\"}"), 201);
+    static const char json[] = "{\"records\":[{\"value\":\"bye\"}]}";
+    char msg[512];
+    int hl = append_head(msg, sizeof msg, "leavers", "application/json", strlen(json));
+    memcpy(msg + hl, json, strlen(json));
+    enum { N = 40 };
+    for (int i = 0; i < N; i++) {
+        int fd = tcp_connect(S->port);
+        send_bytes(fd, msg, (size_t)hl + strlen(json));
+        close(fd);
+    }
+    long long end = -1;
+    for (int i = 0; i < 200 && (end = ls_log_end_offset(S, "leavers", 0)) < N; i++)
+        usleep(25 * 1000);
+    assert_int_equal(end, N);
+    for (int i = 0; i < 200 && ls_partition_field(S, "leavers", 0, "recovery_point") < N; i++)
+        usleep(25 * 1000);
+    assert_int_equal(ls_partition_field(S, "leavers", 0, "recovery_point"), N);
+}
+
+/* Last: a clean stop exits 0 (leaks, and any use after free of a request's
+ * state, fail the sanitizer build's exit). */
+static void test_zz_clean_stop(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_live_status(S), 200);
+    assert_int_equal(ls_stop(S), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_body_whole_or_in_pieces),
         cmocka_unit_test(test_pipelined_appends),
         cmocka_unit_test(test_pipelined_durable_appends),
+        cmocka_unit_test(test_expect_100_continue_in_place),
+        cmocka_unit_test(test_clients_leave_durable_appends),
+        cmocka_unit_test(test_zz_clean_stop),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
