@@ -328,8 +328,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         if (st->len == 0 && n == st->declared && !st->too_large && !st->overloaded) {
             /* The whole body is in libmicrohttpd's read buffer (the usual
-             * case for a body that fits in it): answer from there instead
-             * of copying it into ours first.  libmicrohttpd takes an answer
+             * case for a body sent at once that fits, with its headers, in
+             * that buffer: half the connection's memory; a larger one is
+             * handed over as it arrives): answer from there instead of
+             * copying it into ours first.  libmicrohttpd takes an answer
              * only on the call that ends the body, which it makes in the same
              * pass, so a deferred answer cannot be orphaned in between. */
             if (!(st->early = calloc(1, sizeof *st->early)))

@@ -146,8 +146,8 @@ void eng__restamp_log_append(uint8_t *data, size_t len, int64_t ts);
 #define ENG_BATCH_HEAD 16
 
 /* How a planned append's batches reach the file: each batch's head from
- * heads, the rest of it from the caller's bytes as they are, so one
- * pwritev writes them without copying them together.  Small appends (most
+ * heads, the rest of it from the caller's bytes as they are, so pwritev
+ * writes them without copying them together.  Small appends (most
  * are one batch) use the inline arrays. */
 typedef struct eng__append_gather {
     uint8_t (*heads)[ENG_BATCH_HEAD];

@@ -19,10 +19,10 @@
  *      will be stored.
  * The caller's bytes are never written: a batch whose CRC-covered bytes
  * change is stamped in a copy (plan->rebuilt).  Otherwise the request's
- * bytes are what reaches the file, and only the 16 bytes before the CRC
- * (baseOffset, batchLength, partitionLeaderEpoch 0) are written from
- * eng__gather_batches.  Any failure leaves nothing behind: the log is only
- * touched afterwards.
+ * bytes are what reaches the file, and only a batch's first 16 bytes
+ * (baseOffset, batchLength, partitionLeaderEpoch 0; the CRC covers from
+ * attributes on) are written from eng__gather_batches.  Any failure leaves
+ * nothing behind: the log is only touched afterwards.
  */
 #include "eng_compress.h"
 #include "eng_endian.h"

@@ -39,7 +39,8 @@ static const svc_setting_def defs[SVC_COUNT] = {
     [SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES] = {
         "http.max.inflight.request.bytes", "268435456", 1024, INT64_MAX,
         "Request bodies held at once over all connections (at least http.max.request.bytes); past it, 503 overloaded. "
-        "Bodies that arrive whole within a connection's own memory are not counted."},
+        "A body that arrives whole in a connection's read buffer ((http.max.header.bytes + 8 KiB) / 2, "
+        "its headers included) is not counted."},
     [SVC_HTTP_MAX_RECORDS_PER_REQUEST] = {"http.max.records.per.request", "100000", 1, 10000000,
                                           "Most records one append request may carry."},
     [SVC_HTTP_MAX_CONNECTIONS] = {"http.max.connections", "10000", 1, 1000000,
