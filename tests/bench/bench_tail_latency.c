@@ -326,6 +326,10 @@ int main(int argc, char **argv)
     double *arr = malloc(cap * sizeof *arr), *arr_last = malloc((size_t)rounds * sizeof *arr_last);
     double *lat = malloc(cap * sizeof *lat), *last = malloc((size_t)rounds * sizeof *last),
            *ack = malloc((size_t)rounds * sizeof *ack);
+    if (!arr || !arr_last || !lat || !last || !ack) {
+        fprintf(stderr, "out of memory for %zu samples\n", cap);
+        return 1;
+    }
     long early = 0, failed = 0, lost = 0, unstamped = 0;
     int counted = 0;
     for (int r = 0; r < rounds + WARMUP; r++) {
