@@ -11,8 +11,8 @@
  *     a batch of exactly max.message.bytes is taken;
  *   - a producer's partitionLeaderEpoch is stored as 0 (DESIGN §2);
  *   - an append never writes to its input: offsets and epoch go out in
- *     heads of their own, stamps (LogAppendTime, a corrected maxTimestamp)
- *     in a copy;
+ *     heads of their own, stamps (LogAppendTime, a corrected maxTimestamp,
+ *     and the later LogAppendTime restamped under the lock) in a copy;
  *   - an idempotent batch (producer id 0 included) needs a base sequence;
  *     control and delete-horizon batches are not taken from producers;
  *   - a producer batch carrying the LogAppendTime bit is stored as CreateTime
@@ -451,6 +451,18 @@ static void test_append_only_reads_its_input(void **state)
     assert_int_equal(eng_partition_append(p, in, len, &o, &res, NULL), 0);
     assert_true(res.log_append_time > 0);
     check_stored(p, 600, 300, NULL, res.log_append_time);
+    assert_int_equal(eng_be64(in + 35), T0);
+
+    /* An append that read the clock before one stamped later takes that
+     * later stamp, restamped under the lock: in the copy as well.  (The
+     * later append is stood in for by the partition's last stamp.) */
+    int64_t later = res.log_append_time + 3600 * 1000;
+    pthread_mutex_lock(&p->append_lock);
+    p->last_append_time_ms = later;
+    pthread_mutex_unlock(&p->append_lock);
+    assert_int_equal(eng_partition_append(p, in, len, &o, &res, NULL), 0);
+    assert_int_equal(res.log_append_time, later);
+    check_stored(p, 900, 300, NULL, later);
     assert_int_equal(eng_be64(in + 35), T0);
     munmap(w, size);
     munmap((void *)in, size);
