@@ -6,7 +6,7 @@
  * producer-built batches, timestamps against the topic's limits, keys on
  * compacted topics) and LogAppendTime is applied.  Then, under append_lock,
  * offsets are assigned, the roll conditions checked and the bytes written
- * with pwritev (one call for up to 64 batches): the caller's bytes as they
+ * with pwritev (one call for up to 256 batches): the caller's bytes as they
  * are, behind new batch heads (no copy, unless a stamp or a codec changed
  * CRC-covered bytes).  A batch refused in either phase leaves no trace.
  *

@@ -540,9 +540,10 @@ eng_roll_reason eng_segment_should_roll(eng_segment *s, uint64_t size, int64_t m
     return ENG_ROLL_NONE;
 }
 
-/* iovecs handed to one pwritev: a request of many small batches takes a
- * few calls rather than one per batch. */
-#define WRITE_IOV_WINDOW 128
+/* iovecs handed to one pwritev (two a batch; 8 KiB of stack, half of
+ * IOV_MAX): a request of many small batches takes a few calls rather than
+ * one per batch. */
+#define WRITE_IOV_WINDOW 512
 
 /* Writes bytes [from, to) of iov's concatenation at file position pos + from,
  * resuming after short writes. */
