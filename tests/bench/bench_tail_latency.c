@@ -82,12 +82,10 @@ typedef struct poller {
  * had data waiting by then. */
 static double g_woke;
 
-/* Kernel receive timestamp of what waits on each socket (by fd), taken
+/* Kernel receive timestamp of what waits on each connection, by its local
+ * port (libcurl tells a transfer's local port, not its socket), taken
  * before libcurl reads it; 0 when none was found. */
-enum { MAX_FD = 65536 };
-static double g_arrive[MAX_FD];
-/* The socket libcurl is acting on (its data callbacks come from it), or -1. */
-static int g_cur_fd = -1;
+static double g_arrive[65536];
 
 static int on_sockopt(void *ctx, curl_socket_t fd, curlsocktype purpose)
 {
@@ -102,20 +100,23 @@ static int on_sockopt(void *ctx, curl_socket_t fd, curlsocktype purpose)
 /* Peeks at the first waiting byte of fd for its receive timestamp. */
 static void note_arrival(int fd)
 {
-    if (fd < 0 || fd >= MAX_FD)
+    struct sockaddr_in local;
+    socklen_t alen = sizeof local;
+    if (getsockname(fd, (struct sockaddr *)&local, &alen) != 0 || local.sin_family != AF_INET)
         return;
+    double *at = &g_arrive[ntohs(local.sin_port)];
     char byte, ctl[CMSG_SPACE(sizeof(struct timespec))];
     struct iovec iov = {&byte, 1};
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
                          .msg_controllen = sizeof ctl};
-    g_arrive[fd] = 0;
+    *at = 0;
     if (recvmsg(fd, &msg, MSG_PEEK | MSG_DONTWAIT) <= 0)
         return;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
             struct timespec ts;
             memcpy(&ts, CMSG_DATA(c), sizeof ts);
-            g_arrive[fd] = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+            *at = (double)ts.tv_sec + ts.tv_nsec / 1e9;
         }
 }
 
@@ -125,8 +126,10 @@ static size_t on_data(char *ptr, size_t size, size_t n, void *ctx)
     poller *pl = ctx;
     if (pl->t_first == 0) {
         pl->t_first = g_woke;
-        if (g_cur_fd >= 0 && g_cur_fd < MAX_FD)
-            pl->t_arrive = g_arrive[g_cur_fd];
+        long port = 0;
+        if (curl_easy_getinfo(pl->h, CURLINFO_LOCAL_PORT, &port) == CURLE_OK && port > 0 &&
+            port < 65536)
+            pl->t_arrive = g_arrive[port];
     }
     pl->bytes += size * n;
     return size * n;
@@ -257,9 +260,7 @@ static void drive(CURLM *m, loop *lp, int afd, int max_ms)
         int flags = (ev[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
                     (ev[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
                     (ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
-        g_cur_fd = ev[i].data.fd;
         curl_multi_socket_action(m, ev[i].data.fd, flags, &running);
-        g_cur_fd = -1;
     }
 }
 
