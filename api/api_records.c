@@ -234,7 +234,7 @@ static void append_binary(api_ctx *ctx, eng_partition *p, const api_request *req
                          .async_durable = true};
     eng_append_result res;
     eng_errdetail d = {0};
-    int rc = eng_partition_append(p, req->body, req->body_len, &o, &res, &d);
+    int rc = eng_partition_append_readonly(p, req->body, req->body_len, &o, &res, &d);
     if (rc)
         api_error_from_engine(resp, req, rc, &d);
     else

@@ -5,10 +5,13 @@
  * Kafka broker's LogValidator checks them (sizes, CRC and framing for
  * producer-built batches, timestamps against the topic's limits, keys on
  * compacted topics) and LogAppendTime is applied.  Then, under append_lock,
- * offsets are assigned, the roll conditions checked and the bytes written
- * with pwritev (one call for up to 256 batches): the caller's bytes as they
- * are, behind new batch heads (no copy, unless a stamp or a codec changed
- * CRC-covered bytes).  A batch refused in either phase leaves no trace.
+ * offsets are assigned, the roll conditions checked and the bytes written:
+ * a writable buffer takes its offsets in place and goes out with one pwrite;
+ * a read-only one (eng_partition_append_readonly: a request body still in
+ * libmicrohttpd's buffer) goes out as it is behind batch heads of its own,
+ * with pwritev (one call for up to 256 batches), so it is not copied unless
+ * a stamp or a codec changes CRC-covered bytes.  A batch refused in either
+ * phase leaves no trace.
  *
  * Durability: when flush.messages is reached the appender waits for a flush
  * covering its records (group commit: one fsync serves every appender that
@@ -626,8 +629,10 @@ static int64_t max_segment_ms(const eng_config *cfg)
     return seg_ms;
 }
 
-int eng_partition_append(eng_partition *p, const uint8_t *data, size_t len,
-                         const eng_append_opts *o, eng_append_result *res, eng_errdetail *err)
+/* Both entry points: data is the caller's bytes, mut the same bytes when
+ * the caller lets them be written (else NULL). */
+static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t len,
+                  const eng_append_opts *o, eng_append_result *res, eng_errdetail *err)
 {
     eng_config cfg;
     eng_partition_get_config(p, &cfg);
@@ -635,16 +640,18 @@ int eng_partition_append(eng_partition *p, const uint8_t *data, size_t len,
     eng__append_plan plan;
     res->durable_pending = false;
     res->durable_upto = -1;
-    int rc = eng__plan_append(&cfg, data, len, o->producer_batches, now, &plan, err);
+    int rc = eng__plan_append(&cfg, data, mut, len, o->producer_batches, now, &plan, err);
     if (rc)
         return rc;
     if (plan.rebuilt.len) {
         /* The batches were re-encoded for the topic's codec, or stamped. */
-        data = plan.rebuilt.data;
+        data = mut = plan.rebuilt.data;
         len = plan.rebuilt.len;
     }
+    /* Writable bytes take their offsets in place and go out with one pwrite;
+     * read-only ones go out behind heads of their own (eng__gather_*). */
     eng__append_gather g;
-    if ((rc = eng__gather_init(&g, plan.batches))) {
+    if ((rc = eng__gather_init(&g, mut ? 0 : plan.batches))) {
         eng__gather_free(&g);
         eng__append_plan_free(&plan);
         return eng_fail(err, rc, "out of memory for an append of %zu batches", plan.batches);
@@ -686,7 +693,7 @@ int eng_partition_append(eng_partition *p, const uint8_t *data, size_t len,
     int64_t stamp = now;
     if (log_append && now < p->last_append_time_ms) {
         stamp = p->last_append_time_ms;
-        eng__restamp_log_append(plan.rebuilt.data, len, stamp); /* always a copy here */
+        eng__restamp_log_append(mut, len, stamp); /* LogAppendTime: never read-only */
         plan.max_ts = stamp;
     }
     eng_segment *active = p->view->segs[p->view->n - 1];
@@ -702,8 +709,13 @@ int eng_partition_append(eng_partition *p, const uint8_t *data, size_t len,
         }
         active = p->view->segs[p->view->n - 1];
     }
-    int64_t off_of_max = eng__gather_batches(&g, data, len, leo, plan.max_ts_batch);
-    rc = eng_segment_appendv(active, g.iov, g.iovcnt, len, last, plan.max_ts, off_of_max);
+    if (mut) {
+        int64_t off_of_max = eng__assign_offsets(mut, len, leo, plan.max_ts_batch);
+        rc = eng_segment_append(active, mut, len, last, plan.max_ts, off_of_max);
+    } else {
+        int64_t off_of_max = eng__gather_batches(&g, data, len, leo, plan.max_ts_batch);
+        rc = eng_segment_appendv(active, g.iov, g.iovcnt, len, last, plan.max_ts, off_of_max);
+    }
     if (rc) {
         take_offline(p, rc, "append");
         rc = eng_fail(err, offline_code(p, rc), "writing to %s-%d failed: %s", p->topic, p->id,
@@ -757,6 +769,19 @@ unlock:
     eng__gather_free(&g);
     eng__append_plan_free(&plan);
     return rc;
+}
+
+int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_append_opts *o,
+                         eng_append_result *res, eng_errdetail *err)
+{
+    return append(p, data, data, len, o, res, err);
+}
+
+int eng_partition_append_readonly(eng_partition *p, const uint8_t *data, size_t len,
+                                  const eng_append_opts *o, eng_append_result *res,
+                                  eng_errdetail *err)
+{
+    return append(p, data, NULL, len, o, res, err);
 }
 
 int eng_partition_roll(eng_partition *p, int64_t *new_base)

@@ -182,11 +182,20 @@ int64_t eng_partition_high_watermark(const eng_partition *p);
 int64_t eng_partition_log_end_offset(const eng_partition *p);
 int64_t eng_partition_recovery_point(const eng_partition *p);
 
-/* Appends data: one or more complete RecordBatch v2.  data is only read:
- * offsets are written from a header of their own and anything a stamp
- * changes (LogAppendTime) goes through a copy.  All or nothing. */
-int eng_partition_append(eng_partition *p, const uint8_t *data, size_t len,
-                         const eng_append_opts *o, eng_append_result *res, eng_errdetail *err);
+/* Appends data: one or more complete RecordBatch v2, modified in place
+ * (offsets stamped, LogAppendTime applied) and written with one pwrite.
+ * All or nothing. */
+int eng_partition_append(eng_partition *p, uint8_t *data, size_t len, const eng_append_opts *o,
+                         eng_append_result *res, eng_errdetail *err);
+
+/* The same for bytes the caller cannot let be written (a buffer it only
+ * borrows): offsets go out from batch heads of their own, interleaved with
+ * data by pwritev, and a stamp that changes CRC-covered bytes (LogAppendTime,
+ * a producer's wrong maxTimestamp) works on a copy.  Costs a little more
+ * per call than eng_partition_append, and saves copying data first. */
+int eng_partition_append_readonly(eng_partition *p, const uint8_t *data, size_t len,
+                                  const eng_append_opts *o, eng_append_result *res,
+                                  eng_errdetail *err);
 
 /* Reads whole batches from offset (log start <= offset <= HW), at least one
  * batch when one exists, up to about max_bytes. */

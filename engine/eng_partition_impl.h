@@ -13,7 +13,9 @@
 #include "eng_buf.h"
 #include "eng_partition.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -128,13 +130,15 @@ typedef struct eng__append_plan {
     int64_t max_ts;
     size_t max_ts_batch;   /* index of the earliest batch holding max_ts */
     size_t batches;
-    eng_buf rebuilt;       /* non-empty: append these bytes (converted or stamped: always
-                            * on LogAppendTime topics), not the caller's */
+    eng_buf rebuilt;       /* non-empty: append these bytes (converted, or stamped when the
+                            * caller's are read-only), not the caller's */
 } eng__append_plan;
 
-/* Checks, converts and stamps the batches of an append (no lock held). */
-int eng__plan_append(const eng_config *cfg, const uint8_t *data, size_t len, bool producer,
-                     int64_t now, eng__append_plan *plan, eng_errdetail *err);
+/* Checks, converts and stamps the batches of an append (no lock held).
+ * mut is data when it may be stamped in place, else NULL (stamps then go
+ * to a copy in plan->rebuilt). */
+int eng__plan_append(const eng_config *cfg, const uint8_t *data, uint8_t *mut, size_t len,
+                     bool producer, int64_t now, eng__append_plan *plan, eng_errdetail *err);
 void eng__append_plan_free(eng__append_plan *plan);
 
 /* Rewrites the LogAppendTime (maxTimestamp) of every batch of a planned
@@ -157,9 +161,32 @@ typedef struct eng__append_gather {
     struct iovec inline_iov[8];
 } eng__append_gather;
 
-/* Sizes g for an append of `batches` batches; eng__gather_free in any case. */
-int eng__gather_init(eng__append_gather *g, size_t batches);
-void eng__gather_free(eng__append_gather *g);
+/* Stamps base offsets from `next` and partitionLeaderEpoch 0 into data's
+ * batches; returns the last offset of the batch max_ts_batch (Kafka's
+ * shallowOffsetOfMaxTimestamp). */
+int64_t eng__assign_offsets(uint8_t *data, size_t len, int64_t next, size_t max_ts_batch);
+
+/* Sizes g for an append of `batches` batches (0: none, a writable append);
+ * eng__gather_free in any case. */
+static inline int eng__gather_init(eng__append_gather *g, size_t batches)
+{
+    g->heads = g->inline_heads;
+    g->iov = g->inline_iov;
+    g->iovcnt = 0;
+    if (batches <= sizeof g->inline_heads / sizeof g->inline_heads[0])
+        return 0;
+    g->heads = malloc(batches * sizeof *g->heads);
+    g->iov = malloc(2 * batches * sizeof *g->iov);
+    return g->heads && g->iov ? 0 : -ENOMEM;
+}
+
+static inline void eng__gather_free(eng__append_gather *g)
+{
+    if (g->heads != g->inline_heads)
+        free(g->heads);
+    if (g->iov != g->inline_iov)
+        free(g->iov);
+}
 
 /* Fills g for data's batches, base offsets from `next`, partitionLeaderEpoch
  * 0; returns the last offset of the batch max_ts_batch (Kafka's

@@ -17,12 +17,13 @@
  *      attribute bit 3 cleared) or the broker clock (LogAppendTime, bit 3
  *      set), CRC recomputed when a covered byte changed; size limits on what
  *      will be stored.
- * The caller's bytes are never written: a batch whose CRC-covered bytes
- * change is stamped in a copy (plan->rebuilt).  Otherwise the request's
- * bytes are what reaches the file, and only a batch's first 16 bytes
- * (baseOffset, batchLength, partitionLeaderEpoch 0; the CRC covers from
- * attributes on) are written from eng__gather_batches.  Any failure leaves
- * nothing behind: the log is only touched afterwards.
+ A writable append is stamped in place, offsets too (eng__assign_offsets).
+ * A read-only one is never written: a batch whose CRC-covered bytes change
+ * is stamped in a copy (plan->rebuilt), and otherwise its bytes reach the
+ * file as they are, with only each batch's first 16 bytes (baseOffset,
+ * batchLength, partitionLeaderEpoch 0; the CRC covers from attributes on)
+ * written from eng__gather_batches.  Any failure leaves nothing behind: the
+ * log is only touched afterwards.
  */
 #include "eng_compress.h"
 #include "eng_endian.h"
@@ -180,8 +181,8 @@ void eng__append_plan_free(eng__append_plan *plan)
     eng_buf_free(&plan->rebuilt);
 }
 
-int eng__plan_append(const eng_config *cfg, const uint8_t *data, size_t len, bool producer,
-                     int64_t now, eng__append_plan *plan, eng_errdetail *err)
+int eng__plan_append(const eng_config *cfg, const uint8_t *data, uint8_t *mut, size_t len,
+                     bool producer, int64_t now, eng__append_plan *plan, eng_errdetail *err)
 {
     memset(plan, 0, sizeof *plan);
     plan->max_ts = -1;
@@ -240,7 +241,7 @@ int eng__plan_append(const eng_config *cfg, const uint8_t *data, size_t len, boo
 
     /* 2. convert */
     const uint8_t *final = data;
-    uint8_t *owned = NULL; /* final, once it is plan->rebuilt */
+    uint8_t *owned = mut; /* final, when its bytes may be written */
     size_t final_len = len;
     if (convert) {
         for (size_t i = 0; i < n; i++) {
@@ -335,24 +336,20 @@ void eng__restamp_log_append(uint8_t *data, size_t len, int64_t ts)
     }
 }
 
-int eng__gather_init(eng__append_gather *g, size_t batches)
+int64_t eng__assign_offsets(uint8_t *data, size_t len, int64_t next, size_t max_ts_batch)
 {
-    g->heads = g->inline_heads;
-    g->iov = g->inline_iov;
-    g->iovcnt = 0;
-    if (batches <= sizeof g->inline_heads / sizeof g->inline_heads[0])
-        return 0;
-    g->heads = malloc(batches * sizeof *g->heads);
-    g->iov = malloc(2 * batches * sizeof *g->iov);
-    return g->heads && g->iov ? 0 : -ENOMEM;
-}
-
-void eng__gather_free(eng__append_gather *g)
-{
-    if (g->heads != g->inline_heads)
-        free(g->heads);
-    if (g->iov != g->inline_iov)
-        free(g->iov);
+    int64_t off_of_max = -1;
+    for (size_t off = 0, idx = 0; off < len; idx++) {
+        uint8_t *b = data + off;
+        int32_t delta = (int32_t)eng_be32(b + 23);
+        eng_put_be64(b, (uint64_t)next);
+        eng_put_be32(b + 12, 0); /* partitionLeaderEpoch: this is leader epoch 0 */
+        if (idx == max_ts_batch)
+            off_of_max = next + delta;
+        next += (int64_t)delta + 1;
+        off += (size_t)eng_be32(b + 8) + ENG_LOG_OVERHEAD;
+    }
+    return off_of_max;
 }
 
 int64_t eng__gather_batches(eng__append_gather *g, const uint8_t *data, size_t len, int64_t next,

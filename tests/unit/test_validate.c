@@ -10,7 +10,7 @@
  *     the topic's codec shrank it; JSON-built batches count as stored, and
  *     a batch of exactly max.message.bytes is taken;
  *   - a producer's partitionLeaderEpoch is stored as 0 (DESIGN §2);
- *   - an append never writes to its input: offsets and epoch go out in
+ *   - a read-only append never writes to its input: offsets and epoch go out in
  *     heads of their own, stamps (LogAppendTime, a corrected maxTimestamp,
  *     and the later LogAppendTime restamped under the lock) in a copy;
  *   - an idempotent batch (producer id 0 included) needs a base sequence;
@@ -143,7 +143,7 @@ static int plan_at(const eng_config *cfg, int64_t now, int64_t ts)
     assert_true(len > 0);
     eng__append_plan plan;
     eng_errdetail err = {0};
-    int rc = eng__plan_append(cfg, buf, len, true, now, &plan, &err);
+    int rc = eng__plan_append(cfg, buf, buf, len, true, now, &plan, &err);
     if (!rc)
         eng__append_plan_free(&plan);
     else
@@ -411,8 +411,9 @@ static void check_stored(eng_partition *p, int64_t first, size_t n, const uint8_
     eng_fetch_free(&ft);
 }
 
-/* Appends write offsets and the epoch from batch heads of their own (one
- * pwritev with the request's bytes), and make a copy only to stamp bytes the
+/* Read-only appends (eng_partition_append_readonly) write offsets and the
+ * epoch from batch heads of their own (pwritev with the request's bytes),
+ * and make a copy only to stamp bytes the
  * CRC covers: LogAppendTime, or a producer's wrong maxTimestamp.  300
  * batches take more iovecs than one pwritev call is given. */
 static void test_append_only_reads_its_input(void **state)
@@ -423,7 +424,7 @@ static void test_append_only_reads_its_input(void **state)
     const uint8_t *in = read_only_batches(300, &len, &size);
     eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
     eng_append_result res;
-    assert_int_equal(eng_partition_append(p, in, len, &o, &res, NULL), 0);
+    assert_int_equal(eng_partition_append_readonly(p, in, len, &o, &res, NULL), 0);
     assert_int_equal(res.last_offset, 299);
     check_stored(p, 0, 300, in, -1);
     assert_int_equal(eng_be64(in), 0); /* still the producer's */
@@ -436,7 +437,7 @@ static void test_append_only_reads_its_input(void **state)
     eng_put_be64(w + 35, (uint64_t)(T0 + 5000));
     eng_batch_update_crc(w, eng_be32(w + 8) + 12);
     assert_int_equal(mprotect(w, size, PROT_READ), 0);
-    assert_int_equal(eng_partition_append(p, w, len, &o, &res, NULL), 0);
+    assert_int_equal(eng_partition_append_readonly(p, w, len, &o, &res, NULL), 0);
     check_stored(p, 300, 300, NULL, -1);
     eng_fetch ft;
     eng_batch_header h;
@@ -448,7 +449,7 @@ static void test_append_only_reads_its_input(void **state)
     /* LogAppendTime stamps every batch, in a copy. */
     f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i = ENG_TS_LOG_APPEND_TIME;
     eng_partition_set_config(p, &f->cfg);
-    assert_int_equal(eng_partition_append(p, in, len, &o, &res, NULL), 0);
+    assert_int_equal(eng_partition_append_readonly(p, in, len, &o, &res, NULL), 0);
     assert_true(res.log_append_time > 0);
     check_stored(p, 600, 300, NULL, res.log_append_time);
     assert_int_equal(eng_be64(in + 35), T0);
@@ -460,7 +461,7 @@ static void test_append_only_reads_its_input(void **state)
     pthread_mutex_lock(&p->append_lock);
     p->last_append_time_ms = later;
     pthread_mutex_unlock(&p->append_lock);
-    assert_int_equal(eng_partition_append(p, in, len, &o, &res, NULL), 0);
+    assert_int_equal(eng_partition_append_readonly(p, in, len, &o, &res, NULL), 0);
     assert_int_equal(res.log_append_time, later);
     check_stored(p, 900, 300, NULL, later);
     assert_int_equal(eng_be64(in + 35), T0);
