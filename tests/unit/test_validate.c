@@ -29,6 +29,7 @@
 #include "eng_config.h"
 #include "eng_endian.h"
 #include "eng_error.h"
+#include "eng_fault.h"
 #include "eng_fs.h" /* eng_now_ms */
 #include "eng_partition.h"
 #include "eng_partition_impl.h" /* eng__plan_append: checks at a given clock */
@@ -367,7 +368,7 @@ static const uint8_t *read_only_batches(size_t n, size_t *len, size_t *size)
     assert_non_null(buf);
     *len = 0;
     for (size_t i = 0; i < n; i++) {
-        char key[16];
+        char key[24];
         snprintf(key, sizeof key, "k%zu", i);
         eng_record_spec r = rec(T0 + (int64_t)i, key, "v");
         size_t l = encode(buf + *len, 128, &r, 1);
@@ -466,6 +467,51 @@ static void test_append_only_reads_its_input(void **state)
     check_stored(p, 900, 300, NULL, later);
     assert_int_equal(eng_be64(in + 35), T0);
     munmap(w, size);
+    munmap((void *)in, size);
+    eng_partition_unref(p);
+}
+
+/* The active .log's size when segment.append.partial is reached: half the
+ * append is written by then (eng_segment.c), here in the middle of a
+ * batch, so the rest resumes inside an iovec. */
+static long long g_size_at_partial;
+static char g_log_path[600];
+
+static void note_partial(void *ctx)
+{
+    (void)ctx;
+    g_size_at_partial = ts_file_size(g_log_path);
+}
+
+/* A read-only append written in two halves, the second starting inside a
+ * batch, stores the same bytes as one written at once; one refused after
+ * its first half (a full disk) leaves the .log as it was, and the next
+ * append takes the same offsets. */
+static void test_readonly_append_split_and_refused(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    size_t len, size;
+    const uint8_t *in = read_only_batches(300, &len, &size);
+    eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
+    eng_append_result res;
+    snprintf(g_log_path, sizeof g_log_path, "%s/%020d.log", f->pdir, 0);
+    g_size_at_partial = -1;
+    eng_fault_hook("segment.append.partial", note_partial, NULL);
+    assert_int_equal(eng_partition_append_readonly(p, in, len, &o, &res, NULL), 0);
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(g_size_at_partial, (long long)(len / 2));
+    check_stored(p, 0, 300, in, -1);
+
+    eng_fault_set("segment.append.partial=enospc");
+    eng_errdetail err = {0};
+    assert_int_equal(eng_partition_append_readonly(p, in, len, &o, &res, &err), -ENOSPC);
+    eng_fault_set(NULL);
+    assert_int_equal(ts_file_size(g_log_path), (long long)len);
+    assert_int_equal(eng_partition_log_end_offset(p), 300);
+    assert_int_equal(eng_partition_append_readonly(p, in, len, &o, &res, NULL), 0);
+    assert_int_equal(res.base_offset, 300);
+    check_stored(p, 300, 300, in, -1);
     munmap((void *)in, size);
     eng_partition_unref(p);
 }
@@ -575,6 +621,7 @@ int main(void)
         T(test_max_message_bytes_exact),
         T(test_leader_epoch_stored_as_zero),
         T(test_append_only_reads_its_input),
+        T(test_readonly_append_split_and_refused),
         T(test_producer_header_rules),
         T(test_log_append_time_bit_cleared),
         T(test_timestamps_past_int64),
