@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static int write_all(int fd, const void *data, size_t len)
@@ -277,4 +278,57 @@ int64_t eng_mono_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* iovecs handed to one pwritev (two a batch; 8 KiB of stack, half of
+ * IOV_MAX): a request of many small batches takes a few calls rather than
+ * one per batch. */
+#define WRITE_IOV_WINDOW 512
+
+int eng_fs_pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t pos)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = pwrite(fd, data + done, len - done, (off_t)(pos + done));
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (w == 0)
+            return -EIO;
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+int eng_fs_pwritev_range(int fd, const struct iovec *iov, int cnt, uint64_t pos, size_t from,
+                         size_t to)
+{
+    int i = 0;
+    size_t skip = from; /* bytes of iov[i] already written */
+    while (i < cnt && skip >= iov[i].iov_len)
+        skip -= iov[i++].iov_len;
+    while (from < to) {
+        struct iovec win[WRITE_IOV_WINDOW];
+        int k = 0;
+        size_t want = to - from, sk = skip;
+        for (int j = i; j < cnt && k < WRITE_IOV_WINDOW && want; j++, sk = 0) {
+            size_t l = iov[j].iov_len - sk < want ? iov[j].iov_len - sk : want;
+            win[k++] = (struct iovec){(uint8_t *)iov[j].iov_base + sk, l};
+            want -= l;
+        }
+        ssize_t w = pwritev(fd, win, k, (off_t)(pos + from));
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (w == 0)
+            return -EIO;
+        from += (size_t)w;
+        for (skip += (size_t)w; i < cnt && skip >= iov[i].iov_len;)
+            skip -= iov[i++].iov_len;
+    }
+    return 0;
 }

@@ -12,10 +12,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <time.h>
 
 /* Replaces path with len bytes of data, durably (see above). */
 int eng_fs_write_atomic(const char *path, const void *data, size_t len);
+
+/* Writes len bytes at file position pos, resuming after short writes and
+ * EINTR; 0 or -errno. */
+int eng_fs_pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t pos);
+
+/* Writes bytes [from, to) of iov's concatenation at file position
+ * pos + from, as eng_fs_pwrite_all does, with pwritev. */
+int eng_fs_pwritev_range(int fd, const struct iovec *iov, int cnt, uint64_t pos, size_t from,
+                         size_t to);
 
 /* Reads a whole file (up to max_len bytes) into a malloc'd buffer the
  * caller frees; a trailing NUL is added (not counted in *len). */
