@@ -17,7 +17,7 @@
  *      attribute bit 3 cleared) or the broker clock (LogAppendTime, bit 3
  *      set), CRC recomputed when a covered byte changed; size limits on what
  *      will be stored.
- A writable append is stamped in place, offsets too (eng__assign_offsets).
+ * A writable append is stamped in place, offsets too (eng__assign_offsets).
  * A read-only one is never written: a batch whose CRC-covered bytes change
  * is stamped in a copy (plan->rebuilt), and otherwise its bytes reach the
  * file as they are, with only each batch's first 16 bytes (baseOffset,
@@ -336,17 +336,26 @@ void eng__restamp_log_append(uint8_t *data, size_t len, int64_t ts)
     }
 }
 
+/* Writes batch b's base offset (*next) and partitionLeaderEpoch 0 into head,
+ * its first ENG_BATCH_HEAD bytes as stored (b itself, or a copy); returns
+ * the batch's last offset and moves *next past it. */
+static int64_t stamp_head(uint8_t *head, const uint8_t *b, int64_t *next)
+{
+    int64_t last = *next + (int32_t)eng_be32(b + 23); /* lastOffsetDelta */
+    eng_put_be64(head, (uint64_t)*next);
+    eng_put_be32(head + 12, 0); /* partitionLeaderEpoch: this is leader epoch 0 */
+    *next = last + 1;
+    return last;
+}
+
 int64_t eng__assign_offsets(uint8_t *data, size_t len, int64_t next, size_t max_ts_batch)
 {
     int64_t off_of_max = -1;
     for (size_t off = 0, idx = 0; off < len; idx++) {
         uint8_t *b = data + off;
-        int32_t delta = (int32_t)eng_be32(b + 23);
-        eng_put_be64(b, (uint64_t)next);
-        eng_put_be32(b + 12, 0); /* partitionLeaderEpoch: this is leader epoch 0 */
+        int64_t last = stamp_head(b, b, &next);
         if (idx == max_ts_batch)
-            off_of_max = next + delta;
-        next += (int64_t)delta + 1;
+            off_of_max = last;
         off += (size_t)eng_be32(b + 8) + ENG_LOG_OVERHEAD;
     }
     return off_of_max;
@@ -360,16 +369,13 @@ int64_t eng__gather_batches(eng__append_gather *g, const uint8_t *data, size_t l
     for (size_t off = 0; off < len; idx++) {
         const uint8_t *b = data + off;
         size_t size = (size_t)eng_be32(b + 8) + ENG_LOG_OVERHEAD;
-        int32_t delta = (int32_t)eng_be32(b + 23);
         uint8_t *head = g->heads[idx];
-        eng_put_be64(head, (uint64_t)next);
-        memcpy(head + 8, b + 8, 4);    /* batchLength */
-        eng_put_be32(head + 12, 0);    /* partitionLeaderEpoch: this is leader epoch 0 */
+        memcpy(head, b, ENG_BATCH_HEAD); /* batchLength kept */
+        int64_t last = stamp_head(head, b, &next);
         g->iov[2 * idx] = (struct iovec){head, ENG_BATCH_HEAD};
         g->iov[2 * idx + 1] = (struct iovec){(void *)(b + ENG_BATCH_HEAD), size - ENG_BATCH_HEAD};
         if (idx == max_ts_batch)
-            off_of_max = next + delta;
-        next += (int64_t)delta + 1;
+            off_of_max = last;
         off += size;
     }
     g->iovcnt = (int)(2 * idx);

@@ -414,9 +414,9 @@ static void check_stored(eng_partition *p, int64_t first, size_t n, const uint8_
 
 /* Read-only appends (eng_partition_append_readonly) write offsets and the
  * epoch from batch heads of their own (pwritev with the request's bytes),
- * and make a copy only to stamp bytes the
- * CRC covers: LogAppendTime, or a producer's wrong maxTimestamp.  300
- * batches take more iovecs than one pwritev call is given. */
+ * and make a copy only to stamp bytes the CRC covers: LogAppendTime, or a
+ * producer's wrong maxTimestamp.  300 batches take more iovecs than one
+ * pwritev call is given. */
 static void test_append_only_reads_its_input(void **state)
 {
     fixture *f = *state;
