@@ -29,6 +29,8 @@ static const char *const domain_names[] = {
     [ENG_ENOTREADY - ENG_EBASE] = "not ready",
     [ENG_ELIMIT - ENG_EBASE] = "limit reached",
     [ENG_EUNSUPPORTED - ENG_EBASE] = "unsupported record batch",
+    [ENG_ESEQUENCE - ENG_EBASE] = "out of order sequence number",
+    [ENG_EPRODUCER_FENCED - ENG_EBASE] = "invalid producer epoch",
 };
 
 const char *eng_strerror(int err)

@@ -41,6 +41,8 @@ enum {
     ENG_ENOTREADY,           /* still loading */
     ENG_ELIMIT,              /* a configured limit (e.g. waiters) is reached */
     ENG_EUNSUPPORTED,        /* a well-formed batch this server cannot take (transactional) */
+    ENG_ESEQUENCE,           /* an idempotent producer's batch out of sequence */
+    ENG_EPRODUCER_FENCED,    /* an idempotent producer's epoch below the one seen last */
     ENG_EEND
 };
 

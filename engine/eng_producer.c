@@ -1,0 +1,334 @@
+/*
+ * eng_producer.c - idempotent producers' sequence and epoch rules (Kafka's
+ * ProducerAppendInfo and ProducerStateEntry), over a sorted array of
+ * entries: a partition sees few producer ids, and listing them in order is
+ * what the admin API wants.
+ */
+#include "eng_producer.h"
+
+#include "eng_endian.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void eng_producers_init(eng_producers *st)
+{
+    memset(st, 0, sizeof *st);
+}
+
+void eng_producers_free(eng_producers *st)
+{
+    free(st->entries);
+    eng_producers_init(st);
+}
+
+/* Index of producer_id, or of where it would go (*found false). */
+static size_t find_slot(const eng_producers *st, int64_t producer_id, bool *found)
+{
+    size_t lo = 0, hi = st->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (st->entries[mid].producer_id < producer_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = lo < st->n && st->entries[lo].producer_id == producer_id;
+    return lo;
+}
+
+const eng_producer_entry *eng_producers_find(const eng_producers *st, int64_t producer_id)
+{
+    bool found;
+    size_t i = find_slot(st, producer_id, &found);
+    return found ? &st->entries[i] : NULL;
+}
+
+static int reserve(eng_producers *st, size_t more)
+{
+    if (st->n + more <= st->cap)
+        return 0;
+    size_t cap = st->cap ? st->cap : 8;
+    while (cap < st->n + more)
+        cap *= 2;
+    eng_producer_entry *e = realloc(st->entries, cap * sizeof *e);
+    if (!e)
+        return -ENOMEM;
+    st->entries = e;
+    st->cap = cap;
+    return 0;
+}
+
+/* The entry of producer_id, inserted empty (epoch -1, as Kafka's
+ * ProducerStateEntry.empty) when new; room must have been reserved. */
+static eng_producer_entry *entry_for(eng_producers *st, int64_t producer_id)
+{
+    bool found;
+    size_t i = find_slot(st, producer_id, &found);
+    if (found)
+        return &st->entries[i];
+    memmove(&st->entries[i + 1], &st->entries[i], (st->n - i) * sizeof *st->entries);
+    st->n++;
+    eng_producer_entry *e = &st->entries[i];
+    memset(e, 0, sizeof *e);
+    e->producer_id = producer_id;
+    e->epoch = -1;
+    e->coordinator_epoch = -1;
+    e->txn_first_offset = -1;
+    e->last_timestamp = -1;
+    return e;
+}
+
+/* Kafka's DefaultRecordBatch.incrementSequence and decrementSequence:
+ * sequences wrap past INT32_MAX to 0.  delta >= 0; 64-bit sums, so
+ * neither direction overflows. */
+static int32_t seq_add(int32_t seq, int32_t delta)
+{
+    int64_t s = (int64_t)seq + delta;
+    return (int32_t)(s > INT32_MAX ? s - INT32_MAX - 1 : s);
+}
+
+static int32_t seq_sub(int32_t seq, int32_t delta)
+{
+    int64_t s = (int64_t)seq - delta;
+    return (int32_t)(s < 0 ? s + INT32_MAX + 1 : s);
+}
+
+static bool in_sequence(int32_t last_seq, int32_t next_seq)
+{
+    return (int64_t)next_seq == (int64_t)last_seq + 1 || (next_seq == 0 && last_seq == INT32_MAX);
+}
+
+static int32_t last_seq_of(const eng_batch_header *h)
+{
+    return seq_add(h->base_sequence, h->last_offset_delta);
+}
+
+/* Kafka's ProducerStateEntry.addBatch: a new epoch forgets the batches of
+ * the old one; five are kept. */
+static void add_batch(eng_producer_entry *e, int16_t epoch, int32_t last_seq, int64_t last_offset,
+                      int32_t offset_delta, int64_t timestamp)
+{
+    if (e->epoch != epoch) {
+        e->epoch = epoch;
+        e->nbatches = 0;
+    }
+    if (e->nbatches == ENG_PRODUCER_BATCHES) {
+        memmove(&e->batches[0], &e->batches[1], (ENG_PRODUCER_BATCHES - 1) * sizeof e->batches[0]);
+        e->nbatches--;
+    }
+    e->batches[e->nbatches++] = (eng_producer_batch){.last_seq = last_seq,
+                                                     .last_offset = last_offset,
+                                                     .offset_delta = offset_delta,
+                                                     .timestamp = timestamp};
+    e->last_timestamp = timestamp;
+}
+
+/* What one request has told of a producer so far (Kafka's updatedEntry):
+ * its epoch and last sequence as the batches before this one leave them. */
+typedef struct pending {
+    int64_t producer_id;
+    int16_t epoch;
+    int32_t last_seq;
+} pending;
+
+static pending *pending_find(pending *p, size_t n, int64_t producer_id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i].producer_id == producer_id)
+            return &p[i];
+    return NULL;
+}
+
+/* The batch of e with exactly this sequence range in the current epoch
+ * (Kafka's findDuplicateBatch), or NULL. */
+static const eng_producer_batch *find_duplicate(const eng_producer_entry *e, int16_t epoch,
+                                                int32_t first_seq, int32_t last_seq)
+{
+    if (!e || e->epoch != epoch)
+        return NULL;
+    for (uint32_t i = 0; i < e->nbatches; i++) {
+        const eng_producer_batch *b = &e->batches[i];
+        if (b->last_seq == last_seq && seq_sub(b->last_seq, b->offset_delta) == first_seq)
+            return b;
+    }
+    return NULL;
+}
+
+/* Kafka's checkProducerEpoch and checkSequence for one batch, against what
+ * the request's earlier batches left (pend) or else the stored entry. */
+static int check_one(const eng_producer_entry *e, const pending *pend, const eng_batch_header *h,
+                     size_t idx, eng_errdetail *err)
+{
+    int16_t cur_epoch = pend ? pend->epoch : e ? e->epoch : -1;
+    if (h->producer_epoch < cur_epoch)
+        return eng_fail(err, ENG_EPRODUCER_FENCED,
+                        "batch %zu: producer %lld has epoch %d, below its last epoch %d", idx,
+                        (long long)h->producer_id, h->producer_epoch, cur_epoch);
+    if (h->producer_epoch != cur_epoch) {
+        /* A new epoch starts again at 0, unless nothing is known of the
+         * producer (its batches retained away, or expired). */
+        if (h->base_sequence != 0 && cur_epoch != -1)
+            return eng_fail(err, ENG_ESEQUENCE,
+                            "batch %zu: producer %lld starts epoch %d at sequence %d, not 0", idx,
+                            (long long)h->producer_id, h->producer_epoch, h->base_sequence);
+        return 0;
+    }
+    /* Kafka's checkSequence: the last sequence this request left, else
+     * the stored one (-1 when none is kept, so the next must be 0); a
+     * producer with no known epoch takes any sequence. */
+    if (!e || e->epoch == -1)
+        return 0;
+    int32_t last = pend ? pend->last_seq : e->nbatches ? e->batches[e->nbatches - 1].last_seq : -1;
+    if (!in_sequence(last, h->base_sequence))
+        return eng_fail(err, ENG_ESEQUENCE,
+                        "batch %zu: producer %lld (epoch %d) sent sequence %d, expected %d", idx,
+                        (long long)h->producer_id, h->producer_epoch, h->base_sequence,
+                        seq_add(last, 1));
+    return 0;
+}
+
+int eng_producers_check(eng_producers *st, const uint8_t *data, size_t len,
+                        eng_producer_verdict *v, eng_errdetail *err)
+{
+    memset(v, 0, sizeof *v);
+    v->dup_first_offset = v->dup_last_offset = -1;
+    size_t batches = 0, dups = 0, fresh = 0, npend = 0;
+    pending inline_pend[8];
+    pending *pend = inline_pend;
+    size_t cap = sizeof inline_pend / sizeof inline_pend[0];
+    int rc = 0;
+    eng_batch_header h;
+    for (size_t pos = 0; pos < len && !rc; pos += (size_t)h.length + 12, batches++) {
+        if (eng_batch_header_decode(data + pos, len - pos, &h))
+            return eng_fail(err, ENG_ECORRUPT, "batch %zu: header does not decode", batches);
+        if (h.producer_id < 0 || (h.attributes & ENG_ATTR_CONTROL)) {
+            fresh++;
+            continue;
+        }
+        v->producer_batches++;
+        const eng_producer_entry *e = eng_producers_find(st, h.producer_id);
+        pending *p = pending_find(pend, npend, h.producer_id);
+        const eng_producer_batch *dup =
+            p ? NULL : find_duplicate(e, h.producer_epoch, h.base_sequence, last_seq_of(&h));
+        if (dup) {
+            if (!dups)
+                v->dup_first_offset = dup->last_offset - dup->offset_delta;
+            v->dup_last_offset = dup->last_offset;
+            dups++;
+            continue;
+        }
+        fresh++;
+        if ((rc = check_one(e, p, &h, batches, err)))
+            break;
+        if (!p) {
+            if (npend == cap) {
+                pending *np = malloc(2 * cap * sizeof *np);
+                if (!np) {
+                    rc = eng_fail(err, -ENOMEM, "out of memory checking producer sequences");
+                    break;
+                }
+                memcpy(np, pend, npend * sizeof *np);
+                if (pend != inline_pend)
+                    free(pend);
+                pend = np;
+                cap *= 2;
+            }
+            p = &pend[npend++];
+            p->producer_id = h.producer_id;
+            if (!e)
+                v->new_producers++;
+        }
+        p->epoch = h.producer_epoch;
+        p->last_seq = last_seq_of(&h);
+    }
+    if (pend != inline_pend)
+        free(pend);
+    if (rc)
+        return rc;
+    if (dups && fresh)
+        return eng_fail(err, ENG_ESEQUENCE,
+                        "%zu of the %zu batches repeat batches already appended and the others "
+                        "are new: send them apart",
+                        dups, batches);
+    v->duplicate = dups > 0;
+    if (v->new_producers && reserve(st, v->new_producers))
+        return eng_fail(err, -ENOMEM, "out of memory for %zu new producers", v->new_producers);
+    return 0;
+}
+
+static void record(eng_producers *st, const eng_batch_header *h, int64_t base_offset)
+{
+    eng_producer_entry *e = entry_for(st, h->producer_id);
+    add_batch(e, h->producer_epoch, last_seq_of(h), base_offset + h->last_offset_delta,
+              h->last_offset_delta, h->max_timestamp);
+}
+
+void eng_producers_apply(eng_producers *st, const uint8_t *data, size_t len, int64_t base_offset)
+{
+    eng_batch_header h;
+    int64_t next = base_offset;
+    for (size_t pos = 0; pos < len; pos += (size_t)h.length + 12) {
+        if (eng_batch_header_decode(data + pos, len - pos, &h))
+            return; /* checked before the write: cannot happen */
+        if (h.producer_id >= 0 && !(h.attributes & ENG_ATTR_CONTROL))
+            record(st, &h, next);
+        next += (int64_t)h.last_offset_delta + 1;
+    }
+}
+
+int eng_producers_reserve(eng_producers *st, const uint8_t *data, size_t len)
+{
+    size_t fresh = 0;
+    eng_batch_header h;
+    for (size_t pos = 0; pos < len; pos += (size_t)h.length + 12) {
+        if (eng_batch_header_decode(data + pos, len - pos, &h))
+            return ENG_ECORRUPT;
+        fresh += h.producer_id >= 0 && !eng_producers_find(st, h.producer_id);
+    }
+    return reserve(st, fresh);
+}
+
+/* Transaction markers (control batches) are left out: logstore keeps no
+ * transaction state, and Kafka's markers add no sequence. */
+int eng_producers_replay(eng_producers *st, const eng_batch_header *h)
+{
+    if (h->producer_id < 0 || (h->attributes & ENG_ATTR_CONTROL))
+        return 0;
+    if (!eng_producers_find(st, h->producer_id) && reserve(st, 1))
+        return -ENOMEM;
+    record(st, h, h->base_offset);
+    return 0;
+}
+
+size_t eng_producers_expire(eng_producers *st, int64_t now_ms, int64_t expiration_ms)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        const eng_producer_entry *e = &st->entries[i];
+        /* Kafka's isProducerExpired; both operands are >= 0, so the
+         * difference cannot overflow. */
+        bool expired = e->txn_first_offset < 0 && e->last_timestamp <= now_ms - expiration_ms;
+        if (!expired)
+            st->entries[kept++] = *e;
+    }
+    size_t dropped = st->n - kept;
+    st->n = kept;
+    return dropped;
+}
+
+int eng_producers_copy(const eng_producers *st, eng_producer_entry **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!st->n)
+        return 0;
+    eng_producer_entry *c = malloc(st->n * sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    memcpy(c, st->entries, st->n * sizeof *c);
+    *out = c;
+    *n = st->n;
+    return 0;
+}

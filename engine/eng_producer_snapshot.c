@@ -1,0 +1,219 @@
+/*
+ * eng_producer_snapshot.c - producer state snapshot files, Kafka's
+ * ProducerSnapshot v1 (kafka-format.md §12): big-endian, a CRC-32C over
+ * everything after it, 46 bytes an entry.  Only each producer's last batch
+ * is saved, as Kafka saves it, so a retry of an older batch is found only
+ * while the process that appended it runs.
+ */
+#include "eng_crc32c.h"
+#include "eng_endian.h"
+#include "eng_fs.h"
+#include "eng_logger.h"
+#include "eng_producer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SNAP_HEADER 10
+#define SNAP_ENTRY 46
+#define SNAP_VERSION 1
+/* A partition with more producers than this is not a log we wrote. */
+#define SNAP_MAX_BYTES (64u << 20)
+
+int eng_producers_encode(const eng_producers *st, uint8_t **out, size_t *len)
+{
+    size_t n = SNAP_HEADER + st->n * SNAP_ENTRY;
+    uint8_t *b = malloc(n);
+    if (!b)
+        return -ENOMEM;
+    eng_put_be16(b, SNAP_VERSION);
+    eng_put_be32(b + 6, (uint32_t)st->n);
+    uint8_t *p = b + SNAP_HEADER;
+    for (size_t i = 0; i < st->n; i++, p += SNAP_ENTRY) {
+        const eng_producer_entry *e = &st->entries[i];
+        const eng_producer_batch *last = e->nbatches ? &e->batches[e->nbatches - 1] : NULL;
+        eng_put_be64(p, (uint64_t)e->producer_id);
+        eng_put_be16(p + 8, (uint16_t)e->epoch);
+        eng_put_be32(p + 10, (uint32_t)(last ? last->last_seq : -1));
+        eng_put_be64(p + 14, (uint64_t)(last ? last->last_offset : -1));
+        eng_put_be32(p + 22, (uint32_t)(last ? last->offset_delta : 0));
+        eng_put_be64(p + 26, (uint64_t)e->last_timestamp);
+        eng_put_be32(p + 34, (uint32_t)e->coordinator_epoch);
+        eng_put_be64(p + 38, (uint64_t)e->txn_first_offset);
+    }
+    eng_put_be32(b + 2, eng_crc32c(0, b + 6, n - 6));
+    *out = b;
+    *len = n;
+    return 0;
+}
+
+int eng_producers_decode(eng_producers *st, const uint8_t *buf, size_t len)
+{
+    eng_producers_free(st);
+    if (len < SNAP_HEADER || eng_be16(buf) != SNAP_VERSION)
+        return ENG_ECORRUPT;
+    if (eng_be32(buf + 2) != eng_crc32c(0, buf + 6, len - 6))
+        return ENG_ECORRUPT;
+    int32_t count = (int32_t)eng_be32(buf + 6);
+    if (count < 0 || (size_t)count != (len - SNAP_HEADER) / SNAP_ENTRY ||
+        (len - SNAP_HEADER) % SNAP_ENTRY)
+        return ENG_ECORRUPT;
+    if (count == 0)
+        return 0;
+    if (!(st->entries = malloc((size_t)count * sizeof *st->entries)))
+        return -ENOMEM;
+    st->cap = (size_t)count;
+    const uint8_t *p = buf + SNAP_HEADER;
+    for (int32_t i = 0; i < count; i++, p += SNAP_ENTRY) {
+        eng_producer_entry e = {.producer_id = (int64_t)eng_be64(p),
+                                .epoch = (int16_t)eng_be16(p + 8),
+                                .last_timestamp = (int64_t)eng_be64(p + 26),
+                                .coordinator_epoch = (int32_t)eng_be32(p + 34),
+                                .txn_first_offset = (int64_t)eng_be64(p + 38)};
+        int64_t last_offset = (int64_t)eng_be64(p + 14);
+        if (last_offset >= 0) {
+            e.nbatches = 1;
+            e.batches[0] = (eng_producer_batch){.last_seq = (int32_t)eng_be32(p + 10),
+                                                .last_offset = last_offset,
+                                                .offset_delta = (int32_t)eng_be32(p + 22),
+                                                .timestamp = e.last_timestamp};
+        }
+        /* Sorted and unique, as written: anything else is not our file. */
+        if (e.producer_id < 0 || (i > 0 && e.producer_id <= st->entries[i - 1].producer_id)) {
+            eng_producers_free(st);
+            return ENG_ECORRUPT;
+        }
+        st->entries[st->n++] = e;
+    }
+    return 0;
+}
+
+/* Writes through a temporary file and a rename; without sync (at a roll,
+ * which must not wait for the disk) a snapshot torn by a power loss fails
+ * its CRC at the next start, is deleted, and the state is rebuilt from the
+ * one before it and the log.  The directory is not synced either: a lost
+ * rename costs the same rebuild, not data. */
+static int write_file(const char *path, const uint8_t *data, size_t len, bool sync)
+{
+    char tmp[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+        return ENG_EINVAL;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int rc = eng_fs_pwrite_all(fd, data, len, 0);
+    if (!rc && sync && fsync(fd) < 0)
+        rc = -errno;
+    if (close(fd) < 0 && !rc)
+        rc = -errno;
+    if (!rc && rename(tmp, path) < 0)
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64_t offset,
+                                 bool sync)
+{
+    char path[PATH_MAX];
+    int rc = eng_fs_segment_path(path, sizeof path, dir, offset, ".snapshot");
+    if (rc)
+        return rc;
+    uint8_t *buf;
+    size_t len;
+    if ((rc = eng_producers_encode(st, &buf, &len)))
+        return rc;
+    rc = write_file(path, buf, len, sync);
+    free(buf);
+    return rc;
+}
+
+/* The offset a snapshot file's name gives, or -1 when name is not
+ * "<20 digits>.snapshot". */
+static int64_t snapshot_offset(const char *name)
+{
+    if (strlen(name) != 20 + strlen(".snapshot") || strcmp(name + 20, ".snapshot"))
+        return -1;
+    int64_t v = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - (name[i] - '0')) / 10)
+            return -1;
+        v = v * 10 + (name[i] - '0');
+    }
+    return v;
+}
+
+static void remove_snapshot(const char *dir, int64_t offset, const char *why)
+{
+    char path[PATH_MAX];
+    if (eng_fs_segment_path(path, sizeof path, dir, offset, ".snapshot"))
+        return;
+    if (unlink(path) < 0 && errno != ENOENT)
+        ENG_WARN("removing %s (%s): %s", path, why, strerror(errno));
+}
+
+/* The largest snapshot offset of dir at or below max, or -1; those above it
+ * are removed. */
+static int latest_at_most(const char *dir, int64_t max, int64_t *best)
+{
+    *best = -1;
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return -errno;
+    struct dirent *e;
+    while ((e = readdir(dh))) {
+        int64_t off = snapshot_offset(e->d_name);
+        if (off < 0)
+            continue;
+        if (off > max)
+            remove_snapshot(dir, off, "past the log end");
+        else if (off > *best)
+            *best = off;
+    }
+    closedir(dh);
+    return 0;
+}
+
+int eng_producers_load_latest(eng_producers *st, const char *dir, int64_t max_offset,
+                              int64_t now_ms, int64_t expiration_ms, int64_t *at)
+{
+    eng_producers_free(st);
+    *at = -1;
+    for (;;) {
+        int64_t off;
+        int rc = latest_at_most(dir, max_offset, &off);
+        if (rc || off < 0)
+            return rc;
+        char path[PATH_MAX];
+        if ((rc = eng_fs_segment_path(path, sizeof path, dir, off, ".snapshot")))
+            return rc;
+        char *buf;
+        size_t len;
+        rc = eng_fs_read_file(path, SNAP_MAX_BYTES, &buf, &len);
+        if (rc == -ENOMEM)
+            return rc;
+        if (!rc) {
+            rc = eng_producers_decode(st, (const uint8_t *)buf, len);
+            free(buf);
+            if (rc == -ENOMEM)
+                return rc;
+        }
+        if (!rc) {
+            eng_producers_expire(st, now_ms, expiration_ms);
+            *at = off;
+            return 0;
+        }
+        ENG_WARN("%s: unreadable producer snapshot (%s); deleting it and rebuilding from the log",
+                 path, eng_strerror(rc));
+        remove_snapshot(dir, off, "unreadable");
+        max_offset = off - 1;
+    }
+}
