@@ -334,6 +334,7 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
      * as in Kafka's LogLoader, so a second crash recovers it again. */
     int64_t rp = pp->clean_shutdown || pp->recovery_point > leo ? leo : pp->recovery_point;
     atomic_store(&p->recovery_point, rp);
+    rc = eng__partition_load_producers(p, pp->clean_shutdown);
 done:
     for (size_t i = 0; i < nsegs; i++)
         eng_segment_unref(segs[i]);

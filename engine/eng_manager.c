@@ -113,6 +113,7 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx
         .log_start_offset = lc ? eng_checkpoint_find(&lc->start, t->meta.name, id, -1) : -1,
         .dir_offline = &m->offline,
         .events = eng__manager_events(m),
+        .producer_expiration_ms = m->jobs_opts.producer_expiration_ms,
     };
     if (!existed && lc) {
         /* A partition directory lost from under a stopped server must not

@@ -58,6 +58,8 @@ typedef struct eng_jobs_opts {
     int64_t flush_scheduler_interval_ms;         /* log.flush.scheduler.interval.ms (Long.MAX) */
     int64_t recovery_checkpoint_interval_ms;     /* log.flush.offset.checkpoint.interval.ms (60000) */
     int64_t start_offset_checkpoint_interval_ms; /* log.flush.start.offset.checkpoint.interval.ms (60000) */
+    int64_t producer_expiration_ms;              /* producer.id.expiration.ms (86400000) */
+    int64_t producer_expiration_check_interval_ms; /* producer.id.expiration.check.interval.ms (600000) */
 } eng_jobs_opts;
 
 /* Kafka's defaults for eng_jobs_opts. */

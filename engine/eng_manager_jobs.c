@@ -35,6 +35,8 @@ void eng_jobs_opts_default(eng_jobs_opts *o)
     o->flush_scheduler_interval_ms = INT64_MAX;
     o->recovery_checkpoint_interval_ms = 60000;
     o->start_offset_checkpoint_interval_ms = 60000;
+    o->producer_expiration_ms = ENG_PRODUCER_EXPIRATION_MS;
+    o->producer_expiration_check_interval_ms = 600000;
 }
 
 /* ---- one-shots ------------------------------------------------------------ */
@@ -232,6 +234,22 @@ static int job_flusher(void *arg, char *note, size_t len)
     return first_err;
 }
 
+static int job_producer_expiration(void *arg, char *note, size_t len)
+{
+    eng_manager *m = arg;
+    eng_partition **v;
+    size_t n, expired = 0;
+    int rc = eng_manager_all_partitions(m, &v, &n);
+    if (rc)
+        return rc;
+    int64_t now = eng_now_ms();
+    for (size_t i = 0; i < n; i++)
+        expired += eng_partition_expire_producers(v[i], now);
+    eng_partitions_release(v, n);
+    snprintf(note, len, "%zu idempotent producers expired in %zu partitions", expired, n);
+    return 0;
+}
+
 static int job_recovery_checkpoint(void *arg, char *note, size_t len)
 {
     snprintf(note, len, "recovery-point-offset-checkpoint");
@@ -335,6 +353,9 @@ int eng_manager_start_jobs(eng_manager *m)
         (rc = eng_scheduler_add_periodic(s, "log-start-offset-checkpoint", d,
                                          o->start_offset_checkpoint_interval_ms,
                                          job_start_checkpoint, m)) ||
+        (rc = eng_scheduler_add_periodic(s, "producer-expiration", d,
+                                         o->producer_expiration_check_interval_ms,
+                                         job_producer_expiration, m)) ||
         (rc = eng_scheduler_start(s))) {
         eng_scheduler_free(s);
         return rc;

@@ -1,5 +1,5 @@
 /*
- * eng_partition.c - append, roll, flush and read for one partition.
+ * eng_partition.c - a partition's lifecycle, append and roll.
  *
  * Append is two phases.  Outside any lock, the batches are checked the way a
  * Kafka broker's LogValidator checks them (sizes, CRC and framing for
@@ -14,9 +14,9 @@
  * phase leaves no trace.
  *
  * Durability: when flush.messages is reached the appender waits for a flush
- * covering its records (group commit: one fsync serves every appender that
- * arrived while the previous one ran).  With flush.messages=1 the high
- * watermark only moves past records that are on disk.
+ * covering its records (eng_partition_flush.c).  Batches of idempotent
+ * producers are checked against their sequences under the lock, and a
+ * retry is answered with its first offsets (eng_producer.h).
  */
 #include "eng_partition_impl.h"
 
@@ -122,6 +122,8 @@ int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_
     p->cfg = pp->config;
     p->dir_offline = pp->dir_offline;
     p->ev = pp->events;
+    p->producer_expiration_ms =
+        pp->producer_expiration_ms > 0 ? pp->producer_expiration_ms : ENG_PRODUCER_EXPIRATION_MS;
     atomic_init(&p->refs, 1);
     pthread_mutexattr_t ma;
     pthread_mutexattr_init(&ma);
@@ -141,6 +143,8 @@ int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_
     *out = p;
     return 0;
 fail_locks:
+    eng__segview_release(p->view); /* set when the producers' rebuild failed */
+    eng_producers_free(&p->producers);
     pthread_mutex_destroy(&p->append_lock);
     pthread_mutex_destroy(&p->view_lock);
     pthread_mutex_destroy(&p->cfg_lock);
@@ -165,6 +169,7 @@ void eng_partition_unref(eng_partition *p)
     if (!p || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
         return;
     eng__segview_release(p->view);
+    eng_producers_free(&p->producers);
     free(p->waiters);
     pthread_mutex_destroy(&p->append_lock);
     pthread_mutex_destroy(&p->view_lock);
@@ -178,7 +183,6 @@ void eng_partition_unref(eng_partition *p)
     free(p);
 }
 
-static int sync_from(eng_partition *p, int64_t from, bool data_only);
 static bool dir_is_offline(const eng_partition *p);
 
 int eng_partition_close(eng_partition *p)
@@ -200,8 +204,15 @@ int eng_partition_close(eng_partition *p)
         if (!rc && (p->fsync_failed || dir_is_offline(p)))
             rc = ENG_EOFFLINE;
         pthread_mutex_unlock(&p->flush_lock);
-        if (!rc)
-            rc = sync_from(p, from, false);
+        if (!rc) {
+            /* Where the next start finds the producers without a scan. */
+            int64_t leo = atomic_load(&p->log_end_offset);
+            int snap_rc = eng_producers_write_snapshot(&p->producers, p->dir, leo, true);
+            if (snap_rc)
+                ENG_WARN("%s-%d: writing the producer snapshot at %020lld: %s", p->topic, p->id,
+                         (long long)leo, eng_strerror(snap_rc));
+            rc = eng__sync_from(p, from, false);
+        }
         /* A group commit failing while this sync ran leaves pages this one
          * found clean: the recovery point must not pass them either. */
         pthread_mutex_lock(&p->flush_lock);
@@ -287,41 +298,11 @@ int64_t eng_partition_recovery_point(const eng_partition *p)
     return atomic_load(&((eng_partition *)p)->recovery_point);
 }
 
-static void raise_atomic(_Atomic int64_t *a, int64_t v)
+void eng__set_hw(eng_partition *p, int64_t hw)
 {
-    int64_t cur = atomic_load(a);
-    while (cur < v && !atomic_compare_exchange_weak(a, &cur, v))
-        ;
-}
-
-static void set_hw(eng_partition *p, int64_t hw)
-{
-    raise_atomic(&p->high_watermark, hw);
+    eng__raise_atomic(&p->high_watermark, hw);
     if (p->ev.on_hw)
         p->ev.on_hw(p, hw, p->ev.ctx);
-}
-
-/* ---- flushing ----------------------------------------------------------- */
-
-/* fsyncs every segment that may hold data at or after `from`.  With
- * data_only the active (last) segment's indexes are left out: an append is
- * durable once its bytes are, startup recovery rebuilds the indexes of the
- * segment holding the recovery point, and a roll syncs a segment's indexes
- * before it stops being the last one (see eng__partition_roll_locked). */
-static int sync_from(eng_partition *p, int64_t from, bool data_only)
-{
-    /* Before the view is taken: a roll after this point syncs the segment
-     * skipped below, and one before it left that segment non-last here. */
-    if (data_only)
-        atomic_store(&p->index_sync_owed, true);
-    eng_segview *v = eng__segview_acquire(p);
-    ssize_t i = eng__segview_floor(v, from);
-    int rc = 0;
-    for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n && !rc; k++)
-        rc = data_only && k == v->n - 1 ? eng_segment_sync_data(v->segs[k])
-                                        : eng_segment_sync(v->segs[k]);
-    eng__segview_release(v);
-    return rc;
 }
 
 /* Errors that say the process or the disk is out of room, not that the dir
@@ -357,179 +338,6 @@ static int offline_code(const eng_partition *p, int rc)
     return !out_of_room(rc) && dir_is_offline(p) ? ENG_EOFFLINE : rc;
 }
 
-/* Waits until everything below `upto` is on disk, running the flush itself
- * when no other appender is; data_only (acknowledging appends) leaves the
- * active segment's indexes to later flushes.  Returns the fsync error, if
- * any. */
-static int flush_upto(eng_partition *p, int64_t upto, bool data_only)
-{
-    int rc = 0;
-    pthread_mutex_lock(&p->flush_lock);
-    while (p->flushed_offset < upto) {
-        /* Linux reports a writeback error once: a later flush (the flusher
-         * job, a waiting appender, the stop) would "succeed" and move the
-         * recovery point and the high watermark over data that may never
-         * have reached the disk, making appends told their fsync failed
-         * readable, and a retry would duplicate them. */
-        if (p->fsync_failed || dir_is_offline(p)) {
-            rc = ENG_EOFFLINE;
-            break;
-        }
-        if (p->flushing) {
-            pthread_cond_wait(&p->flush_cond, &p->flush_lock);
-            continue;
-        }
-        p->flushing = true;
-        int64_t from = p->flushed_offset;
-        int64_t target = atomic_load(&p->log_end_offset);
-        pthread_mutex_unlock(&p->flush_lock);
-        rc = ENG_FAULT("partition.fsync");
-        if (!rc) {
-            int64_t t0 = eng_mono_us();
-            rc = sync_from(p, from, data_only);
-            eng_stats_fsync(eng_mono_us() - t0);
-        }
-        pthread_mutex_lock(&p->flush_lock);
-        p->flushing = false;
-        if (!rc && target > p->flushed_offset)
-            p->flushed_offset = target;
-        if (rc)
-            p->fsync_failed = true; /* before the waiters wake */
-        pthread_cond_broadcast(&p->flush_cond);
-        if (rc)
-            break;
-    }
-    int64_t done = p->flushed_offset;
-    pthread_mutex_unlock(&p->flush_lock);
-    if (rc && rc != ENG_EOFFLINE) {
-        /* Even ENOSPC: the bytes were written (the log end offset moved);
-         * what failed is their writeback, which no retry can vouch for. */
-        if (p->dir_offline && !atomic_exchange(p->dir_offline, 1))
-            ENG_ERROR("%s-%d: fsync failed (%s); taking the log dir offline", p->topic, p->id,
-                      eng_strerror(rc));
-        else if (!p->dir_offline)
-            ENG_ERROR("%s-%d: fsync failed (%s); no more flushes", p->topic, p->id,
-                      eng_strerror(rc));
-        rc = ENG_EOFFLINE;
-    }
-    if (rc)
-        return rc;
-    raise_atomic(&p->recovery_point, done);
-    atomic_store(&p->last_flush_ms, eng_mono_ms());
-    return 0;
-}
-
-int eng_partition_flush_upto(eng_partition *p, int64_t offset)
-{
-    int rc = flush_upto(p, offset, false);
-    if (!rc) /* on disk, so visible: acknowledged appends must be readable */
-        set_hw(p, offset);
-    return rc;
-}
-
-int64_t eng_partition_ms_since_flush(const eng_partition *p)
-{
-    return eng_mono_ms() - atomic_load(&((eng_partition *)p)->last_flush_ms);
-}
-
-bool eng_partition_has_unflushed(const eng_partition *p)
-{
-    eng_partition *mp = (eng_partition *)p;
-    return atomic_load(&mp->log_end_offset) > atomic_load(&mp->recovery_point);
-}
-
-void eng_partition_when_durable(eng_partition *p, int64_t upto, eng_durable_cb cb, void *ctx)
-{
-    pthread_mutex_lock(&p->flush_lock);
-    if (p->flushed_offset >= upto) {
-        pthread_mutex_unlock(&p->flush_lock);
-        /* A flush started by another appender syncs
-         * up to the log end offset, past the waiters it serves, but raises
-         * the high watermark only to their offsets.  An append it covered
-         * was then acknowledged here while its records stayed invisible
-         * (HW below them) until some later commit.  They are on disk:
-         * publish them before answering. */
-        set_hw(p, upto);
-        cb(ctx, 0);
-        return;
-    }
-    if (p->nwaiters == p->cap_waiters) {
-        size_t cap = p->cap_waiters ? p->cap_waiters * 2 : 16;
-        durable_waiter *nw = realloc(p->waiters, cap * sizeof *nw);
-        if (!nw) {
-            pthread_mutex_unlock(&p->flush_lock);
-            /* No room to wait: flush here and answer. */
-            int rc = flush_upto(p, upto, true);
-            if (!rc)
-                set_hw(p, upto);
-            cb(ctx, rc);
-            return;
-        }
-        p->waiters = nw;
-        p->cap_waiters = cap;
-    }
-    p->waiters[p->nwaiters++] = (durable_waiter){.upto = upto, .cb = cb, .ctx = ctx};
-    bool kick = !p->commit_queued;
-    p->commit_queued = true;
-    pthread_mutex_unlock(&p->flush_lock);
-    if (!kick)
-        return;
-    if (p->ev.request_commit)
-        p->ev.request_commit(p, p->ev.ctx);
-    else
-        eng_partition_commit(p);
-}
-
-void eng_partition_commit(eng_partition *p)
-{
-    for (;;) {
-        pthread_mutex_lock(&p->flush_lock);
-        p->commit_queued = false;
-        if (p->nwaiters == 0) {
-            pthread_mutex_unlock(&p->flush_lock);
-            return;
-        }
-        int64_t target = 0;
-        for (size_t i = 0; i < p->nwaiters; i++)
-            if (p->waiters[i].upto > target)
-                target = p->waiters[i].upto;
-        p->commit_queued = true; /* this thread is on it: new waiters need no kick */
-        pthread_mutex_unlock(&p->flush_lock);
-
-        int rc = flush_upto(p, target, true);
-        int64_t done = rc ? INT64_MAX : target;
-        if (!rc)
-            set_hw(p, target);
-
-        /* Answer every waiter the flush covered (all of them on failure). */
-        pthread_mutex_lock(&p->flush_lock);
-        size_t n = 0, keep = 0;
-        durable_waiter *fire = malloc(p->nwaiters * sizeof *fire);
-        for (size_t i = 0; i < p->nwaiters; i++) {
-            if (fire && p->waiters[i].upto <= done)
-                fire[n++] = p->waiters[i];
-            else
-                p->waiters[keep++] = p->waiters[i];
-        }
-        p->nwaiters = keep;
-        pthread_mutex_unlock(&p->flush_lock);
-        for (size_t i = 0; i < n; i++)
-            fire[i].cb(fire[i].ctx, rc);
-        free(fire);
-    }
-}
-
-int eng_partition_flush(eng_partition *p)
-{
-    int64_t leo = atomic_load(&p->log_end_offset);
-    pthread_mutex_lock(&p->append_lock);
-    p->unflushed_records = 0;
-    pthread_mutex_unlock(&p->append_lock);
-    int rc = flush_upto(p, leo, false);
-    if (!rc)
-        set_hw(p, leo);
-    return rc;
-}
 
 /* ---- append ------------------------------------------------------------- */
 
@@ -604,6 +412,12 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
     if (!nv)
         return -ENOMEM;
     eng__segview_install(p, nv);
+    /* Kafka's takeSnapshot at roll: a restart after a crash replays the
+     * producers' batches from here on, not from the log's start. */
+    int snap_rc = eng_producers_write_snapshot(&p->producers, p->dir, new_base, false);
+    if (snap_rc)
+        ENG_WARN("%s-%d: writing the producer snapshot at %020lld: %s", p->topic, p->id,
+                 (long long)new_base, eng_strerror(snap_rc));
     ENG_DEBUG("%s-%d: rolled segment %020lld (reason %d)", p->topic, p->id, (long long)new_base,
               (int)why);
     if (p->ev.on_roll)
@@ -629,6 +443,39 @@ static int64_t max_segment_ms(const eng_config *cfg)
     return seg_ms;
 }
 
+/* A retried batch: nothing is written, and the answer names the offsets it
+ * got the first time, once they are acknowledged (Kafka's DUPLICATE path of
+ * UnifiedLog.append).  With flush.messages the original may still wait for
+ * its fsync. */
+static int answer_duplicate(eng_partition *p, const eng_config *cfg,
+                            const eng_producer_verdict *pv, const eng_append_opts *o,
+                            eng_append_result *res, eng_errdetail *err)
+{
+    int64_t upto = pv->dup_last_offset + 1;
+    if (atomic_load(&p->high_watermark) < upto) {
+        if (o->async_durable) {
+            res->durable_pending = true;
+            res->durable_upto = upto;
+        } else if (eng__flush_upto(p, upto, true)) {
+            return eng_fail(err, ENG_EOFFLINE,
+                            "the batch repeats one appended to %s-%d whose fsync failed, so the "
+                            "log dir is offline",
+                            p->topic, p->id);
+        } else {
+            eng__set_hw(p, upto);
+        }
+    }
+    res->duplicate = true;
+    res->base_offset = pv->dup_first_offset;
+    res->last_offset = pv->dup_last_offset;
+    res->timestamp_type = (int)cfg->v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i;
+    res->log_append_time = -1;
+    res->log_start_offset = atomic_load(&p->log_start_offset);
+    res->high_watermark = atomic_load(&p->high_watermark);
+    res->batch_bytes = 0;
+    return 0;
+}
+
 /* Both entry points: data is the caller's bytes, mut the same bytes when
  * the caller lets them be written (else NULL). */
 static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t len,
@@ -640,6 +487,7 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
     eng__append_plan plan;
     res->durable_pending = false;
     res->durable_upto = -1;
+    res->duplicate = false;
     int rc = eng__plan_append(&cfg, data, mut, len, o->producer_batches, now, &plan, err);
     if (rc)
         return rc;
@@ -669,6 +517,25 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
     if (dir_is_offline(p)) {
         rc = eng_fail(err, ENG_EOFFLINE, "the log dir holding %s-%d is offline", p->topic, p->id);
         goto unlock;
+    }
+    /* Before expected_offset: a producer's retry of an append that landed
+     * finds the log end moved, and is answered with what it was given. */
+    eng_producer_verdict pv = {0};
+    if (plan.producer_batches && o->producer_batches &&
+        (rc = eng_producers_check(&p->producers, data, len, &pv, err)))
+        goto unlock;
+    if (plan.producer_batches && !o->producer_batches &&
+        (rc = eng_producers_reserve(&p->producers, data, len))) {
+        rc = eng_fail(err, rc, "out of memory for the producers of %s-%d", p->topic, p->id);
+        goto unlock;
+    }
+    if (pv.duplicate) {
+        pthread_mutex_unlock(&p->append_lock);
+        rc = answer_duplicate(p, &cfg, &pv, o, res, err);
+        res->record_count = plan.records;
+        eng__gather_free(&g);
+        eng__append_plan_free(&plan);
+        return rc;
     }
     int64_t leo = atomic_load(&p->log_end_offset);
     if (o->expected_offset >= 0 && o->expected_offset != leo) {
@@ -722,6 +589,8 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
                       eng_strerror(rc));
         goto unlock;
     }
+    if (plan.producer_batches)
+        eng_producers_apply(&p->producers, data, len, leo);
     atomic_store(&p->log_end_offset, last + 1);
     if (log_append)
         p->last_append_time_ms = stamp;
@@ -738,7 +607,7 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
         res->durable_pending = true;
         res->durable_upto = last + 1;
     } else if (must_flush) {
-        rc = flush_upto(p, last + 1, true);
+        rc = eng__flush_upto(p, last + 1, true);
         if (rc) {
             eng__gather_free(&g);
             eng__append_plan_free(&plan);
@@ -751,7 +620,7 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
     /* With flush.messages=1, only what is on disk is acknowledged and visible;
      * otherwise the high watermark follows the log end offset. */
     if (!res->durable_pending)
-        set_hw(p, last + 1);
+        eng__set_hw(p, last + 1);
 
     res->base_offset = leo;
     res->last_offset = last;

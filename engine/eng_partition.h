@@ -22,6 +22,7 @@
 #include "eng_batch.h"
 #include "eng_config.h"
 #include "eng_error.h"
+#include "eng_producer.h"
 #include "eng_segment.h"
 
 #include <stdatomic.h>
@@ -62,7 +63,11 @@ typedef struct eng_partition_params {
     int64_t log_start_offset; /* from the checkpoint; -1 if none */
     _Atomic int *dir_offline; /* shared flag of the log dir; may be NULL */
     eng_partition_events events;
+    int64_t producer_expiration_ms; /* producer.id.expiration.ms; 0: Kafka's default */
 } eng_partition_params;
+
+/* Kafka's producer.id.expiration.ms default: a day. */
+#define ENG_PRODUCER_EXPIRATION_MS 86400000
 
 /* What loading found; filled by eng_partition_open. */
 typedef struct eng_load_stats {
@@ -92,6 +97,9 @@ typedef struct eng_append_result {
      * with durable_upto before answering. */
     bool durable_pending;
     int64_t durable_upto;
+    /* Every batch repeated one an idempotent producer had appended: nothing
+     * was written, and the offsets are the ones those batches were given. */
+    bool duplicate;
 } eng_append_result;
 
 /* Called once the records below `upto` are durable (rc 0) or their flush
@@ -251,6 +259,14 @@ int eng_partition_dump_batches(eng_partition *p, int64_t base, size_t skip, size
 /* Rolls now; *new_base receives the active segment's base afterwards (the
  * same segment when the active one is empty). */
 int eng_partition_roll(eng_partition *p, int64_t *new_base);
+
+/* A copy of the idempotent producers' state, sorted by producer id
+ * (malloc'd, caller frees; NULL when *n is 0). */
+int eng_partition_producers(eng_partition *p, eng_producer_entry **out, size_t *n);
+
+/* Forgets producers whose last batch is producer.id.expiration.ms old at
+ * now_ms; returns how many. */
+size_t eng_partition_expire_producers(eng_partition *p, int64_t now_ms);
 
 /* Traffic counters since start. */
 typedef struct eng_partition_counters {

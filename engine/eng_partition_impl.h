@@ -12,6 +12,7 @@
 
 #include "eng_buf.h"
 #include "eng_partition.h"
+#include "eng_producer.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -92,6 +93,10 @@ struct eng_partition {
     int64_t roll_error_logged_ms; /* monotonic; 0: never */
     uint64_t roll_errors_unlogged;
     _Atomic uint64_t appended_records, appended_bytes, read_records, read_bytes;
+    /* Idempotent producers' sequences (append_lock); saved at each roll and
+     * at close, rebuilt by the loader (eng_producer.h). */
+    eng_producers producers;
+    int64_t producer_expiration_ms; /* producer.id.expiration.ms */
 };
 
 /* A new view holding references on n segments (each referenced here); the
@@ -130,6 +135,7 @@ typedef struct eng__append_plan {
     int64_t max_ts;
     size_t max_ts_batch;   /* index of the earliest batch holding max_ts */
     size_t batches;
+    size_t producer_batches; /* with a producerId: checked against the producer state */
     eng_buf rebuilt;       /* non-empty: append these bytes (converted, or stamped when the
                             * caller's are read-only), not the caller's */
 } eng__append_plan;
@@ -202,7 +208,30 @@ static inline bool eng__dir_offline(const eng_partition *p)
     return p->dir_offline && atomic_load(p->dir_offline);
 }
 
+static inline void eng__raise_atomic(_Atomic int64_t *a, int64_t v)
+{
+    int64_t cur = atomic_load(a);
+    while (cur < v && !atomic_compare_exchange_weak(a, &cur, v))
+        ;
+}
+
+/* Raises the high watermark to hw (never lowers it) and tells the
+ * partition's listener (waiting readers). */
+void eng__set_hw(eng_partition *p, int64_t hw);
+
+/* fsyncs every segment that may hold data at or after `from`; data_only
+ * leaves the active segment's indexes out (eng_partition_flush.c). */
+int eng__sync_from(eng_partition *p, int64_t from, bool data_only);
+
+/* Waits until everything below `upto` is on disk, running the flush itself
+ * when no other appender is; 0, or ENG_EOFFLINE once an fsync failed. */
+int eng__flush_upto(eng_partition *p, int64_t upto, bool data_only);
+
 /* Loads segments from p->dir into p's view (eng_loader.c). */
 int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_load_stats *st);
+
+/* Rebuilds p->producers once the view is loaded: from the latest snapshot
+ * and the batches after it (eng_partition_producers.c). */
+int eng__partition_load_producers(eng_partition *p, bool clean_shutdown);
 
 #endif

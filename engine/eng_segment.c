@@ -698,7 +698,11 @@ int eng_segment_sync(eng_segment *s)
     return rc ? rc : eng_segment_sync_indexes(s);
 }
 
-static const char *const file_exts[] = {".log", ".index", ".timeindex", ".txnindex", NULL};
+/* A segment's files.  The producer snapshot named by its base offset goes
+ * with it when retention deletes it, as Kafka's
+ * removeAndMarkSnapshotForDeletion does. */
+static const char *const file_exts[] = {".log", ".index", ".timeindex", ".txnindex", ".snapshot",
+                                        NULL};
 
 int eng_segment_rename(eng_segment *s, const char *suffix)
 {

@@ -224,6 +224,8 @@ int eng__plan_append(const eng_config *cfg, const uint8_t *data, uint8_t *mut, s
         }
         if (producer && (rc = check_producer_batch(b, size, &h, n, err)))
             goto done;
+        if (h.producer_id >= 0)
+            plan->producer_batches++;
         int64_t max_ts = h.max_timestamp;
         /* A LogAppendTime bit on a CreateTime topic is cleared in pass 3,
          * and its maxTimestamp is then no guide to the records'. */

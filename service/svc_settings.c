@@ -77,6 +77,12 @@ static const svc_setting_def defs[SVC_COUNT] = {
     [SVC_LOG_FLUSH_START_OFFSET_CHECKPOINT_INTERVAL_MS] = {
         "log.flush.start.offset.checkpoint.interval.ms", "60000", 1, INT64_MAX,
         "How often log-start-offset-checkpoint is written."},
+    [SVC_PRODUCER_ID_EXPIRATION_MS] = {
+        "producer.id.expiration.ms", "86400000", 1, INT64_MAX,
+        "How long an idempotent producer's sequence state outlives its last batch."},
+    [SVC_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS] = {
+        "producer.id.expiration.check.interval.ms", "600000", 1, INT64_MAX,
+        "How often the producer-expiration job forgets expired producers."},
     [SVC_LOG_CLEANER_ENABLE] = {"log.cleaner.enable", "true", TEXT,
                                 "Run the log cleaner threads for compacted topics (true or false)."},
     [SVC_LOG_CLEANER_THREADS] = {"log.cleaner.threads", "1", 0, 64,
@@ -449,7 +455,10 @@ static int resolve(svc_settings *s)
         resolve_int(s, SVC_LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS,
                     &s->jobs.recovery_checkpoint_interval_ms) ||
         resolve_int(s, SVC_LOG_FLUSH_START_OFFSET_CHECKPOINT_INTERVAL_MS,
-                    &s->jobs.start_offset_checkpoint_interval_ms))
+                    &s->jobs.start_offset_checkpoint_interval_ms) ||
+        resolve_int(s, SVC_PRODUCER_ID_EXPIRATION_MS, &s->jobs.producer_expiration_ms) ||
+        resolve_int(s, SVC_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+                    &s->jobs.producer_expiration_check_interval_ms))
         return -1;
     s->jobs.background_threads = (unsigned)threads;
     eng_cleaner_opts_default(&s->cleaner);

@@ -1,0 +1,327 @@
+/*
+ * test_producer_log.c - idempotent producers through a partition: a retry
+ * is answered with its first offsets and not stored, the state is saved in
+ * snapshots at rolls and at close, rebuilt after a clean or an unclean stop
+ * (snapshot, then the batches after it), survives unreadable or stale
+ * snapshot files, leaves with retention, and expires.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "eng_retention.h"
+#include "partition_fixture.h"
+
+#include <unistd.h>
+
+#include "eng_fs.h"
+
+/* Batch timestamps: the wall clock, so producers are not found expired
+ * (producer.id.expiration.ms, a day) when a restart loads them. */
+static int64_t g_ts;
+
+/* One record of producer pid at sequence seq (epoch ep), n records. */
+static size_t idem_batch(uint8_t *buf, size_t cap, int64_t pid, int16_t ep, int32_t seq, int n,
+                         int64_t ts)
+{
+    eng_record_spec recs[8];
+    assert_true(n <= 8);
+    for (int i = 0; i < n; i++)
+        recs[i] = rec(ts + i, "k", "idempotent value");
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    bp.producer_id = pid;
+    bp.producer_epoch = ep;
+    bp.base_sequence = seq;
+    size_t len = eng_batch_encode(buf, cap, &bp, recs, (size_t)n);
+    assert_true(len > 0);
+    return len;
+}
+
+/* Appends as a client would; returns the engine's code and fills res. */
+static int send(eng_partition *p, int64_t pid, int16_t ep, int32_t seq, int n,
+                eng_append_result *res)
+{
+    uint8_t buf[4096];
+    if (!g_ts)
+        g_ts = eng_now_ms();
+    size_t len = idem_batch(buf, sizeof buf, pid, ep, seq, n, g_ts);
+    eng_errdetail err = {0};
+    return do_append(p, buf, len, -1, true, res, &err);
+}
+
+static int64_t send_ok(eng_partition *p, int64_t pid, int16_t ep, int32_t seq, int n)
+{
+    eng_append_result res;
+    int rc = send(p, pid, ep, seq, n, &res);
+    if (rc)
+        fail_msg("append of %lld/%d/%d: %s", (long long)pid, ep, seq, eng_strerror(rc));
+    assert_false(res.duplicate);
+    return res.base_offset;
+}
+
+/* A retry must come back with the offsets the first attempt got. */
+static void expect_dup(eng_partition *p, int64_t pid, int16_t ep, int32_t seq, int n,
+                       int64_t first)
+{
+    int64_t leo = eng_partition_log_end_offset(p);
+    eng_append_result res;
+    assert_int_equal(send(p, pid, ep, seq, n, &res), 0);
+    assert_true(res.duplicate);
+    assert_int_equal(res.base_offset, first);
+    assert_int_equal(res.last_offset, first + n - 1);
+    assert_int_equal(eng_partition_log_end_offset(p), leo);
+}
+
+static bool snapshot_exists(fixture *f, int64_t off)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%020lld.snapshot", f->pdir, (long long)off);
+    return access(path, F_OK) == 0;
+}
+
+static void test_retry_answered_not_stored(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    assert_int_equal(send_ok(p, 7, 0, 0, 3), 0);
+    assert_int_equal(send_ok(p, 8, 2, 100, 1), 3);
+    assert_int_equal(send_ok(p, 7, 0, 3, 2), 4);
+    expect_dup(p, 7, 0, 0, 3, 0);
+    expect_dup(p, 7, 0, 3, 2, 4);
+    expect_dup(p, 8, 2, 100, 1, 3);
+    eng_append_result res;
+    assert_int_equal(send(p, 7, 0, 6, 1, &res), ENG_ESEQUENCE); /* 5 skipped */
+    assert_int_equal(send(p, 7, 0, 4, 1, &res), ENG_ESEQUENCE); /* inside a batch, not a retry */
+    assert_int_equal(send(p, 8, 1, 101, 1, &res), ENG_EPRODUCER_FENCED);
+    assert_int_equal(eng_partition_log_end_offset(p), 6);
+
+    /* Engine-built bytes (not a client's) are recorded without checks,
+     * as Kafka's non-client origins are. */
+    uint8_t buf[4096];
+    size_t len = idem_batch(buf, sizeof buf, 7, 0, 42, 1, g_ts);
+    eng_errdetail err = {0};
+    assert_int_equal(do_append(p, buf, len, -1, false, &res, &err), 0);
+    assert_false(res.duplicate);
+    assert_int_equal(res.base_offset, 6);
+    assert_int_equal(send_ok(p, 7, 0, 43, 1), 7);
+
+    eng_producer_entry *e;
+    size_t n;
+    assert_int_equal(eng_partition_producers(p, &e, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(e[0].producer_id, 7);
+    assert_int_equal(e[0].nbatches, 4);
+    assert_int_equal(e[0].batches[3].last_offset, 7);
+    assert_int_equal(e[0].batches[3].last_seq, 43);
+    assert_int_equal(e[1].producer_id, 8);
+    assert_int_equal(e[1].epoch, 2);
+    free(e);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+}
+
+/* A snapshot at each roll and at close; a clean start reads the one at the
+ * log end and knows the producers' last batches. */
+static void test_snapshots_and_clean_restart(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 1, 0, 0, 2);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 2);
+    assert_true(snapshot_exists(f, 2));
+    send_ok(p, 1, 0, 2, 2);
+    send_ok(p, 2, 0, 0, 1);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    assert_true(snapshot_exists(f, 5));
+
+    p = open_part(f, true, 5, NULL);
+    expect_dup(p, 1, 0, 2, 2, 2);
+    expect_dup(p, 2, 0, 0, 1, 4);
+    eng_append_result res;
+    assert_int_equal(send(p, 1, 0, 5, 1, &res), ENG_ESEQUENCE);
+    assert_int_equal(send_ok(p, 1, 0, 4, 1), 5);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+}
+
+/* After a crash the state comes from the roll's snapshot and the batches
+ * after it, so every batch since the roll (up to five) is still a retry. */
+static void test_unclean_restart_replays(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 1, 0, 0, 1);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    for (int i = 1; i <= 4; i++)
+        send_ok(p, 1, 0, i, 1);
+    send_ok(p, 3, 5, 9, 3);
+    assert_int_equal(eng_partition_flush(p), 0);
+    eng_partition_unref(p); /* no close: no snapshot at the log end */
+    assert_false(snapshot_exists(f, 8));
+
+    p = open_part(f, false, 0, NULL);
+    for (int i = 1; i <= 4; i++)
+        expect_dup(p, 1, 0, i, 1, i);
+    expect_dup(p, 3, 5, 9, 3, 5);
+    assert_int_equal(send_ok(p, 1, 0, 5, 1), 8);
+    assert_true(snapshot_exists(f, 8)); /* written once rebuilt */
+    eng_partition_unref(p);
+
+    /* With every snapshot gone, the whole log is scanned. */
+    char path[700];
+    snprintf(path, sizeof path, "%s/%020d.snapshot", f->pdir, 1);
+    assert_int_equal(unlink(path), 0);
+    snprintf(path, sizeof path, "%s/%020d.snapshot", f->pdir, 8);
+    assert_int_equal(unlink(path), 0);
+    p = open_part(f, false, 0, NULL);
+    expect_dup(p, 1, 0, 5, 1, 8);
+    expect_dup(p, 3, 5, 9, 3, 5);
+    eng_partition_unref(p);
+}
+
+/* Files left by another life of the log: a snapshot past the log end
+ * (a truncation) is deleted, an unreadable one is deleted and the state
+ * rebuilt from the one before it. */
+static void test_stale_and_unreadable_snapshots(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 4, 0, 0, 1);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    send_ok(p, 4, 0, 1, 1);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    assert_true(snapshot_exists(f, 2));
+
+    char path[700];
+    snprintf(path, sizeof path, "%s/%020d.snapshot", f->pdir, 2);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fputs("not a snapshot", fp);
+    assert_int_equal(fclose(fp), 0);
+    snprintf(path, sizeof path, "%s/%020d.snapshot", f->pdir, 99);
+    fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fclose(fp), 0);
+
+    p = open_part(f, true, 2, NULL);
+    assert_false(snapshot_exists(f, 99));
+    expect_dup(p, 4, 0, 1, 1, 1); /* from the roll's snapshot and a scan */
+    assert_int_equal(send_ok(p, 4, 0, 2, 1), 2);
+    eng_partition_unref(p);
+}
+
+/* A log from before producer state was kept, stopped cleanly: nobody is
+ * known (Kafka does not scan then), and a snapshot at the end spares the
+ * next crash a full scan. */
+static void test_clean_start_without_snapshots(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 5, 0, 0, 1);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    char path[700];
+    snprintf(path, sizeof path, "%s/%020d.snapshot", f->pdir, 1);
+    assert_int_equal(unlink(path), 0);
+
+    p = open_part(f, true, 1, NULL);
+    assert_true(snapshot_exists(f, 1));
+    eng_producer_entry *e;
+    size_t n;
+    assert_int_equal(eng_partition_producers(p, &e, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(send_ok(p, 5, 0, 7, 1), 1); /* unknown: any sequence */
+    eng_partition_unref(p);
+}
+
+/* Retention takes the snapshot named by a deleted segment with it. */
+static void test_retention_removes_snapshots(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 6, 0, 0, 1);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    send_ok(p, 6, 0, 1, 1);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_true(snapshot_exists(f, 1));
+    assert_true(snapshot_exists(f, 2));
+    int64_t lso;
+    assert_int_equal(eng_partition_delete_records(p, 2, &lso, NULL), 0);
+    eng_retention_report rep;
+    assert_int_equal(eng_partition_retention(p, g_ts, false, &rep), 0);
+    assert_int_equal(rep.n, 2);
+    eng_retention_report_free(&rep);
+    assert_false(snapshot_exists(f, 1));
+    assert_true(snapshot_exists(f, 2));
+    /* The producer outlives its batches (Kafka keeps it until it expires). */
+    expect_dup(p, 6, 0, 1, 1, 1);
+    eng_partition_unref(p);
+}
+
+static void test_expiration(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 9, 0, 0, 1); /* maxTimestamp g_ts */
+    assert_int_equal(eng_partition_expire_producers(p, g_ts + ENG_PRODUCER_EXPIRATION_MS - 1), 0);
+    assert_int_equal(eng_partition_expire_producers(p, g_ts + ENG_PRODUCER_EXPIRATION_MS), 1);
+    eng_producer_entry *e;
+    size_t n;
+    assert_int_equal(eng_partition_producers(p, &e, &n), 0);
+    assert_int_equal(n, 0);
+    /* Forgotten: its retry is appended again, any sequence is taken. */
+    assert_int_equal(send_ok(p, 9, 0, 0, 1), 1);
+    eng_partition_unref(p);
+}
+
+/* flush.messages=1: a retry of a batch still waiting for its fsync is
+ * answered once that batch is on disk, as its first answer would be. */
+static void test_durable_retry(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_FLUSH_MESSAGES].i = 1;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    uint8_t buf[4096];
+    size_t len = idem_batch(buf, sizeof buf, 11, 0, 0, 2, g_ts);
+    eng_append_opts o = {.expected_offset = -1, .producer_batches = true, .async_durable = true};
+    eng_append_result res;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_partition_append(p, buf, len, &o, &res, &err), 0);
+    assert_true(res.durable_pending);
+    assert_int_equal(eng_partition_high_watermark(p), 0);
+    len = idem_batch(buf, sizeof buf, 11, 0, 0, 2, g_ts);
+    assert_int_equal(eng_partition_append(p, buf, len, &o, &res, &err), 0);
+    assert_true(res.duplicate);
+    assert_true(res.durable_pending);
+    assert_int_equal(res.durable_upto, 2);
+    /* The synchronous path flushes before answering. */
+    expect_dup(p, 11, 0, 0, 2, 0);
+    assert_int_equal(eng_partition_high_watermark(p), 2);
+    assert_true(eng_partition_recovery_point(p) >= 2);
+    eng_partition_unref(p);
+}
+
+int main(void)
+{
+    g_ts = eng_now_ms();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_retry_answered_not_stored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshots_and_clean_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unclean_restart_replays, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_and_unreadable_snapshots, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clean_start_without_snapshots, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retention_removes_snapshots, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expiration, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_durable_retry, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
