@@ -336,8 +336,32 @@ typedef struct round {
     eng_config cfg;
     eng_buf scratch, out;
     eng__txn_markers txn;
+    /* The idempotent producers when the round began (sorted by id): the
+     * last batch of each stays, if only as a header, so a rebuild of their
+     * state from the log still finds their last sequence (Kafka's
+     * isBatchLastRecordOfProducer, BatchRetention.RETAIN_EMPTY). */
+    eng_producer_entry *producers;
+    size_t nproducers;
     double started_s;
 } round;
+
+static bool last_of_producer(const round *rd, const eng_batch_header *h)
+{
+    if (h->producer_id < 0 || (h->attributes & ENG_ATTR_CONTROL))
+        return false;
+    size_t lo = 0, hi = rd->nproducers;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (rd->producers[mid].producer_id < h->producer_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == rd->nproducers || rd->producers[lo].producer_id != h->producer_id)
+        return false;
+    const eng_producer_entry *e = &rd->producers[lo];
+    return e->nbatches && e->batches[e->nbatches - 1].last_offset == eng_batch_last_offset(h);
+}
 
 static double mono_s(void)
 {
@@ -545,11 +569,12 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
             }
             size_t size = eng_batch_size(&b.header);
             rd->st->bytes_read += size;
-            bool last_of_group = k + 1 == n && br.pos + ENG_BATCH_OVERHEAD > limit;
+            bool keep_empty = (k + 1 == n && br.pos + ENG_BATCH_OVERHEAD > limit) ||
+                              last_of_producer(rd, &b.header);
             eng_clean_action act;
             eng_clean_counts c = {0};
             rc = eng_clean_filter_batch(bytes, &b.header, rd->o->map, rd->o->now_ms, drm,
-                                        last_of_group, eng__txn_aborted(&rd->txn, &b.header),
+                                        keep_empty, eng__txn_aborted(&rd->txn, &b.header),
                                         &rd->scratch, &rd->out, &act, &c);
             if (rc)
                 break;
@@ -721,8 +746,11 @@ int eng_partition_clean(eng_partition *p, int64_t checkpoint, const eng_clean_op
     int rc = atomic_load(&p->retired) ? ENG_ENOTOPIC
              : p->closed                ? ENG_ESHUTDOWN
              : eng__dir_offline(p)      ? ENG_EOFFLINE
-                                        : clean_locked(&rd);
+                                        : eng_partition_producers(p, &rd.producers, &rd.nproducers);
+    if (!rc)
+        rc = clean_locked(&rd);
     pthread_mutex_unlock(&p->maint_lock);
+    free(rd.producers);
     eng_buf_free(&rd.scratch);
     eng_buf_free(&rd.out);
     eng__txn_markers_free(&rd.txn);

@@ -14,7 +14,10 @@
  *     commits what came before it; an ABORT in the active segment still
  *     counts; data with no marker yet (an open transaction) is treated as
  *     committed; markers stay; a second clean and a reload with full
- *     recovery change nothing.
+ *     recovery change nothing;
+ *   - the last batch of an idempotent producer stays, as a header, when
+ *     newer values supersede its records, so a rebuild of producer state
+ *     from the log (no snapshot left) still finds its last sequence.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,7 +26,11 @@
 
 #include "compact_util.h"
 #include "eng_compact_txn.h"
+#include "eng_fs.h"
 #include "support.h"
+
+#include <dirent.h>
+#include <unistd.h>
 
 typedef cu_fixture fixture;
 
@@ -272,6 +279,84 @@ static void test_aborted_transactions(void **state)
     eng_partition_unref(p);
 }
 
+/* Appends one record of producer 5 at sequence seq; returns its offset. */
+static int64_t idem(eng_partition *p, const char *k, int32_t seq, int64_t ts)
+{
+    cu_kv kv = {k, "idempotent", 0};
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    bp.producer_id = 5;
+    bp.producer_epoch = 0;
+    bp.base_sequence = seq;
+    size_t len;
+    uint8_t *b = cu_encode(&kv, 1, ts, &bp, &len);
+    eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
+    eng_append_result res;
+    eng_errdetail err = {0};
+    int rc = eng_partition_append(p, b, len, &o, &res, &err);
+    free(b);
+    if (rc)
+        fail_msg("append: %s (%s)", eng_strerror(rc), err.message);
+    return res.base_offset;
+}
+
+static void remove_snapshots(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n > 9 && !strcmp(e->d_name + n - 9, ".snapshot")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            assert_int_equal(unlink(path), 0);
+        }
+    }
+    closedir(d);
+}
+
+static void test_producer_last_batch_kept(void **state)
+{
+    fixture *f = *state;
+    int64_t now = eng_now_ms(); /* producers older than a day expire at load */
+    eng_partition *p = cu_open(f->dir, &f->cfg, NULL, true, 0, NULL);
+    assert_int_equal(idem(p, "a", 0, now), 0);
+    assert_int_equal(idem(p, "b", 1, now), 1);
+    cu_kv newer[] = {{"a", "plain", 0}, {"b", "plain", 0}};
+    assert_int_equal(cu_append(p, newer, 2, now), 2);
+    assert_int_equal(cu_roll(p), 4);
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, -1, now, false, &st), 0);
+    assert_int_equal(st.records_removed, 2);
+    /* Offset 0 went; offset 1, the producer's last batch, is a header. */
+    eng_batch_dump *d;
+    size_t n, total;
+    int64_t damaged_at;
+    assert_int_equal(eng_partition_dump_batches(p, 0, 0, 4, &d, &n, &total, &damaged_at), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(d[0].header.base_offset, 1);
+    assert_int_equal(d[0].header.record_count, 0);
+    assert_int_equal(d[0].header.producer_id, 5);
+    assert_int_equal(d[0].header.base_sequence, 1);
+    assert_true(d[0].valid);
+    free(d);
+    eng_partition_unref(p); /* a crash: no snapshot at the log end */
+
+    remove_snapshots(f->dir);
+    p = cu_open(f->dir, &f->cfg, NULL, false, 0, NULL);
+    eng_producer_entry *e;
+    assert_int_equal(eng_partition_producers(p, &e, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(e[0].producer_id, 5);
+    assert_int_equal(e[0].batches[e[0].nbatches - 1].last_seq, 1);
+    assert_int_equal(e[0].batches[e[0].nbatches - 1].last_offset, 1);
+    free(e);
+    assert_int_equal(idem(p, "c", 2, now), 4); /* in sequence after the header */
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +365,7 @@ int main(void)
         cmocka_unit_test(test_markers_are_never_aborted),
         cmocka_unit_test_setup_teardown(test_filter_aborted, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_aborted_transactions, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_producer_last_batch_kept, cu_setup, cu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
