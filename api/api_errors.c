@@ -36,6 +36,8 @@ static const err_def table[] = {
     {"method_not_allowed", 405, NULL, 0, false},
     {"topic_exists", 409, "TOPIC_ALREADY_EXISTS", 36, false},
     {"busy", 409, NULL, 0, true},
+    {"out_of_order_sequence", 409, "OUT_OF_ORDER_SEQUENCE_NUMBER", 45, false},
+    {"invalid_producer_epoch", 409, "INVALID_PRODUCER_EPOCH", 47, false},
     {"expected_offset_mismatch", 412, NULL, 0, false},
     {"request_too_large", 413, NULL, 0, false},
     {"record_too_large", 413, "MESSAGE_TOO_LARGE", 10, false},
@@ -147,6 +149,8 @@ const char *api_error_code_for(int rc)
     case ENG_ETIMESTAMP: return "invalid_timestamp";
     case ENG_ENULLKEY:
     case ENG_EUNSUPPORTED: return "invalid_record";
+    case ENG_ESEQUENCE: return "out_of_order_sequence";
+    case ENG_EPRODUCER_FENCED: return "invalid_producer_epoch";
     case ENG_ENOTFOUND: return "not_found";
     case ENG_EOFFLINE: return "log_dir_offline";
     case ENG_ESHUTDOWN: return "shutting_down";

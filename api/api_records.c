@@ -39,6 +39,8 @@ static json_t *append_result_json(const eng_append_result *r)
                           "log_start_offset", (json_int_t)r->log_start_offset, "high_watermark",
                           (json_int_t)r->high_watermark, "batch_bytes", (json_int_t)r->batch_bytes);
     json_object_set_new(o, "log_append_time", json_integer(r->log_append_time));
+    if (r->duplicate) /* a producer's retry: nothing written, the first answer's offsets */
+        json_object_set_new(o, "duplicate", json_true());
     return o;
 }
 

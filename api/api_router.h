@@ -63,6 +63,7 @@ void api_h_append_keyed(api_ctx *, const api_request *, const api_params *, api_
 void api_h_read(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_read_one(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_segments(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_producers(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_segment_index(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_segment_timeindex(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_segment_batches(api_ctx *, const api_request *, const api_params *, api_response *);
