@@ -204,15 +204,17 @@ int eng_partition_close(eng_partition *p)
         if (!rc && (p->fsync_failed || dir_is_offline(p)))
             rc = ENG_EOFFLINE;
         pthread_mutex_unlock(&p->flush_lock);
-        if (!rc) {
-            /* Where the next start finds the producers without a scan. */
+        if (!rc && !atomic_load(&p->retired)) {
+            /* Where the next start finds the producers without a scan (not
+             * for a deleted topic: its dir path may be a new topic's). */
             int64_t leo = atomic_load(&p->log_end_offset);
             int snap_rc = eng_producers_write_snapshot(&p->producers, p->dir, leo, true);
             if (snap_rc)
                 ENG_WARN("%s-%d: writing the producer snapshot at %020lld: %s", p->topic, p->id,
                          (long long)leo, eng_strerror(snap_rc));
-            rc = eng__sync_from(p, from, false);
         }
+        if (!rc)
+            rc = eng__sync_from(p, from, false);
         /* A group commit failing while this sync ran leaves pages this one
          * found clean: the recovery point must not pass them either. */
         pthread_mutex_lock(&p->flush_lock);
@@ -413,8 +415,11 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
         return -ENOMEM;
     eng__segview_install(p, nv);
     /* Kafka's takeSnapshot at roll: a restart after a crash replays the
-     * producers' batches from here on, not from the log's start. */
-    int snap_rc = eng_producers_write_snapshot(&p->producers, p->dir, new_base, false);
+     * producers' batches from here on, not from the log's start.  Not for
+     * a deleted topic: its dir path may already be a new topic's. */
+    int snap_rc = atomic_load(&p->retired)
+                      ? 0
+                      : eng_producers_write_snapshot(&p->producers, p->dir, new_base, false);
     if (snap_rc)
         ENG_WARN("%s-%d: writing the producer snapshot at %020lld: %s", p->topic, p->id,
                  (long long)new_base, eng_strerror(snap_rc));
