@@ -13,6 +13,8 @@
  *                           everything acknowledged there after a restart
  *   segment.append.index    exit: the whole batch stays (nothing truncated);
  *                           enospc: 507 and the .log unchanged
+ *   index.reserve           enospc (no blocks for the next index entries):
+ *                           507 and the .log unchanged, as above
  *   partition.fsync         eio with flush.messages=1: the append fails, the
  *                           high watermark does not move, the dir goes
  *                           offline; no later flush moves the high
@@ -117,6 +119,17 @@ static void test_append_index_enospc(void **state)
 {
     (void)state;
     refused_append_leaves_nothing("segment.append.index=enospc@5");
+}
+
+/* Index entries are stored through a mapping, onto blocks reserved
+ * ahead with posix_fallocate; a reservation refused for want of space
+ * must refuse the append like a failed write, not crash on SIGBUS. */
+static void test_index_reserve_enospc(void **state)
+{
+    (void)state;
+    /* Appends 2 to 5 each add an offset- and a time-index entry: the 7th
+     * reservation is the 5th append's offset entry. */
+    refused_append_leaves_nothing("index.reserve=enospc@7");
 }
 
 /* An I/O error on the append path takes the log dir offline: 503 on appends,
@@ -360,6 +373,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_append_partial_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_index_exit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_index_enospc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_reserve_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_failure_is_final, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_index_sync_eio, setup, teardown),
