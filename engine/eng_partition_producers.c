@@ -62,7 +62,17 @@ int eng__partition_load_producers(eng_partition *p, bool clean_shutdown)
             eng_producers_write_snapshot(&p->producers, p->dir, leo, false);
         return 0;
     }
-    int64_t from = at > lso ? at : lso;
+    /* The batches after the snapshot are replayed from it even below the
+     * log start offset: delete-records moves the start without touching
+     * the running state (as in Kafka), and they are still in the segments;
+     * starting at the log start instead kept the snapshot's older
+     * sequences, refusing the producers' next batches.  A snapshot below
+     * the first segment cannot be brought up to date: it is not used. */
+    if (at >= 0 && at < eng_segment_base(p->view->segs[0])) {
+        eng_producers_free(&p->producers);
+        at = -1;
+    }
+    int64_t from = at >= 0 ? at : lso;
     int64_t t0 = eng_mono_ms();
     if ((rc = replay_from(p, from)))
         return rc;

@@ -74,6 +74,19 @@ static void expect_dup(eng_partition *p, int64_t pid, int16_t ep, int32_t seq, i
     assert_int_equal(eng_partition_log_end_offset(p), leo);
 }
 
+/* open_part with the log start offset a checkpoint would give. */
+static eng_partition *open_from(fixture *f, bool clean, int64_t rp, int64_t lso)
+{
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
+                               .clean_shutdown = clean, .recovery_point = rp,
+                               .log_start_offset = lso};
+    eng_partition *p = NULL;
+    int rc = eng_partition_open(&pp, &p, NULL);
+    if (rc)
+        fail_msg("eng_partition_open: %s", eng_strerror(rc));
+    return p;
+}
+
 static bool snapshot_exists(fixture *f, int64_t off)
 {
     char path[700];
@@ -310,6 +323,80 @@ static void test_durable_retry(void **state)
     eng_partition_unref(p);
 }
 
+/* delete-records past the last roll's snapshot, then a crash: the batches
+ * between that snapshot and the new log start are still in the segments,
+ * and the running server knew them (Kafka keeps producers when the log
+ * start moves).  Replaying only from the log start kept the snapshot's
+ * older sequence, so the producer's next batch was refused and its retry
+ * was not recognised. */
+static void test_unclean_restart_after_delete_records(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 12, 0, 0, 1);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_true(snapshot_exists(f, 1));
+    for (int i = 1; i <= 3; i++)
+        send_ok(p, 12, 0, i, 1);
+    int64_t lso;
+    assert_int_equal(eng_partition_delete_records(p, 4, &lso, NULL), 0);
+    assert_int_equal(lso, 4);
+    assert_int_equal(eng_partition_flush(p), 0);
+    eng_partition_unref(p); /* a crash: no snapshot at the log end */
+
+    p = open_from(f, false, 0, 4);
+    assert_int_equal(eng_partition_log_start_offset(p), 4);
+    expect_dup(p, 12, 0, 3, 1, 3);
+    assert_int_equal(send_ok(p, 12, 0, 4, 1), 4);
+    eng_partition_unref(p);
+}
+
+/* The only readable snapshot left is below the first segment (the close's,
+ * named by no segment, outlives retention): it misses the batches of the
+ * deleted segments after it, so it is not used; the producer is then
+ * unknown and takes its next sequence, where the snapshot's stale one
+ * refused it. */
+static void test_snapshot_below_first_segment_unused(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 13, 0, 0, 1);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    assert_true(snapshot_exists(f, 1));
+
+    p = open_part(f, true, 1, NULL);
+    send_ok(p, 13, 0, 1, 2);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 3);
+    send_ok(p, 13, 0, 3, 1);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 4);
+    int64_t lso;
+    assert_int_equal(eng_partition_delete_records(p, 4, &lso, NULL), 0);
+    eng_retention_report rep;
+    assert_int_equal(eng_partition_retention(p, g_ts, false, &rep), 0);
+    assert_int_equal(rep.n, 2);
+    eng_retention_report_free(&rep);
+    assert_true(snapshot_exists(f, 1));
+    assert_int_equal(eng_partition_flush(p), 0);
+    eng_partition_unref(p); /* a crash */
+
+    /* The roll's snapshot torn by a power loss. */
+    char path[700];
+    snprintf(path, sizeof path, "%s/%020d.snapshot", f->pdir, 4);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fputs("torn", fp);
+    assert_int_equal(fclose(fp), 0);
+
+    p = open_from(f, false, 0, 4);
+    assert_int_equal(send_ok(p, 13, 0, 4, 1), 4);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     g_ts = eng_now_ms();
@@ -322,6 +409,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retention_removes_snapshots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_durable_retry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unclean_restart_after_delete_records, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_below_first_segment_unused, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
