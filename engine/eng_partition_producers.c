@@ -42,7 +42,9 @@ static int replay_from(eng_partition *p, int64_t from)
     return 0;
 }
 
-int eng__partition_load_producers(eng_partition *p, bool clean_shutdown)
+/* Loads the state; *stands_on is the offset of the snapshot that now
+ * holds it (-1 if none does). */
+static int load(eng_partition *p, bool clean_shutdown, int64_t *stands_on)
 {
     int64_t leo = atomic_load(&p->log_end_offset);
     int64_t lso = atomic_load(&p->log_start_offset);
@@ -50,16 +52,15 @@ int eng__partition_load_producers(eng_partition *p, bool clean_shutdown)
     int64_t at;
     int rc = eng_producers_load_latest(&p->producers, p->dir, leo, now, p->producer_expiration_ms,
                                        &at);
-    if (rc)
+    *stands_on = at;
+    if (rc || at == leo)
         return rc;
-    if (at == leo)
-        return 0;
     if (at < 0 && clean_shutdown) {
         /* Kafka after a clean stop with no snapshot (a log from before
          * producer state was kept): no scan, nobody known; the snapshot
          * written here spares the next start after a crash a full scan. */
-        if (leo > lso)
-            eng_producers_write_snapshot(&p->producers, p->dir, leo, false);
+        if (leo > lso && !eng_producers_write_snapshot(&p->producers, p->dir, leo, false))
+            *stands_on = leo;
         return 0;
     }
     /* The batches after the snapshot are replayed from it even below the
@@ -70,7 +71,7 @@ int eng__partition_load_producers(eng_partition *p, bool clean_shutdown)
      * the first segment cannot be brought up to date: it is not used. */
     if (at >= 0 && at < eng_segment_base(p->view->segs[0])) {
         eng_producers_free(&p->producers);
-        at = -1;
+        at = *stands_on = -1;
     }
     int64_t from = at >= 0 ? at : lso;
     int64_t t0 = eng_mono_ms();
@@ -85,6 +86,27 @@ int eng__partition_load_producers(eng_partition *p, bool clean_shutdown)
     if (rc)
         ENG_WARN("%s-%d: writing the producer snapshot at %020" PRId64 ": %s", p->topic, p->id,
                  leo, eng_strerror(rc));
+    else
+        *stands_on = leo;
+    return 0;
+}
+
+int eng__partition_load_producers(eng_partition *p, bool clean_shutdown)
+{
+    int64_t stands_on;
+    int rc = load(p, clean_shutdown, &stands_on);
+    if (rc)
+        return rc;
+    /* Each clean stop leaves a snapshot no segment names; without this they
+     * piled up, one a restart, for good. */
+    eng_segview *v = p->view;
+    int64_t *bases = malloc(v->n * sizeof *bases);
+    if (!bases)
+        return 0; /* they wait for a start with memory to spare */
+    for (size_t i = 0; i < v->n; i++)
+        bases[i] = eng_segment_base(v->segs[i]);
+    eng_producers_remove_stray(p->dir, bases, v->n, stands_on);
+    free(bases);
     return 0;
 }
 

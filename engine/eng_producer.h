@@ -116,4 +116,11 @@ int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64
 int eng_producers_load_latest(eng_producers *st, const char *dir, int64_t max_offset,
                               int64_t now_ms, int64_t expiration_ms, int64_t *at);
 
+/* Removes dir's snapshots named by none of the segment bases (sorted, n
+ * of them) but keep, and the temporary files of snapshot writes a crash
+ * cut short (Kafka's removeStraySnapshots).  Such a snapshot is a clean
+ * stop's or a start's, at the log end: once a later one stands nothing
+ * reads it, and retention, which takes a segment's own, never would. */
+void eng_producers_remove_stray(const char *dir, const int64_t *bases, size_t n, int64_t keep);
+
 #endif

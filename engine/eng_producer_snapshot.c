@@ -136,11 +136,11 @@ int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64
     return rc;
 }
 
-/* The offset a snapshot file's name gives, or -1 when name is not
- * "<20 digits>.snapshot". */
-static int64_t snapshot_offset(const char *name)
+/* The offset a file's name gives, or -1 when name is not "<20 digits>"
+ * followed by suffix. */
+static int64_t named_offset(const char *name, const char *suffix)
 {
-    if (strlen(name) != 20 + strlen(".snapshot") || strcmp(name + 20, ".snapshot"))
+    if (strlen(name) != 20 + strlen(suffix) || strcmp(name + 20, suffix))
         return -1;
     int64_t v = 0;
     for (int i = 0; i < 20; i++) {
@@ -149,6 +149,12 @@ static int64_t snapshot_offset(const char *name)
         v = v * 10 + (name[i] - '0');
     }
     return v;
+}
+
+/* The offset a snapshot file's name gives, or -1. */
+static int64_t snapshot_offset(const char *name)
+{
+    return named_offset(name, ".snapshot");
 }
 
 static void remove_snapshot(const char *dir, int64_t offset, const char *why)
@@ -216,4 +222,37 @@ int eng_producers_load_latest(eng_producers *st, const char *dir, int64_t max_of
         remove_snapshot(dir, off, "unreadable");
         max_offset = off - 1;
     }
+}
+
+static bool names_segment(const int64_t *bases, size_t n, int64_t off)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bases[mid] < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && bases[lo] == off;
+}
+
+void eng_producers_remove_stray(const char *dir, const int64_t *bases, size_t n, int64_t keep)
+{
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return;
+    struct dirent *e;
+    while ((e = readdir(dh))) {
+        int64_t off = snapshot_offset(e->d_name);
+        if (off >= 0 && off != keep && !names_segment(bases, n, off)) {
+            remove_snapshot(dir, off, "named by no segment");
+        } else if (named_offset(e->d_name, ".snapshot.tmp") >= 0) {
+            char path[PATH_MAX];
+            if (eng_fs_join(path, sizeof path, dir, e->d_name) == 0 && unlink(path) < 0 &&
+                errno != ENOENT)
+                ENG_WARN("removing %s (an interrupted write): %s", path, strerror(errno));
+        }
+    }
+    closedir(dh);
 }

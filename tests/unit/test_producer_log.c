@@ -13,6 +13,7 @@
 #include "eng_retention.h"
 #include "partition_fixture.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include "eng_fs.h"
@@ -397,6 +398,61 @@ static void test_snapshot_below_first_segment_unused(void **state)
     eng_partition_unref(p);
 }
 
+/* How many files in the partition's directory end with suffix. */
+static int count_files(fixture *f, const char *suffix)
+{
+    DIR *d = opendir(f->pdir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name), m = strlen(suffix);
+        n += len >= m && strcmp(e->d_name + len - m, suffix) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Each clean stop writes a snapshot at the log end, which names no segment,
+ * so retention never takes it: every restart left one for good.  A start
+ * removes the snapshots no segment names but the one its state stands on
+ * (Kafka's removeStraySnapshots), and the temporary file of a snapshot
+ * write a crash cut short. */
+static void test_stray_snapshots_removed(void **state)
+{
+    fixture *f = *state;
+    for (int i = 0; i < 4; i++) {
+        eng_partition *p = open_part(f, true, i, NULL);
+        send_ok(p, 14, 0, i, 1);
+        assert_int_equal(eng_partition_close(p), 0);
+        eng_partition_unref(p);
+    }
+    char path[700];
+    snprintf(path, sizeof path, "%s/%020d.snapshot.tmp", f->pdir, 4);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fclose(fp), 0);
+
+    eng_partition *p = open_part(f, true, 4, NULL);
+    assert_int_equal(count_files(f, ".snapshot"), 1);
+    assert_true(snapshot_exists(f, 4));
+    assert_int_equal(count_files(f, ".snapshot.tmp"), 0);
+    expect_dup(p, 14, 0, 3, 1, 3);
+    /* A roll's snapshot names its segment and stays. */
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    send_ok(p, 14, 0, 4, 1);
+    assert_int_equal(eng_partition_flush(p), 0);
+    eng_partition_unref(p); /* a crash */
+
+    p = open_part(f, false, 0, NULL);
+    assert_true(snapshot_exists(f, 4));
+    assert_true(snapshot_exists(f, 5));
+    assert_int_equal(count_files(f, ".snapshot"), 2);
+    expect_dup(p, 14, 0, 4, 1, 4);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     g_ts = eng_now_ms();
@@ -413,6 +469,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_below_first_segment_unused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_stray_snapshots_removed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
