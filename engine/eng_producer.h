@@ -99,8 +99,9 @@ int eng_producers_copy(const eng_producers *st, eng_producer_entry **out, size_t
 int eng_producers_encode(const eng_producers *st, uint8_t **out, size_t *len);
 
 /* Decodes a snapshot file body into st (emptied first); ENG_ECORRUPT when its
- * version, CRC or length is wrong.  Entries with no batch are kept with
- * nbatches 0. */
+ * version, CRC or length is wrong, or an id repeats.  Entries may come in
+ * any order (Kafka writes them in a hash map's) and are sorted; those with
+ * no batch are kept with nbatches 0. */
 int eng_producers_decode(eng_producers *st, const uint8_t *buf, size_t len);
 
 /* Writes `<offset>.snapshot` in dir (replacing one there), fsync'd when

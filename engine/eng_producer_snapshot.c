@@ -54,6 +54,13 @@ int eng_producers_encode(const eng_producers *st, uint8_t **out, size_t *len)
     return 0;
 }
 
+static int cmp_producer_id(const void *a, const void *b)
+{
+    int64_t x = ((const eng_producer_entry *)a)->producer_id;
+    int64_t y = ((const eng_producer_entry *)b)->producer_id;
+    return x < y ? -1 : x > y;
+}
+
 int eng_producers_decode(eng_producers *st, const uint8_t *buf, size_t len)
 {
     eng_producers_free(st);
@@ -85,12 +92,20 @@ int eng_producers_decode(eng_producers *st, const uint8_t *buf, size_t len)
                                                 .offset_delta = (int32_t)eng_be32(p + 22),
                                                 .timestamp = e.last_timestamp};
         }
-        /* Sorted and unique, as written: anything else is not our file. */
-        if (e.producer_id < 0 || (i > 0 && e.producer_id <= st->entries[i - 1].producer_id)) {
+        if (e.producer_id < 0) {
             eng_producers_free(st);
             return ENG_ECORRUPT;
         }
         st->entries[st->n++] = e;
+    }
+    /* Kafka writes its producers in a Java HashMap's order, not by id: the
+     * state is kept sorted, and an id twice is no file Kafka or we wrote. */
+    qsort(st->entries, st->n, sizeof *st->entries, cmp_producer_id);
+    for (size_t i = 1; i < st->n; i++) {
+        if (st->entries[i].producer_id == st->entries[i - 1].producer_id) {
+            eng_producers_free(st);
+            return ENG_ECORRUPT;
+        }
     }
     return 0;
 }
