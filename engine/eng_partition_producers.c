@@ -50,15 +50,18 @@ static int load(eng_partition *p, bool clean_shutdown, int64_t *stands_on)
     int64_t lso = atomic_load(&p->log_start_offset);
     int64_t now = eng_now_ms();
     int64_t at;
+    bool found;
     int rc = eng_producers_load_latest(&p->producers, p->dir, leo, now, p->producer_expiration_ms,
-                                       &at);
+                                       &at, &found);
     *stands_on = at;
     if (rc || at == leo)
         return rc;
-    if (at < 0 && clean_shutdown) {
-        /* Kafka after a clean stop with no snapshot (a log from before
+    if (!found && clean_shutdown) {
+        /* Kafka after a clean stop with no snapshot file (a log from before
          * producer state was kept): no scan, nobody known; the snapshot
-         * written here spares the next start after a crash a full scan. */
+         * written here spares the next start after a crash a full scan.
+         * Snapshots that were there but did not read are no such log: the
+         * producers they held are rebuilt from it, as Kafka does. */
         if (leo > lso && !eng_producers_write_snapshot(&p->producers, p->dir, leo, false))
             *stands_on = leo;
         return 0;

@@ -113,9 +113,10 @@ int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64
  * and returns its offset in *at (-1 when none).  Snapshots above max_offset
  * (left by a truncation) and unreadable ones are deleted, with a warning for
  * the latter, as Kafka's ProducerStateManager does; producers expired at
- * now_ms are dropped. */
+ * now_ms are dropped.  *found (may be NULL) tells whether dir held any
+ * snapshot at all, usable or not. */
 int eng_producers_load_latest(eng_producers *st, const char *dir, int64_t max_offset,
-                              int64_t now_ms, int64_t expiration_ms, int64_t *at);
+                              int64_t now_ms, int64_t expiration_ms, int64_t *at, bool *found);
 
 /* Removes dir's snapshots named by none of the segment bases (sorted, n
  * of them) but keep, and the temporary files of snapshot writes a crash

@@ -182,8 +182,8 @@ static void remove_snapshot(const char *dir, int64_t offset, const char *why)
 }
 
 /* The largest snapshot offset of dir at or below max, or -1; those above it
- * are removed. */
-static int latest_at_most(const char *dir, int64_t max, int64_t *best)
+ * are removed.  *seen is set when dir holds any snapshot. */
+static int latest_at_most(const char *dir, int64_t max, int64_t *best, bool *seen)
 {
     *best = -1;
     DIR *dh = opendir(dir);
@@ -194,6 +194,7 @@ static int latest_at_most(const char *dir, int64_t max, int64_t *best)
         int64_t off = snapshot_offset(e->d_name);
         if (off < 0)
             continue;
+        *seen = true;
         if (off > max)
             remove_snapshot(dir, off, "past the log end");
         else if (off > *best)
@@ -204,13 +205,17 @@ static int latest_at_most(const char *dir, int64_t max, int64_t *best)
 }
 
 int eng_producers_load_latest(eng_producers *st, const char *dir, int64_t max_offset,
-                              int64_t now_ms, int64_t expiration_ms, int64_t *at)
+                              int64_t now_ms, int64_t expiration_ms, int64_t *at, bool *found)
 {
     eng_producers_free(st);
     *at = -1;
+    bool seen = false;
+    if (!found)
+        found = &seen;
+    *found = false;
     for (;;) {
         int64_t off;
-        int rc = latest_at_most(dir, max_offset, &off);
+        int rc = latest_at_most(dir, max_offset, &off, found);
         if (rc || off < 0)
             return rc;
         char path[PATH_MAX];

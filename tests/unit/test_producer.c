@@ -548,16 +548,16 @@ static void test_snapshot_files_load_the_latest(void **state)
     free(raw);
 
     int64_t at = 99;
-    assert_int_equal(eng_producers_load_latest(st, f->dir, 250, 0, 1000000, &at), 0);
+    assert_int_equal(eng_producers_load_latest(st, f->dir, 250, 0, 1000000, &at, NULL), 0);
     assert_int_equal(at, 200);
     assert_int_equal(st->n, 2);
     expect_dir(f->dir, "00000000000000000000.snapshot,00000000000000000102.snapshot,"
                        "00000000000000000150.log,00000000000000000200.snapshot,150.snapshot");
     /* At the offset itself counts as at or below. */
-    assert_int_equal(eng_producers_load_latest(st, f->dir, 102, 0, 1000000, &at), 0);
+    assert_int_equal(eng_producers_load_latest(st, f->dir, 102, 0, 1000000, &at, NULL), 0);
     assert_int_equal(at, 102);
     expect_one_producer(st);
-    assert_int_equal(eng_producers_load_latest(st, f->dir, 101, 0, 1000000, &at), 0);
+    assert_int_equal(eng_producers_load_latest(st, f->dir, 101, 0, 1000000, &at, NULL), 0);
     assert_int_equal(at, 0);
     assert_int_equal(st->n, 0);
     expect_dir(f->dir, "00000000000000000000.snapshot,00000000000000000150.log,150.snapshot");
@@ -585,7 +585,7 @@ static void test_unreadable_snapshot_falls_back(void **state)
     free(raw);
 
     int64_t at = 99;
-    assert_int_equal(eng_producers_load_latest(st, f->dir, 1000, 0, 1000000, &at), 0);
+    assert_int_equal(eng_producers_load_latest(st, f->dir, 1000, 0, 1000000, &at, NULL), 0);
     assert_int_equal(at, 102);
     expect_one_producer(st);
     expect_dir(f->dir, "00000000000000000102.snapshot");
@@ -597,7 +597,7 @@ static void test_load_without_snapshots_and_with_expiry(void **state)
     eng_producers *st = &f->st;
     one_producer_state(st);
     int64_t at = 99;
-    assert_int_equal(eng_producers_load_latest(st, f->dir, 1000, 0, 1000000, &at), 0);
+    assert_int_equal(eng_producers_load_latest(st, f->dir, 1000, 0, 1000000, &at, NULL), 0);
     assert_int_equal(at, -1);
     assert_int_equal(st->n, 0);
 
@@ -605,7 +605,7 @@ static void test_load_without_snapshots_and_with_expiry(void **state)
     append1(st, 1, 0, 0, 1, 3000, 102);
     append1(st, 2, 0, 0, 1, 3001, 103);
     assert_int_equal(eng_producers_write_snapshot(st, f->dir, 104, true), 0);
-    assert_int_equal(eng_producers_load_latest(st, f->dir, 104, 6000, 3000, &at), 0);
+    assert_int_equal(eng_producers_load_latest(st, f->dir, 104, 6000, 3000, &at, NULL), 0);
     assert_int_equal(at, 104);
     assert_int_equal(st->n, 2);
     assert_null(eng_producers_find(st, 1));

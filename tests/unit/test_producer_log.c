@@ -453,6 +453,38 @@ static void test_stray_snapshots_removed(void **state)
     eng_partition_unref(p);
 }
 
+/* After a clean stop whose only snapshot does not read (a disk error, or
+ * one this version cannot take), the state comes from a scan of the log,
+ * as in Kafka, which skips the scan only when no snapshot file exists at
+ * all (a log from before producer state was kept).  The start took the
+ * deleted snapshot for "none": the producer was forgotten and its retry
+ * appended twice. */
+static void test_clean_start_with_unreadable_snapshot_scans(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 15, 0, 0, 2);
+    send_ok(p, 15, 0, 2, 1);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    assert_int_equal(count_files(f, ".snapshot"), 1);
+
+    char path[700];
+    snprintf(path, sizeof path, "%s/%020d.snapshot", f->pdir, 3);
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, 20, SEEK_SET), 0);
+    fputc('X', fp);
+    assert_int_equal(fclose(fp), 0);
+
+    p = open_part(f, true, 3, NULL);
+    expect_dup(p, 15, 0, 2, 1, 2);
+    eng_append_result res;
+    assert_int_equal(send(p, 15, 0, 7, 1, &res), ENG_ESEQUENCE);
+    assert_int_equal(send_ok(p, 15, 0, 3, 1), 3);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     g_ts = eng_now_ms();
@@ -470,6 +502,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_snapshot_below_first_segment_unused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_stray_snapshots_removed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clean_start_with_unreadable_snapshot_scans, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
