@@ -336,7 +336,7 @@ typedef struct round {
     eng_config cfg;
     eng_buf scratch, out;
     eng__txn_markers txn;
-    /* The idempotent producers when the round began (sorted by id): the
+    /* The idempotent producers once the round has its view (sorted by id): the
      * last batch of each stays, if only as a header, so a rebuild of their
      * state from the log still finds their last sequence (Kafka's
      * isBatchLastRecordOfProducer, BatchRetention.RETAIN_EMPTY). */
@@ -696,6 +696,13 @@ static int clean_locked(round *rd)
     int rc = 0;
     if (r.first_uncleanable <= r.first_dirty)
         goto done; /* nothing dirty is cleanable yet */
+    /* Taken after the view, as Kafka takes them after the cleanable range:
+     * the segments cleaned (all but the view's last) were rolled before
+     * it, so every batch they hold is in the copy.  A copy taken first
+     * missed a producer's batch appended and rolled in between, which
+     * then went whole when newer values superseded its records. */
+    if ((rc = eng_partition_producers(p, &rd->producers, &rd->nproducers)))
+        goto done;
     if ((rc = eng__txn_markers_collect(&rd->txn, v, &rd->scratch)))
         goto done;
     if ((rc = build_map(rd, v)))
@@ -746,7 +753,7 @@ int eng_partition_clean(eng_partition *p, int64_t checkpoint, const eng_clean_op
     int rc = atomic_load(&p->retired) ? ENG_ENOTOPIC
              : p->closed                ? ENG_ESHUTDOWN
              : eng__dir_offline(p)      ? ENG_EOFFLINE
-                                        : eng_partition_producers(p, &rd.producers, &rd.nproducers);
+                                        : ENG_FAULT("compact.round_start");
     if (!rc)
         rc = clean_locked(&rd);
     pthread_mutex_unlock(&p->maint_lock);

@@ -17,7 +17,8 @@
  *     recovery change nothing;
  *   - the last batch of an idempotent producer stays, as a header, when
  *     newer values supersede its records, so a rebuild of producer state
- *     from the log (no snapshot left) still finds its last sequence.
+ *     from the log (no snapshot left) still finds its last sequence, also
+ *     when the batch was appended and rolled as the round began.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@
 
 #include "compact_util.h"
 #include "eng_compact_txn.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "support.h"
 
@@ -357,6 +359,45 @@ static void test_producer_last_batch_kept(void **state)
     eng_partition_unref(p);
 }
 
+/* Appended and rolled by the hook of test_producer_batch_at_round_start. */
+static void append_during_round(void *ctx)
+{
+    eng_partition *p = ctx;
+    int64_t now = eng_now_ms();
+    assert_int_equal(idem(p, "b", 1, now), 1);
+    cu_kv newer = {"b", "plain", 0};
+    assert_int_equal(cu_append(p, &newer, 1, now), 2);
+    assert_int_equal(cu_roll(p), 3);
+    eng_fault_hook(NULL, NULL, NULL);
+}
+
+/* A producer's batch appended and rolled out of the active segment as a
+ * round begins is cleanable in that round; the round's list of the
+ * producers' last batches must already hold it, or its records go whole
+ * (superseded by a newer value) and the log keeps only the producer's
+ * batch before it: a rebuild of its state from the log then refuses its
+ * next sequence. */
+static void test_producer_batch_at_round_start(void **state)
+{
+    fixture *f = *state;
+    int64_t now = eng_now_ms();
+    eng_partition *p = cu_open(f->dir, &f->cfg, NULL, true, 0, NULL);
+    assert_int_equal(idem(p, "a", 0, now), 0);
+    assert_int_equal(cu_roll(p), 1);
+    eng_fault_hook("compact.round_start", append_during_round, p);
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, -1, now, false, &st), 0);
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(st.records_removed, 1);
+    eng_partition_unref(p); /* a crash */
+
+    remove_snapshots(f->dir); /* torn by a power loss */
+    p = cu_open(f->dir, &f->cfg, NULL, false, 0, NULL);
+    assert_int_equal(idem(p, "c", 2, now), 3);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,6 +407,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_filter_aborted, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_aborted_transactions, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_producer_last_batch_kept, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_producer_batch_at_round_start, cu_setup, cu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
