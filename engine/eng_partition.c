@@ -474,7 +474,10 @@ static int answer_duplicate(eng_partition *p, const eng_config *cfg,
     res->base_offset = pv->dup_first_offset;
     res->last_offset = pv->dup_last_offset;
     res->timestamp_type = (int)cfg->v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i;
-    res->log_append_time = -1;
+    /* As the first answer said: under LogAppendTime the batch's timestamp
+     * is its append time (Kafka answers a duplicate with it too). */
+    res->log_append_time =
+        res->timestamp_type == ENG_TS_LOG_APPEND_TIME ? pv->dup_timestamp : -1;
     res->log_start_offset = atomic_load(&p->log_start_offset);
     res->high_watermark = atomic_load(&p->high_watermark);
     res->batch_bytes = 0;

@@ -193,7 +193,7 @@ int eng_producers_check(eng_producers *st, const uint8_t *data, size_t len,
                         eng_producer_verdict *v, eng_errdetail *err)
 {
     memset(v, 0, sizeof *v);
-    v->dup_first_offset = v->dup_last_offset = -1;
+    v->dup_first_offset = v->dup_last_offset = v->dup_timestamp = -1;
     size_t batches = 0, dups = 0, fresh = 0, npend = 0;
     pending inline_pend[8];
     pending *pend = inline_pend;
@@ -216,6 +216,7 @@ int eng_producers_check(eng_producers *st, const uint8_t *data, size_t len,
             if (!dups)
                 v->dup_first_offset = dup->last_offset - dup->offset_delta;
             v->dup_last_offset = dup->last_offset;
+            v->dup_timestamp = dup->timestamp;
             dups++;
             continue;
         }

@@ -55,6 +55,7 @@ typedef struct eng_producer_verdict {
     size_t new_producers;    /* ids not in the state yet (room reserved for them) */
     bool duplicate;          /* every batch repeats one already appended: append nothing */
     int64_t dup_first_offset, dup_last_offset; /* the offsets they were given */
+    int64_t dup_timestamp;   /* the last one's maxTimestamp (its append time under LogAppendTime) */
 } eng_producer_verdict;
 
 void eng_producers_init(eng_producers *st);

@@ -485,6 +485,25 @@ static void test_clean_start_with_unreadable_snapshot_scans(void **state)
     eng_partition_unref(p);
 }
 
+/* On a LogAppendTime topic a retry is answered with the append time its
+ * batch got (Kafka's duplicate answer carries the batch's timestamp), not
+ * -1: the first answer and the retry's must agree. */
+static void test_retry_answer_keeps_log_append_time(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i = ENG_TS_LOG_APPEND_TIME;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_append_result first, again;
+    assert_int_equal(send(p, 16, 0, 0, 2, &first), 0);
+    assert_false(first.duplicate);
+    assert_true(first.log_append_time > 0);
+    assert_int_equal(send(p, 16, 0, 0, 2, &again), 0);
+    assert_true(again.duplicate);
+    assert_int_equal(again.base_offset, 0);
+    assert_int_equal(again.log_append_time, first.log_append_time);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     g_ts = eng_now_ms();
@@ -504,6 +523,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stray_snapshots_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clean_start_with_unreadable_snapshot_scans, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_retry_answer_keeps_log_append_time, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
