@@ -1,8 +1,7 @@
 /*
  * eng_producer.c - idempotent producers' sequence and epoch rules (Kafka's
- * ProducerAppendInfo and ProducerStateEntry), over a sorted array of
- * entries: a partition sees few producer ids, and listing them in order is
- * what the admin API wants.
+ * ProducerAppendInfo and ProducerStateEntry), over a dense array of entries
+ * indexed by a linear-probing hash of their ids.
  */
 #include "eng_producer.h"
 
@@ -20,57 +19,101 @@ void eng_producers_init(eng_producers *st)
 void eng_producers_free(eng_producers *st)
 {
     free(st->entries);
+    free(st->slots);
     eng_producers_init(st);
 }
 
-/* Index of producer_id, or of where it would go (*found false). */
-static size_t find_slot(const eng_producers *st, int64_t producer_id, bool *found)
+static size_t slot_of(const eng_producers *st, int64_t producer_id)
 {
-    size_t lo = 0, hi = st->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (st->entries[mid].producer_id < producer_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *found = lo < st->n && st->entries[lo].producer_id == producer_id;
-    return lo;
+    uint64_t h = (uint64_t)producer_id * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 32) & (st->nslots - 1);
+}
+
+/* The slot holding producer_id, or the empty one where it would go. */
+static size_t probe(const eng_producers *st, int64_t producer_id)
+{
+    size_t i = slot_of(st, producer_id);
+    while (st->slots[i] && st->entries[st->slots[i] - 1].producer_id != producer_id)
+        i = (i + 1) & (st->nslots - 1);
+    return i;
 }
 
 const eng_producer_entry *eng_producers_find(const eng_producers *st, int64_t producer_id)
 {
-    bool found;
-    size_t i = find_slot(st, producer_id, &found);
-    return found ? &st->entries[i] : NULL;
+    if (!st->nslots)
+        return NULL;
+    uint32_t e = st->slots[probe(st, producer_id)];
+    return e ? &st->entries[e - 1] : NULL;
 }
 
+/* Fills a cleared index of nslots slots from the entries. */
+static int fill_slots(eng_producers *st)
+{
+    for (size_t k = 0; k < st->n; k++) {
+        size_t i = probe(st, st->entries[k].producer_id);
+        if (st->slots[i])
+            return ENG_ECORRUPT;
+        st->slots[i] = (uint32_t)(k + 1);
+    }
+    return 0;
+}
+
+/* An index of at least twice the entries' room, so probes stay short. */
+static int resize_slots(eng_producers *st, size_t room)
+{
+    size_t want = 16;
+    while (want < 2 * room)
+        want *= 2;
+    if (want == st->nslots) {
+        memset(st->slots, 0, st->nslots * sizeof *st->slots);
+        return fill_slots(st);
+    }
+    uint32_t *slots = calloc(want, sizeof *slots);
+    if (!slots)
+        return -ENOMEM;
+    free(st->slots);
+    st->slots = slots;
+    st->nslots = want;
+    return fill_slots(st);
+}
+
+int eng_producers_reindex(eng_producers *st)
+{
+    if (st->n > UINT32_MAX - 1)
+        return -ENOMEM;
+    return resize_slots(st, st->n > st->cap ? st->n : st->cap);
+}
+
+/* Room for `more` entries, in the array and the index, so that inserting
+ * them (entry_for) cannot fail. */
 static int reserve(eng_producers *st, size_t more)
 {
-    if (st->n + more <= st->cap)
+    if (st->n + more <= st->cap && 2 * (st->n + more) <= st->nslots)
         return 0;
+    if (more > UINT32_MAX / 4 - st->n)
+        return -ENOMEM;
     size_t cap = st->cap ? st->cap : 8;
     while (cap < st->n + more)
         cap *= 2;
-    eng_producer_entry *e = realloc(st->entries, cap * sizeof *e);
-    if (!e)
-        return -ENOMEM;
-    st->entries = e;
-    st->cap = cap;
-    return 0;
+    if (cap != st->cap) {
+        eng_producer_entry *e = realloc(st->entries, cap * sizeof *e);
+        if (!e)
+            return -ENOMEM;
+        st->entries = e;
+        st->cap = cap;
+    }
+    return 2 * cap <= st->nslots ? 0 : resize_slots(st, cap);
 }
 
 /* The entry of producer_id, inserted empty (epoch -1, as Kafka's
  * ProducerStateEntry.empty) when new; room must have been reserved. */
 static eng_producer_entry *entry_for(eng_producers *st, int64_t producer_id)
 {
-    bool found;
-    size_t i = find_slot(st, producer_id, &found);
-    if (found)
-        return &st->entries[i];
-    memmove(&st->entries[i + 1], &st->entries[i], (st->n - i) * sizeof *st->entries);
-    st->n++;
-    eng_producer_entry *e = &st->entries[i];
+    size_t i = probe(st, producer_id);
+    if (st->slots[i])
+        return &st->entries[st->slots[i] - 1];
+    eng_producer_entry *e = &st->entries[st->n++];
+    st->slots[i] = (uint32_t)st->n;
     memset(e, 0, sizeof *e);
     e->producer_id = producer_id;
     e->epoch = -1;
@@ -316,6 +359,11 @@ size_t eng_producers_expire(eng_producers *st, int64_t now_ms, int64_t expiratio
     }
     size_t dropped = st->n - kept;
     st->n = kept;
+    if (dropped) {
+        /* Same size: cannot fail, and the ids are the ones indexed before. */
+        memset(st->slots, 0, st->nslots * sizeof *st->slots);
+        (void)fill_slots(st);
+    }
     return dropped;
 }
 
@@ -329,7 +377,15 @@ int eng_producers_copy(const eng_producers *st, eng_producer_entry **out, size_t
     if (!c)
         return -ENOMEM;
     memcpy(c, st->entries, st->n * sizeof *c);
+    qsort(c, st->n, sizeof *c, eng_producer_cmp_id);
     *out = c;
     *n = st->n;
     return 0;
+}
+
+int eng_producer_cmp_id(const void *a, const void *b)
+{
+    int64_t x = ((const eng_producer_entry *)a)->producer_id;
+    int64_t y = ((const eng_producer_entry *)b)->producer_id;
+    return x < y ? -1 : x > y;
 }

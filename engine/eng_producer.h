@@ -44,9 +44,14 @@ typedef struct eng_producer_entry {
     eng_producer_batch batches[ENG_PRODUCER_BATCHES];
 } eng_producer_entry;
 
+/* Entries in no particular order, found through an open-addressing index:
+ * producer ids are the clients' to choose, and a client that sends many
+ * must not make every new one cost a move of all the others. */
 typedef struct eng_producers {
-    eng_producer_entry *entries; /* sorted by producer_id; owned */
+    eng_producer_entry *entries; /* owned */
     size_t n, cap;
+    uint32_t *slots;             /* entry index + 1, 0 empty; nslots a power of 2 */
+    size_t nslots;
 } eng_producers;
 
 /* What an append's batches are against the state (eng_producers_check). */
@@ -90,8 +95,16 @@ int eng_producers_replay(eng_producers *st, const eng_batch_header *h);
  * (producer.id.expiration.ms); returns how many. */
 size_t eng_producers_expire(eng_producers *st, int64_t now_ms, int64_t expiration_ms);
 
-/* A copy of the entries (malloc'd, caller frees; NULL when n is 0). */
+/* Rebuilds the index over entries[0, n) (after they were filled or
+ * compacted directly); -ENOMEM, or ENG_ECORRUPT when an id is there twice. */
+int eng_producers_reindex(eng_producers *st);
+
+/* A copy of the entries sorted by producer id (malloc'd, caller frees;
+ * NULL when n is 0). */
 int eng_producers_copy(const eng_producers *st, eng_producer_entry **out, size_t *n);
+
+/* qsort order of entries by producer id. */
+int eng_producer_cmp_id(const void *a, const void *b);
 
 /* ---- snapshot files (eng_producer_snapshot.c) ------------------------------ */
 
@@ -112,8 +125,9 @@ int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64
 
 /* Loads the latest readable snapshot of dir at or below max_offset into st
  * and returns its offset in *at (-1 when none).  Snapshots above max_offset
- * (left by a truncation) and unreadable ones are deleted, with a warning for
- * the latter, as Kafka's ProducerStateManager does; producers expired at
+ * (left by a truncation) and ones that do not decode are deleted, with a
+ * warning for the latter, as Kafka's ProducerStateManager does (one that
+ * cannot be read is passed over and kept); producers expired at
  * now_ms are dropped.  *found (may be NULL) tells whether dir held any
  * snapshot at all, usable or not. */
 int eng_producers_load_latest(eng_producers *st, const char *dir, int64_t max_offset,

@@ -24,8 +24,16 @@
 #define SNAP_HEADER 10
 #define SNAP_ENTRY 46
 #define SNAP_VERSION 1
-/* A partition with more producers than this is not a log we wrote. */
-#define SNAP_MAX_BYTES (64u << 20)
+/* About 23 million producers: a state of more is not one we wrote (each
+ * costs some 170 bytes of memory as well). */
+#define SNAP_MAX_BYTES (1024u << 20)
+
+/* Orders encoded entries by their leading producer id. */
+static int cmp_entry_id(const void *a, const void *b)
+{
+    int64_t x = (int64_t)eng_be64(a), y = (int64_t)eng_be64(b);
+    return x < y ? -1 : x > y;
+}
 
 int eng_producers_encode(const eng_producers *st, uint8_t **out, size_t *len)
 {
@@ -48,17 +56,12 @@ int eng_producers_encode(const eng_producers *st, uint8_t **out, size_t *len)
         eng_put_be32(p + 34, (uint32_t)e->coordinator_epoch);
         eng_put_be64(p + 38, (uint64_t)e->txn_first_offset);
     }
+    /* By id, so that the same state always makes the same file. */
+    qsort(b + SNAP_HEADER, st->n, SNAP_ENTRY, cmp_entry_id);
     eng_put_be32(b + 2, eng_crc32c(0, b + 6, n - 6));
     *out = b;
     *len = n;
     return 0;
-}
-
-static int cmp_producer_id(const void *a, const void *b)
-{
-    int64_t x = ((const eng_producer_entry *)a)->producer_id;
-    int64_t y = ((const eng_producer_entry *)b)->producer_id;
-    return x < y ? -1 : x > y;
 }
 
 int eng_producers_decode(eng_producers *st, const uint8_t *buf, size_t len)
@@ -98,16 +101,12 @@ int eng_producers_decode(eng_producers *st, const uint8_t *buf, size_t len)
         }
         st->entries[st->n++] = e;
     }
-    /* Kafka writes its producers in a Java HashMap's order, not by id: the
-     * state is kept sorted, and an id twice is no file Kafka or we wrote. */
-    qsort(st->entries, st->n, sizeof *st->entries, cmp_producer_id);
-    for (size_t i = 1; i < st->n; i++) {
-        if (st->entries[i].producer_id == st->entries[i - 1].producer_id) {
-            eng_producers_free(st);
-            return ENG_ECORRUPT;
-        }
-    }
-    return 0;
+    /* Kafka writes its producers in a Java HashMap's order, not by id,
+     * and any order reads; an id twice is no file Kafka or we wrote. */
+    int rc = eng_producers_reindex(st);
+    if (rc)
+        eng_producers_free(st);
+    return rc;
 }
 
 /* Writes through a temporary file and a rename; without sync (at a roll,
@@ -237,9 +236,14 @@ int eng_producers_load_latest(eng_producers *st, const char *dir, int64_t max_of
             *at = off;
             return 0;
         }
-        ENG_WARN("%s: unreadable producer snapshot (%s); deleting it and rebuilding from the log",
-                 path, eng_strerror(rc));
-        remove_snapshot(dir, off, "unreadable");
+        /* Only a file that reads but does not decode is deleted (Kafka's
+         * CorruptSnapshotException): one this process could not read (out
+         * of descriptors, an I/O error) may be good next time. */
+        bool corrupt = rc == ENG_ECORRUPT;
+        ENG_WARN("%s: unreadable producer snapshot (%s); %s and rebuilding from the log", path,
+                 eng_strerror(rc), corrupt ? "deleting it" : "passing over it");
+        if (corrupt)
+            remove_snapshot(dir, off, "unreadable");
         max_offset = off - 1;
     }
 }

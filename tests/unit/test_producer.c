@@ -185,11 +185,17 @@ static void test_unknown_producer_takes_any_epoch_and_sequence(void **state)
     assert_int_equal(e->last_timestamp, 1000);
     assert_int_equal(e->coordinator_epoch, -1);
     assert_int_equal(e->txn_first_offset, -1);
-    /* Another unknown id, epoch 0 and a huge sequence, goes in sorted order. */
+    /* Another unknown id, epoch 0 and a huge sequence; a copy lists the
+     * producers by id whatever order they came in. */
     append1(st, 2, 0, 1 << 30, 1, 7, 104);
     assert_int_equal(st->n, 2);
-    assert_int_equal(st->entries[0].producer_id, 2);
-    assert_int_equal(st->entries[1].producer_id, 9);
+    eng_producer_entry *c;
+    size_t nc;
+    assert_int_equal(eng_producers_copy(st, &c, &nc), 0);
+    assert_int_equal(nc, 2);
+    assert_int_equal(c[0].producer_id, 2);
+    assert_int_equal(c[1].producer_id, 9);
+    free(c);
     expect_batch(&must_find(st, 2)->batches[0], 1 << 30, 104, 0, 7);
     assert_null(eng_producers_find(st, 5));
 }
@@ -493,8 +499,7 @@ static void test_snapshot_in_kafka_order_decodes(void **state)
     eng_producers_free(st);
     assert_int_equal(eng_producers_decode(st, b, len), 0);
     assert_int_equal(st->n, 2);
-    assert_int_equal(st->entries[0].producer_id, 5);
-    assert_int_equal(st->entries[1].producer_id, 16);
+    assert_non_null(eng_producers_find(st, 5));
     const eng_producer_entry *e = must_find(st, 16);
     assert_int_equal(e->epoch, 2);
     expect_batch(&e->batches[0], 8, 2, 1, 200);
@@ -653,6 +658,56 @@ static void test_multi_record_batches(void **state)
     expect_batch(&must_find(st, 2)->batches[1], 2, 34, 0, 4);
 }
 
+/* Producer ids are the clients' to choose: thousands of them, in any
+ * order, are each found, expire selectively, list in order and survive a
+ * snapshot (the state is a hashed array, not a sorted one). */
+static void test_many_producers(void **state)
+{
+    eng_producers *st = &((fixture *)*state)->st;
+    enum { N = 5000 };
+    for (int i = 0; i < N; i++) {
+        int64_t pid = (int64_t)((i * 7919) % N) * 1000003; /* scattered, each once */
+        append1(st, pid, 0, 0, 1, i % 2 ? 5000 : 1000, i);
+    }
+    assert_int_equal(st->n, N);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(must_find(st, (int64_t)i * 1000003)->producer_id, (int64_t)i * 1000003);
+    assert_null(eng_producers_find(st, 1));
+    /* Timestamps 1000 (even i) expire at 3000 with a 2000 ms expiry. */
+    assert_int_equal(eng_producers_expire(st, 3000, 2000), N / 2);
+    assert_int_equal(st->n, N / 2);
+    for (int i = 0; i < N; i++) {
+        int64_t pid = (int64_t)((i * 7919) % N) * 1000003;
+        const eng_producer_entry *e = eng_producers_find(st, pid);
+        if (i % 2)
+            assert_int_equal(must_find(st, pid)->batches[0].last_offset, i);
+        else
+            assert_null(e);
+    }
+    eng_producer_entry *c;
+    size_t nc;
+    assert_int_equal(eng_producers_copy(st, &c, &nc), 0);
+    assert_int_equal(nc, N / 2);
+    for (size_t i = 1; i < nc; i++)
+        assert_true(c[i - 1].producer_id < c[i].producer_id);
+    free(c);
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(eng_producers_encode(st, &buf, &len), 0);
+    eng_producers back;
+    eng_producers_init(&back);
+    assert_int_equal(eng_producers_decode(&back, buf, len), 0);
+    free(buf);
+    assert_int_equal(back.n, N / 2);
+    for (size_t i = 0; i < st->n; i++)
+        assert_int_equal(must_find(&back, st->entries[i].producer_id)->batches[0].last_seq,
+                         st->entries[i].batches[0].last_seq);
+    /* New ids still go in after the expiry compacted the array. */
+    append1(&back, 42, 0, 0, 1, 9000, N);
+    assert_int_equal(must_find(&back, 42)->batches[0].last_offset, N);
+    eng_producers_free(&back);
+}
+
 #define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -671,6 +726,7 @@ int main(void)
         TEST(test_snapshot_files_load_the_latest),
         TEST(test_unreadable_snapshot_falls_back),
         TEST(test_load_without_snapshots_and_with_expiry),
+        TEST(test_many_producers),
         /* Last, as each needs sequence arithmetic that can overflow an int
          * (the sanitizer build ends the whole run at the first overflow). */
         TEST(test_sequence_wraps_at_int32_max),
