@@ -121,6 +121,13 @@ int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, s
             goto fail;
         }
         idx->map_len = len;
+        /* The first store into each page faults it in, and a fault reads
+         * ahead: some hundred KiB of the unwritten tail, filled with zeros
+         * and dropped again when a roll trims the file.  With 1 MiB
+         * segments that churn halved the cleaner's speed; index pages are
+         * only ever touched one at a time. */
+        if (writable)
+            (void)madvise(idx->map, len, MADV_RANDOM);
     }
     if (!writable) {
         close(idx->fd);
@@ -322,7 +329,9 @@ int eng_index_check(const eng_index *idx, uint64_t log_size)
  * through the mapping cannot fault for want of space (see above). */
 static int reserve_blocks(eng_index *idx, uint64_t end)
 {
-    int rc = ENG_FAULT("index.reserve"); /* hit per entry, so tests can pick one */
+    /* Hit per offset entry, so tests can pick one: those come by bytes
+     * appended, time entries by the clock. */
+    int rc = idx->kind == ENG_INDEX_OFFSET ? ENG_FAULT("index.reserve") : 0;
     if (rc)
         return rc;
     if (end <= idx->reserved)

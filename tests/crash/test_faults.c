@@ -127,9 +127,9 @@ static void test_append_index_enospc(void **state)
 static void test_index_reserve_enospc(void **state)
 {
     (void)state;
-    /* Appends 2 to 5 each add an offset- and a time-index entry: the 7th
-     * reservation is the 5th append's offset entry. */
-    refused_append_leaves_nothing("index.reserve=enospc@7");
+    /* Appends 2 to 5 each add an offset-index entry (the first batch of a
+     * segment gets none): the 4th is the 5th append's. */
+    refused_append_leaves_nothing("index.reserve=enospc@4");
 }
 
 /* An I/O error on the append path takes the log dir offline: 503 on appends,
