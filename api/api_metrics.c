@@ -168,12 +168,14 @@ static void partitions(out *o, eng_manager *m)
     size_t n;
     if (eng_manager_all_partitions(m, &v, &n))
         return;
-    static const char *const traffic[4][2] = {
+    static const char *const traffic[5][2] = {
         {"logstore_records_appended_total", "Records appended, by topic."},
         {"logstore_bytes_appended_total", "Bytes of record batches appended, by topic."},
         {"logstore_records_read_total", "Records handed to readers, by topic."},
-        {"logstore_bytes_read_total", "Bytes of keys, values and headers (as stored) handed to readers, by topic."}};
-    for (int k = 0; k < 4; k++) {
+        {"logstore_bytes_read_total", "Bytes of keys, values and headers (as stored) handed to readers, by topic."},
+        {"logstore_duplicate_batches_total",
+         "Idempotent producers' retried batches answered with their first offsets and not written, by topic."}};
+    for (int k = 0; k < 5; k++) {
         help(o, traffic[k][0], "counter", traffic[k][1]);
         for (size_t i = 0; i < n;) {
             const char *topic = eng_partition_topic(v[i]);
@@ -182,26 +184,30 @@ static void partitions(out *o, eng_manager *m)
                 eng_partition_counters c;
                 eng_partition_counters_get(v[i], &c);
                 sum += k == 0 ? c.appended_records : k == 1 ? c.appended_bytes
-                       : k == 2 ? c.read_records : c.read_bytes;
+                       : k == 2 ? c.read_records : k == 3 ? c.read_bytes : c.duplicate_batches;
             }
             put(o, "%s{topic=\"%s\"} %llu\n", traffic[k][0], topic, (unsigned long long)sum);
         }
     }
-    static const char *const gauges[5][2] = {
+    static const char *const gauges[6][2] = {
         {"logstore_partition_log_start_offset", "First offset still in the log."},
         {"logstore_partition_high_watermark", "End of acknowledged data."},
         {"logstore_partition_log_end_offset", "Offset the next record gets."},
         {"logstore_partition_size_bytes", "Bytes of the partition's .log files."},
-        {"logstore_partition_segments", "Segments of the partition."}};
+        {"logstore_partition_segments", "Segments of the partition."},
+        {"logstore_partition_producers", "Idempotent producers whose sequences the partition keeps."}};
     eng_partition_info *info = calloc(n ? n : 1, sizeof *info);
     for (size_t i = 0; info && i < n; i++)
         eng_partition_info_get(v[i], &info[i]);
-    for (int k = 0; info && k < 5; k++) {
+    for (int k = 0; info && k < 6; k++) {
         help(o, gauges[k][0], "gauge", gauges[k][1]);
         for (size_t i = 0; i < n; i++) {
+            eng_partition_counters c;
+            if (k == 5)
+                eng_partition_counters_get(v[i], &c);
             long long val = k == 0 ? info[i].log_start_offset : k == 1 ? info[i].high_watermark
                             : k == 2 ? info[i].log_end_offset : k == 3 ? (long long)info[i].size_bytes
-                                                                       : info[i].segment_count;
+                            : k == 4 ? info[i].segment_count : (long long)c.producers;
             put(o, "%s{topic=\"%s\",partition=\"%d\"} %lld\n", gauges[k][0], eng_partition_topic(v[i]),
                 eng_partition_id(v[i]), val);
         }

@@ -539,6 +539,8 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
     }
     if (pv.duplicate) {
         pthread_mutex_unlock(&p->append_lock);
+        atomic_fetch_add_explicit(&p->duplicate_batches, pv.producer_batches,
+                                  memory_order_relaxed);
         rc = answer_duplicate(p, &cfg, &pv, o, res, err);
         res->record_count = plan.records;
         eng__gather_free(&g);
@@ -597,8 +599,10 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
                       eng_strerror(rc));
         goto unlock;
     }
-    if (plan.producer_batches)
+    if (plan.producer_batches) {
         eng_producers_apply(&p->producers, data, len, leo);
+        atomic_store_explicit(&p->producer_count, p->producers.n, memory_order_relaxed);
+    }
     atomic_store(&p->log_end_offset, last + 1);
     if (log_append)
         p->last_append_time_ms = stamp;
@@ -689,6 +693,8 @@ void eng_partition_counters_get(const eng_partition *p, eng_partition_counters *
     out->appended_bytes = atomic_load_explicit(&mp->appended_bytes, memory_order_relaxed);
     out->read_records = atomic_load_explicit(&mp->read_records, memory_order_relaxed);
     out->read_bytes = atomic_load_explicit(&mp->read_bytes, memory_order_relaxed);
+    out->duplicate_batches = atomic_load_explicit(&mp->duplicate_batches, memory_order_relaxed);
+    out->producers = atomic_load_explicit(&mp->producer_count, memory_order_relaxed);
 }
 
 void eng_partition_count_read(eng_partition *p, uint64_t records, uint64_t bytes)

@@ -271,6 +271,8 @@ size_t eng_partition_expire_producers(eng_partition *p, int64_t now_ms);
 /* Traffic counters since start. */
 typedef struct eng_partition_counters {
     uint64_t appended_records, appended_bytes, read_records, read_bytes;
+    uint64_t duplicate_batches; /* idempotent producers' retries answered, not written */
+    uint64_t producers;         /* idempotent producers known now */
 } eng_partition_counters;
 
 void eng_partition_counters_get(const eng_partition *p, eng_partition_counters *out);

@@ -93,6 +93,8 @@ struct eng_partition {
     int64_t roll_error_logged_ms; /* monotonic; 0: never */
     uint64_t roll_errors_unlogged;
     _Atomic uint64_t appended_records, appended_bytes, read_records, read_bytes;
+    _Atomic uint64_t duplicate_batches;
+    _Atomic uint64_t producer_count; /* producers.n, for readers without append_lock */
     /* Idempotent producers' sequences (append_lock); saved at each roll and
      * at close, rebuilt by the loader (eng_producer.h). */
     eng_producers producers;

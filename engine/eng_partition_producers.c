@@ -100,6 +100,7 @@ int eng__partition_load_producers(eng_partition *p, bool clean_shutdown)
     int rc = load(p, clean_shutdown, &stands_on);
     if (rc)
         return rc;
+    atomic_store_explicit(&p->producer_count, p->producers.n, memory_order_relaxed);
     /* Each clean stop leaves a snapshot no segment names; without this they
      * piled up, one a restart, for good. */
     eng_segview *v = p->view;
@@ -125,6 +126,7 @@ size_t eng_partition_expire_producers(eng_partition *p, int64_t now_ms)
 {
     pthread_mutex_lock(&p->append_lock);
     size_t n = eng_producers_expire(&p->producers, now_ms, p->producer_expiration_ms);
+    atomic_store_explicit(&p->producer_count, p->producers.n, memory_order_relaxed);
     pthread_mutex_unlock(&p->append_lock);
     if (n)
         ENG_INFO("%s-%d: %zu idempotent producers expired (producer.id.expiration.ms %" PRId64 ")",

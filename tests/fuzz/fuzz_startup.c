@@ -2,7 +2,8 @@
  * fuzz_startup.c - a data dir's startup on arbitrary files: the topic
  * metadata, the three offset checkpoints, the clean-shutdown marker, and
  * each partition's segments, indexes, leftovers of interrupted swaps and
- * deletes, and side files, all of which the server reads back from disk.
+ * deletes, producer snapshots, and side files, all of which the server
+ * reads back from disk.
  *
  * Input framing: a sequence of files, each
  *
@@ -80,6 +81,11 @@ static const char *const names[] = {
     "u-0/00000000000000000000.log",
     "u-0/00000000000000000000.index",
     "u-0/00000000000000000000.timeindex",
+    /* Producer snapshots: one a segment names, one at no segment (a clean
+     * stop's), one past any log end (a truncation's); read at startup. */
+    "t-0/00000000000000000005.snapshot",
+    "t-0/00000000000000000007.snapshot",
+    "t-0/00000000000000099999.snapshot",
 };
 #define NNAMES (sizeof names / sizeof names[0])
 #define MAX_PARTITIONS 8

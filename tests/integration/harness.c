@@ -316,6 +316,24 @@ int ls_get(ls_server *s, const char *path, ls_resp *out)
     return ls_http(s, "GET", path, NULL, NULL, 0, NULL, out);
 }
 
+long long ls_metric(ls_server *s, const char *name, long long absent)
+{
+    ls_resp r = {0};
+    if (ls_get(s, "/metrics", &r) || r.status != 200) {
+        ls_resp_free(&r);
+        return -1;
+    }
+    long long v = absent;
+    size_t n = strlen(name);
+    for (const char *l = r.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (!strncmp(l, name, n) && l[n] == ' ') {
+            v = atoll(l + n + 1);
+            break;
+        }
+    ls_resp_free(&r);
+    return v;
+}
+
 int ls_post(ls_server *s, const char *path, const char *json_text, ls_resp *out)
 {
     return ls_http(s, "POST", path, "application/json", json_text,

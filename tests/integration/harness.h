@@ -65,6 +65,10 @@ int ls_get(ls_server *s, const char *path, ls_resp *out);
 int ls_post(ls_server *s, const char *path, const char *json_text, ls_resp *out);
 int ls_delete(ls_server *s, const char *path, ls_resp *out);
 
+/* The value of the sample `name` (with its labels, as printed) in GET
+ * /metrics, or `absent` when there is none; -1 when the request fails. */
+long long ls_metric(ls_server *s, const char *name, long long absent);
+
 /* Creates a topic; asserts nothing, returns the status. */
 long ls_create_topic(ls_server *s, const char *name, int partitions, const char *configs_json);
 

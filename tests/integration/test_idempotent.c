@@ -210,6 +210,11 @@ static void test_retry_answers_original_offsets(void **state)
     assert_string_equal(ls_jstr(&r, "records.4.value"), "p1000-e0-s4");
     ls_resp_free(&r);
     append1(s, "dup", 1000, 0, 5, 1, 5);
+
+    /* Monitoring sees the three retries and the one producer. */
+    assert_int_equal(ls_metric(s, "logstore_duplicate_batches_total{topic=\"dup\"}", -1), 3);
+    assert_int_equal(ls_metric(s, "logstore_partition_producers{topic=\"dup\",partition=\"0\"}", -1), 1);
+    assert_int_equal(ls_metric(s, "logstore_records_appended_total{topic=\"dup\"}", -1), 6);
 }
 
 /* Five batches are kept per producer (Kafka's NUM_BATCHES_TO_RETAIN): the
