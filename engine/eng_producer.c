@@ -169,19 +169,52 @@ static void add_batch(eng_producer_entry *e, int16_t epoch, int32_t last_seq, in
 }
 
 /* What one request has told of a producer so far (Kafka's updatedEntry):
- * its epoch and last sequence as the batches before this one leave them. */
+ * its epoch and last sequence as the batches before this one leave them.
+ * Found by a hash of the request's own (a request may carry many batches
+ * of many producers: a linear search made one of them quadratic, under
+ * the partition's append lock). */
 typedef struct pending {
     int64_t producer_id;
     int16_t epoch;
     int32_t last_seq;
+    bool used;
 } pending;
 
-static pending *pending_find(pending *p, size_t n, int64_t producer_id)
+typedef struct pending_set {
+    pending *slots;
+    size_t mask;
+    pending inline_slots[16];
+} pending_set;
+
+/* Room for n producers at most half full; -ENOMEM. */
+static int pending_init(pending_set *ps, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (p[i].producer_id == producer_id)
-            return &p[i];
-    return NULL;
+    size_t cap = sizeof ps->inline_slots / sizeof ps->inline_slots[0];
+    ps->slots = ps->inline_slots;
+    if (2 * n > cap) {
+        while (cap < 2 * n)
+            cap *= 2;
+        if (!(ps->slots = malloc(cap * sizeof *ps->slots)))
+            return -ENOMEM;
+    }
+    memset(ps->slots, 0, cap * sizeof *ps->slots);
+    ps->mask = cap - 1;
+    return 0;
+}
+
+static void pending_free(pending_set *ps)
+{
+    if (ps->slots != ps->inline_slots)
+        free(ps->slots);
+}
+
+/* The slot of producer_id: its entry (used), or where it would go. */
+static pending *pending_slot(pending_set *ps, int64_t producer_id)
+{
+    size_t i = (size_t)(((uint64_t)producer_id * 0x9E3779B97F4A7C15ull) >> 32) & ps->mask;
+    while (ps->slots[i].used && ps->slots[i].producer_id != producer_id)
+        i = (i + 1) & ps->mask;
+    return &ps->slots[i];
 }
 
 /* The batch of e with exactly this sequence range in the current epoch
@@ -237,24 +270,29 @@ int eng_producers_check(eng_producers *st, const uint8_t *data, size_t len,
 {
     memset(v, 0, sizeof *v);
     v->dup_first_offset = v->dup_last_offset = v->dup_timestamp = -1;
-    size_t batches = 0, dups = 0, fresh = 0, npend = 0;
-    pending inline_pend[8];
-    pending *pend = inline_pend;
-    size_t cap = sizeof inline_pend / sizeof inline_pend[0];
-    int rc = 0;
     eng_batch_header h;
-    for (size_t pos = 0; pos < len && !rc; pos += (size_t)h.length + 12, batches++) {
+    size_t with_id = 0;
+    for (size_t pos = 0, i = 0; pos < len; pos += (size_t)h.length + 12, i++) {
         if (eng_batch_header_decode(data + pos, len - pos, &h))
-            return eng_fail(err, ENG_ECORRUPT, "batch %zu: header does not decode", batches);
+            return eng_fail(err, ENG_ECORRUPT, "batch %zu: header does not decode", i);
+        with_id += h.producer_id >= 0 && !(h.attributes & ENG_ATTR_CONTROL);
+    }
+    pending_set ps;
+    if (pending_init(&ps, with_id))
+        return eng_fail(err, -ENOMEM, "out of memory checking producer sequences");
+    size_t batches = 0, dups = 0, fresh = 0;
+    int rc = 0;
+    for (size_t pos = 0; pos < len && !rc; pos += (size_t)h.length + 12, batches++) {
+        eng_batch_header_decode(data + pos, len - pos, &h);
         if (h.producer_id < 0 || (h.attributes & ENG_ATTR_CONTROL)) {
             fresh++;
             continue;
         }
         v->producer_batches++;
         const eng_producer_entry *e = eng_producers_find(st, h.producer_id);
-        pending *p = pending_find(pend, npend, h.producer_id);
+        pending *p = pending_slot(&ps, h.producer_id);
         const eng_producer_batch *dup =
-            p ? NULL : find_duplicate(e, h.producer_epoch, h.base_sequence, last_seq_of(&h));
+            p->used ? NULL : find_duplicate(e, h.producer_epoch, h.base_sequence, last_seq_of(&h));
         if (dup) {
             if (!dups)
                 v->dup_first_offset = dup->last_offset - dup->offset_delta;
@@ -264,22 +302,10 @@ int eng_producers_check(eng_producers *st, const uint8_t *data, size_t len,
             continue;
         }
         fresh++;
-        if ((rc = check_one(e, p, &h, batches, err)))
+        if ((rc = check_one(e, p->used ? p : NULL, &h, batches, err)))
             break;
-        if (!p) {
-            if (npend == cap) {
-                pending *np = malloc(2 * cap * sizeof *np);
-                if (!np) {
-                    rc = eng_fail(err, -ENOMEM, "out of memory checking producer sequences");
-                    break;
-                }
-                memcpy(np, pend, npend * sizeof *np);
-                if (pend != inline_pend)
-                    free(pend);
-                pend = np;
-                cap *= 2;
-            }
-            p = &pend[npend++];
+        if (!p->used) {
+            p->used = true;
             p->producer_id = h.producer_id;
             if (!e)
                 v->new_producers++;
@@ -287,8 +313,7 @@ int eng_producers_check(eng_producers *st, const uint8_t *data, size_t len,
         p->epoch = h.producer_epoch;
         p->last_seq = last_seq_of(&h);
     }
-    if (pend != inline_pend)
-        free(pend);
+    pending_free(&ps);
     if (rc)
         return rc;
     if (dups && fresh)

@@ -708,6 +708,62 @@ static void test_many_producers(void **state)
     eng_producers_free(&back);
 }
 
+/* One request carrying many producers' batches (two each, in sequence)
+ * is checked as one: each producer against its own earlier batch in the
+ * request, a retry of the whole request found, a gap named by its batch. */
+static void test_request_with_many_producers(void **state)
+{
+    eng_producers *st = &((fixture *)*state)->st;
+    enum { P = 1000, B = 2 * P };
+    size_t cap = (size_t)B * 80, len = 0;
+    uint8_t *buf = malloc(cap);
+    assert_non_null(buf);
+    size_t gap_at = 0;
+    for (int i = 0; i < B; i++) {
+        eng_record_spec rec1 = {.timestamp = 1000, .key = (const uint8_t *)"k", .key_len = 1,
+                                .value = (const uint8_t *)"v", .value_len = 1};
+        eng_batch_params bp;
+        eng_batch_params_init(&bp);
+        bp.producer_id = i % P;
+        bp.producer_epoch = 0;
+        bp.base_sequence = i / P;
+        if (i == B - 7)
+            gap_at = len;
+        size_t n = eng_batch_encode(buf + len, cap - len, &bp, &rec1, 1);
+        assert_true(n > 0);
+        len += n;
+    }
+    eng_producer_verdict v;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_producers_check(st, buf, len, &v, &err), 0);
+    assert_false(v.duplicate);
+    assert_int_equal(v.producer_batches, B);
+    assert_int_equal(v.new_producers, P);
+    eng_producers_apply(st, buf, len, 0);
+    assert_int_equal(st->n, P);
+    assert_int_equal(must_find(st, P - 1)->batches[1].last_offset, B - 1);
+
+    assert_int_equal(eng_producers_check(st, buf, len, &v, &err), 0);
+    assert_true(v.duplicate);
+    assert_int_equal(v.dup_first_offset, 0);
+    assert_int_equal(v.dup_last_offset, B - 1);
+
+    /* The same producers again, the 7th-last batch's sequence skipping one. */
+    for (size_t pos = 0; pos < len;) {
+        eng_batch_header h;
+        assert_int_equal(eng_batch_header_decode(buf + pos, len - pos, &h), 0);
+        h.base_sequence += pos == gap_at ? 3 : 2;
+        eng_batch_header_encode(buf + pos, &h);
+        eng_batch_update_crc(buf + pos, (size_t)h.length + 12);
+        pos += (size_t)h.length + 12;
+    }
+    assert_int_equal(eng_producers_check(st, buf, len, &v, &err), ENG_ESEQUENCE);
+    char want[32];
+    snprintf(want, sizeof want, "batch %d: ", B - 7);
+    assert_non_null(strstr(err.message, want));
+    free(buf);
+}
+
 #define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -727,6 +783,7 @@ int main(void)
         TEST(test_unreadable_snapshot_falls_back),
         TEST(test_load_without_snapshots_and_with_expiry),
         TEST(test_many_producers),
+        TEST(test_request_with_many_producers),
         /* Last, as each needs sequence arithmetic that can overflow an int
          * (the sanitizer build ends the whole run at the first overflow). */
         TEST(test_sequence_wraps_at_int32_max),
