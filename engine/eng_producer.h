@@ -118,8 +118,8 @@ int eng_producers_encode(const eng_producers *st, uint8_t **out, size_t *len);
  * no batch are kept with nbatches 0. */
 int eng_producers_decode(eng_producers *st, const uint8_t *buf, size_t len);
 
-/* Writes `<offset>.snapshot` in dir (replacing one there), fsync'd when
- * sync (the directory is not). */
+/* Writes `<offset>.snapshot` in dir (replacing one there); with sync the
+ * file and then dir are fsync'd. */
 int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64_t offset,
                                  bool sync);
 

@@ -112,8 +112,9 @@ int eng_producers_decode(eng_producers *st, const uint8_t *buf, size_t len)
 /* Writes through a temporary file and a rename; without sync (at a roll,
  * which must not wait for the disk) a snapshot torn by a power loss fails
  * its CRC at the next start, is deleted, and the state is rebuilt from the
- * one before it and the log.  The directory is not synced either: a lost
- * rename costs the same rebuild, not data. */
+ * one before it and the log.  Nor is the directory synced then: a lost
+ * rename costs the same rebuild, not data (the stop's snapshot, written
+ * with sync, is different: see eng_producers_write_snapshot). */
 static int write_file(const char *path, const uint8_t *data, size_t len, bool sync)
 {
     char tmp[PATH_MAX];
@@ -147,6 +148,10 @@ int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64
         return rc;
     rc = write_file(path, buf, len, sync);
     free(buf);
+    /* The stop's snapshot: the clean-shutdown marker written after it says
+     * "no scan needed", so its name must be on disk before the marker is. */
+    if (!rc && sync)
+        rc = eng_fs_sync_dir(dir);
     return rc;
 }
 
