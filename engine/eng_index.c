@@ -325,8 +325,14 @@ int eng_index_check(const eng_index *idx, uint64_t log_size)
  * 32 times (one fallocate a 32 MB of log). */
 #define INDEX_RESERVE (64u << 10)
 
-/* Makes sure the blocks under [0, end) are allocated, so that a store
- * through the mapping cannot fault for want of space (see above). */
+static uint64_t round_up(uint64_t v, uint64_t unit)
+{
+    return (v + unit - 1) / unit * unit;
+}
+
+/* Makes sure the blocks under the pages of [0, end) are allocated, so that
+ * a store through the mapping cannot fault for want of space (see above).
+ * idx->reserved stays a multiple of the page size (or the file's end). */
 static int reserve_blocks(eng_index *idx, uint64_t end)
 {
     /* Hit per offset entry, so tests can pick one: those come by bytes
@@ -336,11 +342,21 @@ static int reserve_blocks(eng_index *idx, uint64_t end)
         return rc;
     if (end <= idx->reserved)
         return 0;
+    /* Whole pages: a store dirties the whole page it lands in, and where a
+     * block is smaller than a page (ext4 with 1 KiB blocks; 64 KiB pages
+     * on arm64 or ppc64) the fault allocates every block of that page, not
+     * just those under the entry.  Reserving up to `end` itself left the
+     * rest of the page a hole whenever an index reopened with more than
+     * INDEX_RESERVE bytes of entries took its next one (and every later
+     * reservation began mid-page): SIGBUS on a full disk (found by
+     * tests/unit/test_index_fs.c). */
+    long page = sysconf(_SC_PAGESIZE);
     uint64_t to = idx->reserved + INDEX_RESERVE;
     if (to < end)
         to = end;
+    to = round_up(to, page > 0 ? (uint64_t)page : 4096);
     if (to > idx->file_len)
-        to = idx->file_len;
+        to = idx->file_len; /* blocks past the end belong to no store */
     /* From 0 the first time: an index reopened after a crash may have
      * entries (blocks) and holes before its end alike; allocated blocks
      * cost fallocate nothing. */

@@ -1,0 +1,201 @@
+/*
+ * test_index_fs.c - index entries stored through the index file's shared
+ * mapping, on small file systems of their own filled to the last block.  A
+ * store into a shared mapping cannot fail with an error: a page the file
+ * system cannot find room for is SIGBUS, which kills the server.  So on a
+ * full disk an append must be refused (-ENOSPC, a 507), never fault:
+ *   - ext4 with 1 KiB blocks (or any block smaller than a page): an index
+ *     reopened with more than 64 KiB of entries, then appended to.
+ * Each runs where it can: as root, with loop devices and the mkfs tool;
+ * elsewhere it says it was skipped.  Scenarios that may fault run in a
+ * child process, so a SIGBUS fails the test instead of ending the suite.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "eng_error.h"
+#include "eng_index.h"
+#include "support.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct fs_fixture {
+    char *dir;      /* temporary directory: the image and the mount point */
+    char mnt[256];  /* dir/mnt */
+    bool mounted;
+} fs_fixture;
+
+static int setup(void **state)
+{
+    fs_fixture *f = calloc(1, sizeof *f);
+    if (!f || !(f->dir = ts_tmpdir())) {
+        free(f);
+        return -1;
+    }
+    snprintf(f->mnt, sizeof f->mnt, "%s/mnt", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fs_fixture *f = *state;
+    char cmd[1200];
+    if (f->mounted) {
+        snprintf(cmd, sizeof cmd, "umount '%s' 2>/dev/null || umount -l '%s'", f->mnt, f->mnt);
+        if (system(cmd) != 0)
+            fprintf(stderr, "# could not unmount %s\n", f->mnt);
+    }
+    ts_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Mounts a new file system at f->mnt: tmpfs of `size` when mkfs is NULL,
+ * else an image of `size` made by `mkfs` (a command the image path is
+ * appended to) on a loop device.  false (the test skips) where that is not
+ * possible: not root, no loop devices, no mkfs tool. */
+static bool mount_fs(fs_fixture *f, const char *mkfs, const char *size)
+{
+    char cmd[1600];
+    if (geteuid() != 0) {
+        fprintf(stderr, "# skipped: mounting a file system needs root\n");
+        return false;
+    }
+    if (mkdir(f->mnt, 0755) != 0)
+        return false;
+    if (!mkfs)
+        snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=%s tmpfs '%s' >/dev/null 2>&1", size,
+                 f->mnt);
+    else
+        snprintf(cmd, sizeof cmd,
+                 "truncate -s %s '%s/img' && %s '%s/img' >/dev/null 2>&1 && "
+                 "mount -o loop '%s/img' '%s' >/dev/null 2>&1",
+                 size, f->dir, mkfs, f->dir, f->dir, f->mnt);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "# skipped: could not make and mount a file system (%s)\n",
+                mkfs ? mkfs : "tmpfs");
+        return false;
+    }
+    f->mounted = true;
+    return true;
+}
+
+/* Writes a file until the file system has no room left; the errno that
+ * stopped it (ENOSPC). */
+static int fill_fs(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/filler", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return errno;
+    static char buf[4096];
+    memset(buf, 0x5a, sizeof buf);
+    int err = 0;
+    /* Twice: copy-on-write file systems find more room once the first
+     * round is on disk. */
+    for (int round = 0; round < 2; round++) {
+        while (write(fd, buf, sizeof buf) > 0)
+            ;
+        err = errno;
+        (void)fsync(fd);
+    }
+    close(fd);
+    sync();
+    return err;
+}
+
+/* Runs fn(dir) in a child process and returns its exit code, or 128 plus
+ * the signal that ended it (SIGBUS: 135). */
+static int in_child(int (*fn)(const char *dir), const char *dir)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* cmocka's handler would carry the child on to the next test. */
+        signal(SIGBUS, SIG_DFL);
+        signal(SIGSEGV, SIG_DFL);
+        _exit(fn(dir));
+    }
+    assert_true(pid > 0);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (WIFSIGNALED(st))
+        return 128 + WTERMSIG(st);
+    return WEXITSTATUS(st);
+}
+
+/* Appends offset-index entries first..last-1 (offset i + 1 at position
+ * 10 i); 0, or 10 after a refusal other than -ENOSPC. */
+static int append_entries(eng_index *idx, uint32_t first, uint32_t last)
+{
+    for (uint32_t i = first; i < last; i++) {
+        int rc = eng_offset_index_append(idx, (int64_t)i + 1, i * 10);
+        if (rc == -ENOSPC)
+            return 0; /* refused: what a full disk must do */
+        if (rc) {
+            fprintf(stderr, "# append %u: %s\n", i, eng_strerror(rc));
+            return 10;
+        }
+    }
+    return 0;
+}
+
+/* An index of 10,000 entries (80,000 bytes) trimmed, as a clean stop
+ * leaves the active segment's, then reopened on a full disk and
+ * appended to. */
+static int reopen_after_trim_on_full_disk(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/00000000000000000000.index", dir);
+    eng_index *idx;
+    if (eng_index_open(path, ENG_INDEX_OFFSET, 0, 1 << 20, true, &idx))
+        return 1;
+    if (append_entries(idx, 0, 10000) || eng_index_entries(idx) != 10000 ||
+        eng_index_trim(idx) || eng_index_sync(idx))
+        return 2;
+    eng_index_close(idx);
+    if (fill_fs(dir) != ENOSPC)
+        return 3;
+    if (eng_index_open(path, ENG_INDEX_OFFSET, 0, 1 << 20, true, &idx))
+        return 4;
+    int rc = append_entries(idx, 10000, 12000);
+    eng_index_close(idx);
+    return rc;
+}
+
+/* The reservation covered the entries' bytes, not the whole page they are
+ * in: the page's other blocks were holes, and the store's page fault could
+ * not allocate them (SIGBUS). */
+static void test_reopen_on_full_disk_with_small_blocks(void **state)
+{
+    fs_fixture *f = *state;
+    if (!mount_fs(f, "mkfs.ext4 -q -F -b 1024 -m 0", "16M"))
+        return;
+    int rc = in_child(reopen_after_trim_on_full_disk, f->mnt);
+    if (rc)
+        fprintf(stderr, "# the child ended with %d (135: SIGBUS)\n", rc);
+    assert_int_equal(rc, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_reopen_on_full_disk_with_small_blocks, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
