@@ -351,16 +351,30 @@ static int reserve_blocks(eng_index *idx, uint64_t end)
      * reservation began mid-page): SIGBUS on a full disk (found by
      * tests/unit/test_index_fs.c). */
     long page = sysconf(_SC_PAGESIZE);
-    uint64_t to = idx->reserved + INDEX_RESERVE;
-    if (to < end)
-        to = end;
-    to = round_up(to, page > 0 ? (uint64_t)page : 4096);
+    uint64_t unit = page > 0 ? (uint64_t)page : 4096;
+    uint64_t need = round_up(end, unit), to = idx->reserved + INDEX_RESERVE;
+    if (to < need)
+        to = need;
+    to = round_up(to, unit);
+    if (need > idx->file_len)
+        need = idx->file_len; /* blocks past the end belong to no store */
     if (to > idx->file_len)
-        to = idx->file_len; /* blocks past the end belong to no store */
+        to = idx->file_len;
     /* From 0 the first time: an index reopened after a crash may have
      * entries (blocks) and holes before its end alike; allocated blocks
      * cost fallocate nothing. */
     int e = posix_fallocate(idx->fd, (off_t)idx->reserved, (off_t)(to - idx->reserved));
+    if ((e == ENOSPC || e == EDQUOT) && need < to) {
+        /* No room to reserve ahead: the pages this store needs may have
+         * their blocks already (a rebuild rewrites the entries its file
+         * held, a reopened index adds to its last page), and reserving
+         * only those costs no room.  Refusing here failed a recovery on a
+         * full disk, and with it the partition's load (found by
+         * tests/unit/test_index_fs.c); the pwrite before needed no block
+         * it did not have. */
+        to = need;
+        e = posix_fallocate(idx->fd, (off_t)idx->reserved, (off_t)(to - idx->reserved));
+    }
     if (e)
         return -e;
     idx->reserved = to;

@@ -5,7 +5,9 @@
  * system cannot find room for is SIGBUS, which kills the server.  So on a
  * full disk an append must be refused (-ENOSPC, a 507), never fault:
  *   - ext4 with 1 KiB blocks (or any block smaller than a page): an index
- *     reopened with more than 64 KiB of entries, then appended to.
+ *     reopened with more than 64 KiB of entries, then appended to;
+ *   - tmpfs: a rebuild (recovery) rewrites entries the file already held,
+ *     which needs no new room and must not fail for want of it.
  * Each runs where it can: as root, with loop devices and the mkfs tool;
  * elsewhere it says it was skipped.  Scenarios that may fault run in a
  * child process, so a SIGBUS fails the test instead of ending the suite.
@@ -17,6 +19,8 @@
 
 #include "eng_error.h"
 #include "eng_index.h"
+#include "eng_segment.h"
+#include "segment_fixture.h"
 #include "support.h"
 
 #include <errno.h>
@@ -191,11 +195,41 @@ static void test_reopen_on_full_disk_with_small_blocks(void **state)
     assert_int_equal(rc, 0);
 }
 
+/* Recovery (the loader after a crash, or an index that fails its check)
+ * rebuilds a sealed segment's indexes in their files: on a full disk the
+ * entries land where the file's blocks already are.  Reserving 64 KiB
+ * ahead failed with -ENOSPC instead, and with it the segment's recovery
+ * and the partition's load: the server could not start until space was
+ * freed (pwrite, before, needed no new block). */
+static void test_rebuild_on_full_tmpfs(void **state)
+{
+    fs_fixture *f = *state;
+    if (!mount_fs(f, NULL, "1m"))
+        return;
+    copy_sample(f->mnt);
+    assert_int_equal(fill_fs(f->mnt), ENOSPC);
+    eng_segment_opts o = default_opts();
+    eng_segment *seg;
+    assert_int_equal(eng_segment_open(f->mnt, 0, &o, false, &seg), 0);
+    eng_recover_stats st;
+    int rc = eng_segment_recover(seg, &st);
+    if (rc)
+        fprintf(stderr, "# recovery: %s\n", eng_strerror(rc));
+    assert_int_equal(rc, 0);
+    assert_int_equal(st.valid_bytes, SAMPLE_LOG_BYTES);
+    eng_index *oi, *ti;
+    assert_int_equal(eng_segment_indexes(seg, &oi, &ti), 0);
+    assert_true(eng_index_entries(oi) > 0);
+    assert_true(eng_index_entries(ti) > 0);
+    eng_segment_unref(seg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reopen_on_full_disk_with_small_blocks, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_rebuild_on_full_tmpfs, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
