@@ -18,6 +18,14 @@
  * fails the append, as the pwrite did, and the store only ever lands on
  * allocated blocks.
  *
+ * That holds only where a block the file has is overwritten where it is:
+ * ext2/3/4 and tmpfs.  btrfs writes every rewritten block somewhere new,
+ * and XFS does for blocks shared with a reflinked copy (what a plain cp
+ * makes there since coreutils 9), so a store into a page already written
+ * needs new room whatever was reserved, and on a full disk was SIGBUS.
+ * Elsewhere, unknown file systems included, entries are written with
+ * pwrite, which reports a full disk, and the mapping stays read-only.
+ *
  * Only a writable index keeps its file descriptor.  A read-only one closes it
  * once mapped, and a sealed one (its segment rolled) once its entries are on
  * disk, as Kafka's AbstractIndex does: a partition's old segments then cost
@@ -32,12 +40,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 struct eng_index {
@@ -45,9 +55,10 @@ struct eng_index {
     pthread_mutex_t sync_lock;
     eng_index_kind kind;
     int64_t base_offset;
-    uint8_t *map;       /* map_len bytes, writable while the index is; NULL if empty */
+    uint8_t *map;       /* map_len bytes, writable if store_mapped; NULL if empty */
     size_t map_len;
     uint64_t reserved;  /* bytes from the start known to have blocks (writer only) */
+    bool store_mapped;  /* entries stored through the map (see above), else with pwrite */
     uint32_t entry_size;
     /* Both change when a roll trims the index (eng_index_trim, under the
      * partition's append lock) while the segment listing and the index dump
@@ -62,6 +73,17 @@ struct eng_index {
 static uint32_t entry_size_of(eng_index_kind kind)
 {
     return kind == ENG_INDEX_OFFSET ? ENG_OFFSET_ENTRY_SIZE : ENG_TIME_ENTRY_SIZE;
+}
+
+/* Whether fd's file system overwrites a block where it is, so that blocks
+ * reserved with posix_fallocate are all a store through the mapping can
+ * need (see above).  EXT4_SUPER_MAGIC is ext2's and ext3's too. */
+static bool overwrites_in_place(int fd)
+{
+    struct statfs sf;
+    if (fstatfs(fd, &sf) != 0)
+        return false;
+    return sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == TMPFS_MAGIC;
 }
 
 int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, size_t max_bytes,
@@ -110,11 +132,12 @@ int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, s
     }
     idx->file_len = len;
     idx->max_entries = (uint32_t)(len / idx->entry_size);
+    idx->store_mapped = writable && overwrites_in_place(idx->fd);
     atomic_init(&idx->dirty, writable);
     atomic_store_explicit(&idx->entries, existing, memory_order_relaxed);
     if (len > 0) {
-        idx->map = mmap(NULL, len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
-                        idx->fd, 0);
+        idx->map = mmap(NULL, len, idx->store_mapped ? PROT_READ | PROT_WRITE : PROT_READ,
+                        MAP_SHARED, idx->fd, 0);
         if (idx->map == MAP_FAILED) {
             idx->map = NULL;
             rc = -errno;
@@ -126,7 +149,7 @@ int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, s
          * and dropped again when a roll trims the file.  With 1 MiB
          * segments that churn halved the cleaner's speed; index pages are
          * only ever touched one at a time. */
-        if (writable)
+        if (idx->store_mapped)
             (void)madvise(idx->map, len, MADV_RANDOM);
     }
     if (!writable) {
@@ -335,11 +358,6 @@ static uint64_t round_up(uint64_t v, uint64_t unit)
  * idx->reserved stays a multiple of the page size (or the file's end). */
 static int reserve_blocks(eng_index *idx, uint64_t end)
 {
-    /* Hit per offset entry, so tests can pick one: those come by bytes
-     * appended, time entries by the clock. */
-    int rc = idx->kind == ENG_INDEX_OFFSET ? ENG_FAULT("index.reserve") : 0;
-    if (rc)
-        return rc;
     if (end <= idx->reserved)
         return 0;
     /* Whole pages: a store dirties the whole page it lands in, and where a
@@ -387,10 +405,22 @@ static int append_entry(eng_index *idx, const uint8_t *entry)
     if (!idx->writable || n >= idx->max_entries || !idx->map)
         return ENG_EINVAL;
     uint64_t pos = (uint64_t)n * idx->entry_size;
-    int rc = reserve_blocks(idx, pos + idx->entry_size);
+    /* No room for the entry.  Hit per offset entry, so tests can pick one:
+     * those come by bytes appended, time entries by the clock. */
+    int rc = idx->kind == ENG_INDEX_OFFSET ? ENG_FAULT("index.reserve") : 0;
     if (rc)
         return rc;
-    memcpy(idx->map + pos, entry, idx->entry_size);
+    if (idx->store_mapped) {
+        if ((rc = reserve_blocks(idx, pos + idx->entry_size)))
+            return rc;
+        memcpy(idx->map + pos, entry, idx->entry_size);
+    } else {
+        ssize_t w = pwrite(idx->fd, entry, idx->entry_size, (off_t)pos);
+        if (w < 0)
+            return -errno;
+        if ((size_t)w != idx->entry_size)
+            return -EIO;
+    }
     atomic_store(&idx->dirty, true);
     atomic_store_explicit(&idx->entries, n + 1, memory_order_release);
     return 0;

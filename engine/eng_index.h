@@ -9,10 +9,12 @@
  *
  * A writable index is preallocated to floor(max_bytes / entry) * entry bytes
  * and trimmed to its entries on roll and close.  Reads go through a shared
- * read-only mmap; appends go through pwrite so a full disk is an error code,
- * not a SIGBUS on a sparse page.  The entry count is published with a release
- * store after the bytes are written, so readers on other threads never take
- * a lock and never see a half-written entry.
+ * mmap.  Appends store through it (read-write) onto blocks reserved first
+ * with posix_fallocate, on file systems that overwrite blocks in place
+ * (ext2/3/4, tmpfs); elsewhere they go through pwrite: either way a full
+ * disk is an error code, not a SIGBUS (eng_index.c).  The entry count is
+ * published with a release store after the bytes are written, so readers
+ * on other threads never take a lock and never see a half-written entry.
  */
 #ifndef ENG_INDEX_H
 #define ENG_INDEX_H

@@ -7,7 +7,9 @@
  *   - ext4 with 1 KiB blocks (or any block smaller than a page): an index
  *     reopened with more than 64 KiB of entries, then appended to;
  *   - tmpfs: a rebuild (recovery) rewrites entries the file already held,
- *     which needs no new room and must not fail for want of it.
+ *     which needs no new room and must not fail for want of it;
+ *   - btrfs, and XFS after a reflink copy: a rewrite of a block already
+ *     written needs a new one (copy on write), reserved or not.
  * Each runs where it can: as root, with loop devices and the mkfs tool;
  * elsewhere it says it was skipped.  Scenarios that may fault run in a
  * child process, so a SIGBUS fails the test instead of ending the suite.
@@ -224,12 +226,75 @@ static void test_rebuild_on_full_tmpfs(void **state)
     eng_segment_unref(seg);
 }
 
+/* Entries written and on disk, then (the disk full) more entries into the
+ * same page, as the active index takes them.  With reflink set, the file
+ * is first copied with cp --reflink (what a plain cp does on XFS and btrfs
+ * since coreutils 9), so its blocks are shared. */
+static int append_to_written_page(const char *dir, bool reflink)
+{
+    char path[600], cmd[1400];
+    snprintf(path, sizeof path, "%s/00000000000000000000.index", dir);
+    eng_index *idx;
+    if (eng_index_open(path, ENG_INDEX_OFFSET, 0, 1 << 20, true, &idx))
+        return 1;
+    if (append_entries(idx, 0, 10) || eng_index_entries(idx) != 10 || eng_index_sync(idx))
+        return 2;
+    if (reflink) {
+        snprintf(cmd, sizeof cmd, "cp --reflink=always '%s' '%s.copy'", path, path);
+        if (system(cmd) != 0)
+            return 3;
+    }
+    if (fill_fs(dir) != ENOSPC)
+        return 4;
+    int rc = append_entries(idx, 10, 200);
+    eng_index_close(idx);
+    return rc;
+}
+
+static int append_to_written_page_plain(const char *dir)
+{
+    return append_to_written_page(dir, false);
+}
+
+static int append_to_written_page_reflinked(const char *dir)
+{
+    return append_to_written_page(dir, true);
+}
+
+/* btrfs writes every rewritten block somewhere new: blocks reserved with
+ * fallocate are used by the first write only, and a store into a page
+ * already written back found no room (SIGBUS). */
+static void test_store_on_full_btrfs(void **state)
+{
+    fs_fixture *f = *state;
+    if (!mount_fs(f, "mkfs.btrfs -q -f", "256M"))
+        return;
+    int rc = in_child(append_to_written_page_plain, f->mnt);
+    if (rc)
+        fprintf(stderr, "# the child ended with %d (135: SIGBUS)\n", rc);
+    assert_int_equal(rc, 0);
+}
+
+/* XFS overwrites in place, except blocks shared with a reflinked copy. */
+static void test_store_on_full_xfs_after_reflink_copy(void **state)
+{
+    fs_fixture *f = *state;
+    if (!mount_fs(f, "mkfs.xfs -q -f", "300M"))
+        return;
+    int rc = in_child(append_to_written_page_reflinked, f->mnt);
+    if (rc)
+        fprintf(stderr, "# the child ended with %d (135: SIGBUS)\n", rc);
+    assert_int_equal(rc, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reopen_on_full_disk_with_small_blocks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rebuild_on_full_tmpfs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_on_full_btrfs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_on_full_xfs_after_reflink_copy, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
