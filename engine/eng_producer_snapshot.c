@@ -185,9 +185,10 @@ static void remove_snapshot(const char *dir, int64_t offset, const char *why)
         ENG_WARN("removing %s (%s): %s", path, why, strerror(errno));
 }
 
-/* The largest snapshot offset of dir at or below max, or -1; those above it
- * are removed.  *seen is set when dir holds any snapshot. */
-static int latest_at_most(const char *dir, int64_t max, int64_t *best, bool *seen)
+/* The largest snapshot offset of dir at or below `below`, or -1; those
+ * above `end` (the log end) are removed.  *seen is set when dir holds any
+ * snapshot. */
+static int latest_at_most(const char *dir, int64_t below, int64_t end, int64_t *best, bool *seen)
 {
     *best = -1;
     DIR *dh = opendir(dir);
@@ -199,9 +200,9 @@ static int latest_at_most(const char *dir, int64_t max, int64_t *best, bool *see
         if (off < 0)
             continue;
         *seen = true;
-        if (off > max)
+        if (off > end)
             remove_snapshot(dir, off, "past the log end");
-        else if (off > *best)
+        else if (off <= below && off > *best)
             *best = off;
     }
     closedir(dh);
@@ -217,9 +218,12 @@ int eng_producers_load_latest(eng_producers *st, const char *dir, int64_t max_of
     if (!found)
         found = &seen;
     *found = false;
+    /* Lowered past each snapshot that fails, without taking it for one
+     * past the log end. */
+    int64_t below = max_offset;
     for (;;) {
         int64_t off;
-        int rc = latest_at_most(dir, max_offset, &off, found);
+        int rc = latest_at_most(dir, below, max_offset, &off, found);
         if (rc || off < 0)
             return rc;
         char path[PATH_MAX];
@@ -249,7 +253,7 @@ int eng_producers_load_latest(eng_producers *st, const char *dir, int64_t max_of
                  eng_strerror(rc), corrupt ? "deleting it" : "passing over it");
         if (corrupt)
             remove_snapshot(dir, off, "unreadable");
-        max_offset = off - 1;
+        below = off - 1;
     }
 }
 

@@ -22,6 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 /* kafka-vectors.txt snapshot_empty and snapshot_one_producer (pid 4242, epoch
  * 1, lastSequence 18, lastOffset 101, offsetDelta 1, timestamp 5000, no
@@ -596,6 +599,32 @@ static void test_unreadable_snapshot_falls_back(void **state)
     expect_dir(f->dir, "00000000000000000102.snapshot");
 }
 
+/* A snapshot this process cannot read (here a socket where the file
+ * should be: open fails with ENXIO) may be good once the cause is gone
+ * (descriptors freed, a disk back): it is passed over, not deleted. */
+static void test_snapshot_that_cannot_be_read_is_kept(void **state)
+{
+    fixture *f = *state;
+    eng_producers *st = &f->st;
+    one_producer_state(st);
+    assert_int_equal(eng_producers_write_snapshot(st, f->dir, 102, true), 0);
+    char path[1024];
+    snapshot_path(path, sizeof path, f->dir, 104);
+    int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(sock >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(path) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    assert_int_equal(bind(sock, (struct sockaddr *)&sa, sizeof sa), 0);
+
+    int64_t at = 99;
+    assert_int_equal(eng_producers_load_latest(st, f->dir, 1000, 0, 1000000, &at, NULL), 0);
+    assert_int_equal(at, 102);
+    expect_one_producer(st);
+    expect_dir(f->dir, "00000000000000000102.snapshot,00000000000000000104.snapshot");
+    close(sock);
+}
+
 static void test_load_without_snapshots_and_with_expiry(void **state)
 {
     fixture *f = *state;
@@ -781,6 +810,7 @@ int main(void)
         TEST(test_snapshot_in_kafka_order_decodes),
         TEST(test_snapshot_files_load_the_latest),
         TEST(test_unreadable_snapshot_falls_back),
+        TEST(test_snapshot_that_cannot_be_read_is_kept),
         TEST(test_load_without_snapshots_and_with_expiry),
         TEST(test_many_producers),
         TEST(test_request_with_many_producers),
