@@ -30,6 +30,8 @@ static json_t *partition_json(eng_partition *p)
     json_object_set_new(o, "bytes_appended", json_integer((json_int_t)c.appended_bytes));
     json_object_set_new(o, "records_read", json_integer((json_int_t)c.read_records));
     json_object_set_new(o, "bytes_read", json_integer((json_int_t)c.read_bytes));
+    json_object_set_new(o, "idempotent_producers", json_integer((json_int_t)c.producers));
+    json_object_set_new(o, "duplicate_batches", json_integer((json_int_t)c.duplicate_batches));
     json_object_set_new(o, "first_timestamp",
                         in.first_timestamp >= 0 ? json_integer(in.first_timestamp) : json_null());
     json_object_set_new(o, "max_timestamp",

@@ -211,7 +211,14 @@ static void test_retry_answers_original_offsets(void **state)
     ls_resp_free(&r);
     append1(s, "dup", 1000, 0, 5, 1, 5);
 
-    /* Monitoring sees the three retries and the one producer. */
+    /* The partition's description counts the three retries and the one
+     * producer, and so does monitoring. */
+    assert_int_equal(ls_get(s, "/v1/topics/dup/partitions/0", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ls_jint(&r, "idempotent_producers"), 1);
+    assert_int_equal(ls_jint(&r, "duplicate_batches"), 3);
+    ls_resp_free(&r);
+
     assert_int_equal(ls_metric(s, "logstore_duplicate_batches_total{topic=\"dup\"}", -1), 3);
     assert_int_equal(ls_metric(s, "logstore_partition_producers{topic=\"dup\",partition=\"0\"}", -1), 1);
     assert_int_equal(ls_metric(s, "logstore_records_appended_total{topic=\"dup\"}", -1), 6);
