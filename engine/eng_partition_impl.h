@@ -95,8 +95,8 @@ struct eng_partition {
     _Atomic uint64_t appended_records, appended_bytes, read_records, read_bytes;
     _Atomic uint64_t duplicate_batches;
     _Atomic uint64_t producer_count; /* producers.n, for readers without append_lock */
-    /* Idempotent producers' sequences (append_lock); saved at each roll and
-     * at close, rebuilt by the loader (eng_producer.h). */
+    /* Idempotent producers' sequences (append_lock); saved at each roll, at
+     * close and after the loader rebuilt them (eng_producer.h). */
     eng_producers producers;
     int64_t producer_expiration_ms; /* producer.id.expiration.ms */
 };

@@ -9,8 +9,8 @@
  * that skips or repeats sequence numbers otherwise is refused (Kafka's rules,
  * ProducerAppendInfo.checkSequence and checkProducerEpoch).  The state is
  * saved in `<20-digit offset>.snapshot` files (kafka-format.md §12) at each
- * roll and at a clean stop, and rebuilt at startup from the latest snapshot
- * and the batches after it.
+ * roll, at a clean stop and after a start's rebuild, and rebuilt at startup
+ * from the latest snapshot and the batches after it.
  *
  * Not thread-safe: the partition guards its state with its append lock.
  */
@@ -114,8 +114,8 @@ int eng_producers_encode(const eng_producers *st, uint8_t **out, size_t *len);
 
 /* Decodes a snapshot file body into st (emptied first); ENG_ECORRUPT when its
  * version, CRC or length is wrong, or an id repeats.  Entries may come in
- * any order (Kafka writes them in a hash map's) and are sorted; those with
- * no batch are kept with nbatches 0. */
+ * any order (Kafka writes them in a hash map's) and are kept in it,
+ * indexed by id; those with no batch are kept with nbatches 0. */
 int eng_producers_decode(eng_producers *st, const uint8_t *buf, size_t len);
 
 /* Writes `<offset>.snapshot` in dir (replacing one there); with sync the
