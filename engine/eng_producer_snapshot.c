@@ -25,7 +25,8 @@
 #define SNAP_ENTRY 46
 #define SNAP_VERSION 1
 /* About 23 million producers: a state of more is not one we wrote (each
- * costs some 170 bytes of memory as well). */
+ * costs over 200 bytes of memory as well: a 200-byte entry and its index
+ * slots). */
 #define SNAP_MAX_BYTES (1024u << 20)
 
 /* Orders encoded entries by their leading producer id. */
@@ -252,7 +253,7 @@ int eng_producers_load_latest(eng_producers *st, const char *dir, int64_t max_of
         ENG_WARN("%s: unreadable producer snapshot (%s); %s and rebuilding from the log", path,
                  eng_strerror(rc), corrupt ? "deleting it" : "passing over it");
         if (corrupt)
-            remove_snapshot(dir, off, "unreadable");
+            remove_snapshot(dir, off, "does not decode");
         below = off - 1;
     }
 }
