@@ -109,12 +109,13 @@ int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, s
     }
     uint64_t len = (uint64_t)st.st_size;
     /* A file left preallocated (a crash before the trim) is sparse past its
-     * written entries, and every entry is written with pwrite, so the first
-     * hole ends them.  Counting the holes as entries made the loader read
-     * them through the map, and on tmpfs reading a hole of a shared map
-     * allocates a page: with the file system full that is SIGBUS, and the
-     * server crashed at every start until space was freed.  Where holes
-     * are not reported, lseek gives the file's end and nothing changes.
+     * written entries, and entries are only ever written in order (with
+     * pwrite, or stored through the mapping), so the first hole ends them.
+     * Counting the holes as entries made the loader read them through the
+     * map, and on tmpfs reading a hole of a shared map allocates a page:
+     * with the file system full that is SIGBUS, and the server crashed at
+     * every start until space was freed.  Where holes are not reported,
+     * lseek gives the file's end and nothing changes.
      * Blocks reserved ahead of the entries (see above) but never written
      * are unwritten extents, which SEEK_HOLE reports as holes too. */
     off_t hole = lseek(idx->fd, 0, SEEK_HOLE);
@@ -345,7 +346,7 @@ int eng_index_check(const eng_index *idx, uint64_t log_size)
 
 /* Reserved at a time: 5,461 time or 8,192 offset entries, so a segment
  * of Kafka's default 1 GiB with its 4 KiB index interval reserves about
- * 32 times (one fallocate a 32 MB of log). */
+ * 32 times (one fallocate per 32 MiB of log). */
 #define INDEX_RESERVE (64u << 10)
 
 static uint64_t round_up(uint64_t v, uint64_t unit)
