@@ -392,10 +392,10 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
         ENG_WARN("%s-%d: sealing segment %020lld: %s", p->topic, p->id,
                  (long long)eng_segment_base(active), eng_strerror(rc));
     /* Appends' fsyncs may have skipped the active segment's indexes
-     * (sync_from); once it is no longer last, the recovery point may pass it
-     * and startup would trust its indexes, so they go to disk now.  Under
-     * the default flush policy no flush skips them and a roll costs no
-     * fsync, as in Kafka. */
+     * (eng__sync_from); once it is no longer last, the recovery point may
+     * pass it and startup would trust its indexes, so they go to disk now.
+     * Under the default flush policy no flush skips them and a roll costs
+     * no fsync, as in Kafka. */
     int sync_rc = 0;
     if (atomic_exchange(&p->index_sync_owed, false)) {
         sync_rc = ENG_FAULT("roll.index_sync");
