@@ -200,8 +200,8 @@ static void test_unclean_restart_replays(void **state)
 }
 
 /* Files left by another life of the log: a snapshot past the log end
- * (a truncation) is deleted, an unreadable one is deleted and the state
- * rebuilt from the one before it. */
+ * (a truncation) is deleted, one that does not decode is deleted and the
+ * state rebuilt from the one before it. */
 static void test_stale_and_unreadable_snapshots(void **state)
 {
     fixture *f = *state;
