@@ -13,9 +13,7 @@ static json_t *producer_json(const eng_producer_entry *e)
     json_t *batches = json_array();
     for (uint32_t i = 0; i < e->nbatches; i++) {
         const eng_producer_batch *b = &e->batches[i];
-        int64_t first_seq = (int64_t)b->last_seq - b->offset_delta;
-        if (first_seq < 0) /* the batch's sequences wrapped past INT32_MAX */
-            first_seq += (int64_t)INT32_MAX + 1;
+        int64_t first_seq = eng_producer_batch_first_seq(b);
         json_array_append_new(
             batches, json_pack("{s:I,s:i,s:I,s:I,s:I}", "first_sequence", (json_int_t)first_seq,
                                "last_sequence", (int)b->last_seq, "first_offset",

@@ -37,7 +37,10 @@ static int write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
-int eng_fs_write_atomic(const char *path, const void *data, size_t len)
+/* The recipe of eng_fs_write_atomic and eng_fs_write_replace; `fault`
+ * (test builds) is the point that acts halfway through the data. */
+static int replace_file(const char *path, const void *data, size_t len, bool durable,
+                        const char *fault)
 {
     char tmp[4096];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
@@ -67,14 +70,15 @@ int eng_fs_write_atomic(const char *path, const void *data, size_t len)
      * leaves a torn temporary file (it used to act first: found by
      * tests/crash/test_faults.c). */
     int rc = write_all(fd, data, len / 2);
-    if (!rc)
-        rc = ENG_FAULT("fs.write_atomic.mid");
+    if (!rc && fault)
+        rc = ENG_FAULT(fault);
     if (!rc)
         rc = write_all(fd, (const char *)data + len / 2, len - len / 2);
 #else
+    (void)fault;
     int rc = write_all(fd, data, len);
 #endif
-    if (!rc && fsync(fd) < 0)
+    if (!rc && durable && fsync(fd) < 0)
         rc = -errno;
     if (close(fd) < 0 && !rc)
         rc = -errno;
@@ -84,7 +88,17 @@ int eng_fs_write_atomic(const char *path, const void *data, size_t len)
         unlink(tmp);
         return rc;
     }
-    return eng_fs_sync_parent(path);
+    return durable ? eng_fs_sync_parent(path) : 0;
+}
+
+int eng_fs_write_atomic(const char *path, const void *data, size_t len)
+{
+    return replace_file(path, data, len, true, "fs.write_atomic.mid");
+}
+
+int eng_fs_write_replace(const char *path, const void *data, size_t len, bool durable)
+{
+    return replace_file(path, data, len, durable, NULL);
 }
 
 int eng_fs_read_file(const char *path, size_t max_len, char **out, size_t *len)
@@ -217,6 +231,20 @@ int eng_fs_segment_path(char *buf, size_t len, const char *dir, int64_t base, co
     if ((size_t)snprintf(buf, len, "%s/%020" PRId64 "%s", dir, base, suffix) >= len)
         return ENG_EINVAL;
     return 0;
+}
+
+int64_t eng_fs_segment_name_base(const char *name, const char **rest)
+{
+    int64_t v = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - (name[i] - '0')) / 10)
+            return -1;
+        v = v * 10 + (name[i] - '0');
+    }
+    if (name[20] != '.')
+        return -1;
+    *rest = name + 20;
+    return v;
 }
 
 bool eng_fs_exists(const char *path)

@@ -18,6 +18,12 @@
 /* Replaces path with len bytes of data, durably (see above). */
 int eng_fs_write_atomic(const char *path, const void *data, size_t len);
 
+/* The same, durably or not: without, nothing is fsync'd (a crash may leave
+ * the old file, the new one, or a torn new one, and the reader must tell).
+ * No fault point acts in it, so tests counting fs.write_atomic.mid hits
+ * count only the files that need durability. */
+int eng_fs_write_replace(const char *path, const void *data, size_t len, bool durable);
+
 /* Writes len bytes at file position pos, resuming after short writes and
  * EINTR; 0 or -errno. */
 int eng_fs_pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t pos);
@@ -52,6 +58,11 @@ int eng_fs_join(char *buf, size_t len, const char *dir, const char *name);
 
 /* Writes "<dir>/<20-digit base><suffix>" into buf. */
 int eng_fs_segment_path(char *buf, size_t len, const char *dir, int64_t base, const char *suffix);
+
+/* The inverse: the base offset a file name starts with ("<20 digits>."),
+ * with *rest at the '.', or -1 when it does not start so or the digits pass
+ * INT64_MAX. */
+int64_t eng_fs_segment_name_base(const char *name, const char **rest);
 
 bool eng_fs_exists(const char *path);
 

@@ -31,23 +31,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Parses "<20 digits>.<rest>"; returns the base or -1. */
-static int64_t parse_base(const char *name, const char **rest)
-{
-    int64_t v = 0;
-    for (int i = 0; i < 20; i++) {
-        if (name[i] < '0' || name[i] > '9')
-            return -1;
-        if (v > (INT64_MAX - (name[i] - '0')) / 10)
-            return -1;
-        v = v * 10 + (name[i] - '0');
-    }
-    if (name[20] != '.')
-        return -1;
-    *rest = name + 20;
-    return v;
-}
-
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -98,7 +81,7 @@ static int scan_dir(const char *dir, dir_scan *d, eng_load_stats *st)
     struct dirent *e;
     while ((e = readdir(dh)) && !rc) {
         const char *rest;
-        int64_t base = parse_base(e->d_name, &rest);
+        int64_t base = eng_fs_segment_name_base(e->d_name, &rest);
         if (base < 0)
             continue;
         if (has_suffix(rest, ".deleted") || has_suffix(rest, ".cleaned")) {
@@ -121,7 +104,7 @@ static int scan_dir(const char *dir, dir_scan *d, eng_load_stats *st)
         return -errno;
     while ((e = readdir(dh))) {
         const char *rest;
-        int64_t base = parse_base(e->d_name, &rest);
+        int64_t base = eng_fs_segment_name_base(e->d_name, &rest);
         if (base < 0 || (strcmp(rest, ".index") && strcmp(rest, ".timeindex") &&
                          strcmp(rest, ".txnindex")))
             continue;

@@ -226,7 +226,7 @@ static const eng_producer_batch *find_duplicate(const eng_producer_entry *e, int
         return NULL;
     for (uint32_t i = 0; i < e->nbatches; i++) {
         const eng_producer_batch *b = &e->batches[i];
-        if (b->last_seq == last_seq && seq_sub(b->last_seq, b->offset_delta) == first_seq)
+        if (b->last_seq == last_seq && eng_producer_batch_first_seq(b) == first_seq)
             return b;
     }
     return NULL;
@@ -406,6 +406,11 @@ int eng_producers_copy(const eng_producers *st, eng_producer_entry **out, size_t
     *out = c;
     *n = st->n;
     return 0;
+}
+
+int32_t eng_producer_batch_first_seq(const eng_producer_batch *b)
+{
+    return seq_sub(b->last_seq, b->offset_delta);
 }
 
 int eng_producer_cmp_id(const void *a, const void *b)

@@ -103,6 +103,10 @@ int eng_producers_reindex(eng_producers *st);
  * NULL when n is 0). */
 int eng_producers_copy(const eng_producers *st, eng_producer_entry **out, size_t *n);
 
+/* The first sequence of a kept batch (its last one less its delta,
+ * wrapping past 0 to INT32_MAX as Kafka's sequences do). */
+int32_t eng_producer_batch_first_seq(const eng_producer_batch *b);
+
 /* qsort order of entries by producer id. */
 int eng_producer_cmp_id(const void *a, const void *b);
 

@@ -13,7 +13,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -110,32 +109,6 @@ int eng_producers_decode(eng_producers *st, const uint8_t *buf, size_t len)
     return rc;
 }
 
-/* Writes through a temporary file and a rename; without sync (at a roll,
- * which must not wait for the disk) a snapshot torn by a power loss fails
- * its CRC at the next start, is deleted, and the state is rebuilt from the
- * one before it and the log.  Nor is the directory synced then: a lost
- * rename costs the same rebuild, not data (the stop's snapshot, written
- * with sync, is different: see eng_producers_write_snapshot). */
-static int write_file(const char *path, const uint8_t *data, size_t len, bool sync)
-{
-    char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
-        return ENG_EINVAL;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
-    int rc = eng_fs_pwrite_all(fd, data, len, 0);
-    if (!rc && sync && fsync(fd) < 0)
-        rc = -errno;
-    if (close(fd) < 0 && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path) < 0)
-        rc = -errno;
-    if (rc)
-        unlink(tmp);
-    return rc;
-}
-
 int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64_t offset,
                                  bool sync)
 {
@@ -147,12 +120,13 @@ int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64
     size_t len;
     if ((rc = eng_producers_encode(st, &buf, &len)))
         return rc;
-    rc = write_file(path, buf, len, sync);
+    /* Unsynced at a roll, which must not wait for the disk: a snapshot torn
+     * by a power loss fails its CRC at the next start and the state is
+     * rebuilt from the one before it and the log; a lost rename costs the
+     * same.  The stop's is synced with its directory: the clean-shutdown
+     * marker written after it says "no scan needed". */
+    rc = eng_fs_write_replace(path, buf, len, sync);
     free(buf);
-    /* The stop's snapshot: the clean-shutdown marker written after it says
-     * "no scan needed", so its name must be on disk before the marker is. */
-    if (!rc && sync)
-        rc = eng_fs_sync_dir(dir);
     return rc;
 }
 
@@ -160,15 +134,9 @@ int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64
  * followed by suffix. */
 static int64_t named_offset(const char *name, const char *suffix)
 {
-    if (strlen(name) != 20 + strlen(suffix) || strcmp(name + 20, suffix))
-        return -1;
-    int64_t v = 0;
-    for (int i = 0; i < 20; i++) {
-        if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - (name[i] - '0')) / 10)
-            return -1;
-        v = v * 10 + (name[i] - '0');
-    }
-    return v;
+    const char *rest;
+    int64_t off = eng_fs_segment_name_base(name, &rest);
+    return off >= 0 && !strcmp(rest, suffix) ? off : -1;
 }
 
 /* The offset a snapshot file's name gives, or -1. */

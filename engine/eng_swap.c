@@ -21,20 +21,6 @@
 
 static const char *const exts[] = {".log", ".index", ".timeindex", ".txnindex", NULL};
 
-static int64_t name_base(const char *name, const char **rest)
-{
-    int64_t v = 0;
-    for (int i = 0; i < 20; i++) {
-        if (name[i] < '0' || name[i] > '9')
-            return -1;
-        v = v * 10 + (name[i] - '0');
-    }
-    if (name[20] != '.')
-        return -1;
-    *rest = name + 20;
-    return v;
-}
-
 /* Offset after the last complete batch of a .log.swap file (base if none). */
 static int64_t swap_next_offset(const char *path, int64_t base)
 {
@@ -80,7 +66,7 @@ int eng_swap_complete(const char *dir)
     struct dirent *e;
     while ((e = readdir(dh)) && !rc) {
         const char *rest;
-        int64_t base = name_base(e->d_name, &rest);
+        int64_t base = eng_fs_segment_name_base(e->d_name, &rest);
         if (base < 0)
             continue;
         size_t len = strlen(rest);
