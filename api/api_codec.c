@@ -223,7 +223,10 @@ int api_parse_append(const uint8_t *body, size_t len, int64_t now_ms, size_t max
         goto done;
     }
     json_t *enc = json_object_get(b.doc, "encoding");
-    if (enc && (!json_is_string(enc) || api_parse_encoding(json_string_value(enc), &b.base64))) {
+    /* A NUL would end the name early for api_parse_encoding: "base64\u0000x"
+     * is no encoding. */
+    if (enc && (!json_is_string(enc) || strlen(json_string_value(enc)) != json_string_length(enc) ||
+                api_parse_encoding(json_string_value(enc), &b.base64))) {
         fail(err, "invalid_request", "encoding must be \"utf8\" or \"base64\"");
         goto done;
     }

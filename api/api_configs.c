@@ -188,6 +188,15 @@ static void configs_alter_locked(api_ctx *ctx, const api_request *req, const api
                       "operation %zu needs a string name and op", i);
             goto done;
         }
+        /* Read as C strings they stop at a NUL: "retention.ms\u0000x" would
+         * set retention.ms, and "DELETE\u0000x" delete, neither of which was
+         * sent. */
+        if (strlen(json_string_value(name)) != json_string_length(name) ||
+            strlen(json_string_value(kind)) != json_string_length(kind)) {
+            api_error(resp, req, "invalid_request", json_pack("{s:I}", "operation", (json_int_t)i),
+                      "operation %zu: name and op may not hold a NUL character", i);
+            goto done;
+        }
         const char *k = json_string_value(kind), *n = json_string_value(name);
         bool needs_value = strcasecmp(k, "DELETE") != 0;
         if (needs_value && (!value || !api_config_text(value, text, sizeof text))) {

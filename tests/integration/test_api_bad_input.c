@@ -210,6 +210,9 @@ static void test_wrong_types(void **state)
         "{\"records\":[{\"value\":\"a\",\"timestamp\":true}]}",
         "{\"encoding\":5,\"records\":[{\"value\":\"a\"}]}",
         "{\"encoding\":\"hex\",\"records\":[{\"value\":\"a\"}]}",
+        /* a NUL ends the string for C: "base64" and "utf8" are not what was sent */
+        "{\"encoding\":\"base64\\u0000x\",\"records\":[{\"value\":\"YQ==\"}]}",
+        "{\"encoding\":\"utf8\\u0000\",\"records\":[{\"value\":\"a\"}]}",
         "{\"expected_offset\":\"3\",\"records\":[{\"value\":\"a\"}]}",
         "{\"expected_offset\":3.0,\"records\":[{\"value\":\"a\"}]}",
         /* a bad record after good ones refuses the whole batch */

@@ -424,6 +424,14 @@ static void test_alter_refused_changes_nothing(void **state)
                   NULL, 0);
     alter_refused("atom", "[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"1\"},{\"op\":\"SET\"}]",
                   400, "invalid_request", NULL, 1);
+    /* a NUL ends the string for C, but the name or op sent is not the one
+     * before it: "retention.ms\0x" is no config, "DELETE\0x" no operation */
+    alter_refused("atom", "[{\"name\":\"retention.ms\\u0000x\",\"op\":\"SET\",\"value\":\"1\"}]",
+                  400, "invalid_request", NULL, 0);
+    alter_refused("atom",
+                  "[{\"name\":\"segment.bytes\",\"op\":\"SET\",\"value\":\"2097152\"},"
+                  "{\"name\":\"retention.ms\",\"op\":\"DELETE\\u0000x\"}]",
+                  400, "invalid_request", NULL, 1);
     alter_refused("atom", "[]", 400, "invalid_request", NULL, -1);
     alter_refused("atom", "{}", 400, "invalid_request", NULL, -1);
     send_expect("POST", "/v1/topics/atom/configs:alter", "{\"ops\":[]}", 400, "invalid_request", NULL);
