@@ -641,13 +641,46 @@ static void start_stream(api_ctx *ctx, eng_partition *p, read_req *rr, read_mode
     resp->content_type = mode == MODE_SSE ? "text/event-stream" : "application/x-ndjson";
 }
 
+/* The route takes every read parameter, but each form of answer applies
+ * only some: a raw read is whole stored batches up to max_bytes (no record
+ * count, time bound or encoding: max_records=1 answered a megabyte), and a
+ * stream has no page to bound or wait for (max_bytes left a stream open
+ * for good).  Such a parameter is refused, as an unknown one is, rather
+ * than ignored. */
+static bool mode_applies_query(const api_request *req, api_response *resp, read_mode mode)
+{
+    static const char *const not_raw[] = {"max_records", "until_timestamp", "encoding", NULL};
+    static const char *const not_stream[] = {"max_bytes", "wait_ms", "min_bytes", NULL};
+    const char *const *refused = mode == MODE_RAW                         ? not_raw
+                                 : mode == MODE_SSE || mode == MODE_NDJSON ? not_stream
+                                                                           : NULL;
+    for (size_t i = 0; refused && refused[i]; i++) {
+        if (!api_query_count(req, refused[i]))
+            continue;
+        if (mode == MODE_RAW)
+            api_error(resp, req, "invalid_request", NULL,
+                      "%s does not apply to a raw read (Accept: application/octet-stream), "
+                      "which answers whole stored batches: bound it with max_bytes",
+                      refused[i]);
+        else
+            api_error(resp, req, "invalid_request", NULL,
+                      "%s does not apply to a stream (Accept: %s), which follows the log: "
+                      "bound it with max_records or until_timestamp",
+                      refused[i], mode == MODE_SSE ? "text/event-stream" : "application/x-ndjson");
+        return false;
+    }
+    return true;
+}
+
 void api_h_read(api_ctx *ctx, const api_request *req, const api_params *params, api_response *resp)
 {
+    read_mode mode = mode_of(req);
+    if (!mode_applies_query(req, resp, mode))
+        return;
     eng_partition *p;
     if (!api_lookup_partition(ctx, req, params, resp, &p))
         return;
     read_req rr;
-    read_mode mode = mode_of(req);
     if (parse_read(req, resp, p, &rr)) {
         if (mode == MODE_SSE || mode == MODE_NDJSON) {
             start_stream(ctx, p, &rr, mode, req, resp);

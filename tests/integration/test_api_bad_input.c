@@ -437,6 +437,43 @@ static void test_query_parameters(void **state)
         assert_int_equal(fl.status, 200);
         ls_resp_free(&fl);
     }
+    /* Nor is a read parameter the answer's form does not apply: a raw read
+     * is whole stored batches up to max_bytes (max_records=1 answered a
+     * megabyte of them), and a stream ends only at max_records or
+     * until_timestamp (max_bytes left an NDJSON stream open for good).  The
+     * streams here carry max_records, so one that is not refused ends. */
+    static const char *const raw_accept[] = {"Accept: application/octet-stream", NULL};
+    static const char *const sse_accept[] = {"Accept: text/event-stream", NULL};
+    static const char *const ndjson_accept[] = {"Accept: application/x-ndjson", NULL};
+    static const struct {
+        const char *query;
+        const char *const *accept;
+    } unapplied[] = {
+        {"?offset=0&max_records=1", raw_accept},
+        {"?offset=0&until_timestamp=1", raw_accept},
+        {"?offset=0&encoding=base64", raw_accept},
+        {"?offset=0&max_records=1&max_bytes=1", sse_accept},
+        {"?offset=0&max_records=1&max_bytes=1", ndjson_accept},
+        {"?offset=0&max_records=1&wait_ms=100", sse_accept},
+        {"?offset=0&max_records=1&min_bytes=5", ndjson_accept},
+    };
+    for (size_t i = 0; i < sizeof unapplied / sizeof unapplied[0]; i++) {
+        char q[160];
+        snprintf(q, sizeof q, BAD "%s", unapplied[i].query);
+        expect_rejected_h("GET", q, NULL, NULL, 0, unapplied[i].accept, 400, "invalid_request");
+    }
+    /* what they do apply is taken */
+    assert_int_equal(ls_http(S, "GET", BAD "?offset=0&max_bytes=1&wait_ms=10&min_bytes=1", NULL,
+                             NULL, 0, raw_accept, &fl),
+                     0);
+    assert_int_equal(fl.status, 200);
+    ls_resp_free(&fl);
+    assert_int_equal(ls_http(S, "GET", BAD "?offset=0&max_records=1&until_timestamp=9&encoding=base64",
+                             NULL, NULL, 0, ndjson_accept, &fl),
+                     0);
+    assert_int_equal(fl.status, 200);
+    ls_resp_free(&fl);
+
     /* Probes may add a query of their own: health ignores it. */
     ls_resp h;
     assert_int_equal(ls_get(S, "/health/ready?probe=lb-7", &h), 0);
