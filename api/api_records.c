@@ -287,6 +287,22 @@ void api_h_append(api_ctx *ctx, const api_request *req, const api_params *params
     eng_partition_unref(p);
 }
 
+/* A record of a keyed append and the partition chosen for it. */
+typedef struct placed {
+    int32_t part;
+    size_t pos; /* its place in the request */
+} placed;
+
+/* By partition, then by place in the request: a partition's batch keeps the
+ * request's order (qsort is not stable). */
+static int placed_cmp(const void *a, const void *b)
+{
+    const placed *x = a, *y = b;
+    if (x->part != y->part)
+        return x->part < y->part ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
 void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *params,
                         api_response *resp)
 {
@@ -313,14 +329,14 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
         return;
     }
     /* Choose each record's partition, then append one batch per partition. */
-    int32_t *target = malloc(body.n * sizeof *target);
+    placed *order = malloc(body.n * sizeof *order);
     eng_record_spec *group = malloc(body.n * sizeof *group);
     size_t *group_pos = malloc(body.n * sizeof *group_pos); /* each one's place in the request */
     json_t *results = json_array(), *records = json_array();
     size_t ok = 0, failed = 0;
     json_t *first_error = NULL;
     int first_status = 0;
-    if (!target || !group || !group_pos) {
+    if (!order || !group || !group_pos) {
         api_error(resp, req, "internal_error", NULL, "out of memory");
         goto done;
     }
@@ -333,29 +349,32 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
         }
     }
     for (size_t i = 0; i < body.n; i++) {
+        order[i].pos = i;
         if (body.partitions[i] >= 0)
-            target[i] = body.partitions[i];
+            order[i].part = body.partitions[i];
         else if (body.recs[i].key)
-            target[i] = api_partition_for_key(body.recs[i].key, (size_t)body.recs[i].key_len, nparts);
+            order[i].part =
+                api_partition_for_key(body.recs[i].key, (size_t)body.recs[i].key_len, nparts);
         else
-            target[i] = (int32_t)(atomic_fetch_add(&ctx->round_robin, 1) % (uint64_t)nparts);
+            order[i].part = (int32_t)(atomic_fetch_add(&ctx->round_robin, 1) % (uint64_t)nparts);
     }
+    /* Grouped by sorting, not by a pass over the records per partition: that
+     * cost records x partitions (seconds of an HTTP thread for a large
+     * request to a topic of many partitions). */
+    qsort(order, body.n, sizeof *order, placed_cmp);
     /* Per-record results in request order: filled as partitions complete. */
     json_t **rec_out = calloc(body.n, sizeof *rec_out);
     if (!rec_out) {
         api_error(resp, req, "internal_error", NULL, "out of memory");
         goto done;
     }
-    for (int32_t part = 0; part < nparts; part++) {
+    for (size_t at = 0; at < body.n;) {
+        int32_t part = order[at].part;
         size_t n = 0;
-        for (size_t i = 0; i < body.n; i++) {
-            if (target[i] == part) {
-                group_pos[n] = i;
-                group[n++] = body.recs[i];
-            }
+        for (; at < body.n && order[at].part == part; at++) {
+            group_pos[n] = order[at].pos;
+            group[n++] = body.recs[order[at].pos];
         }
-        if (n == 0)
-            continue;
         eng_errdetail d = {0};
         eng_append_result res;
         int rc = append_specs(parts[part], group, n, -1, false, &res, &d);
@@ -379,12 +398,10 @@ void api_h_append_keyed(api_ctx *ctx, const api_request *req, const api_params *
             ok += n;
         }
         int64_t next = rc ? -1 : res.base_offset;
-        for (size_t i = 0; i < body.n; i++) {
-            if (target[i] != part)
-                continue;
-            rec_out[i] = rc ? json_pack("{s:i,s:n}", "partition", (int)part, "offset")
-                            : json_pack("{s:i,s:I}", "partition", (int)part, "offset", (json_int_t)next++);
-        }
+        for (size_t k = 0; k < n; k++)
+            rec_out[group_pos[k]] =
+                rc ? json_pack("{s:i,s:n}", "partition", (int)part, "offset")
+                   : json_pack("{s:i,s:I}", "partition", (int)part, "offset", (json_int_t)next++);
         json_array_append_new(results, r);
     }
     for (size_t i = 0; i < body.n; i++)
@@ -405,7 +422,7 @@ done:
     json_decref(first_error);
     json_decref(results);
     json_decref(records);
-    free(target);
+    free(order);
     free(group);
     free(group_pos);
     api_append_body_free(&body);

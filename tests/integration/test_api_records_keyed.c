@@ -237,6 +237,59 @@ static void test_keyed_null_keys_round_robin(void **state)
     ls_resp_free(&r);
 }
 
+/* Records interleaved over many partitions: each partition's batch keeps
+ * the request's order, "records" maps every input record to its own
+ * partition and offset, and "results" lists the partitions in order.  (The
+ * records are grouped by sorting them, once, by partition.) */
+static void test_keyed_interleaved_many_partitions(void **state)
+{
+    (void)state;
+    enum { NP = 64, N = 2000 };
+    assert_int_equal(ls_create_topic(S, "spread", NP, NULL), 201);
+    json_t *recs = json_array();
+    for (int i = 0; i < N; i++) { /* the value names the record: v<i> */
+        char v[32];
+        snprintf(v, sizeof v, "v%d", i);
+        json_array_append_new(recs, json_pack("{s:i,s:s}", "partition", (i * 7) % NP, "value", v));
+    }
+    json_t *req = json_pack("{s:o}", "records", recs);
+    char *body = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    assert_non_null(body);
+    ls_resp r;
+    assert_int_equal(ls_send_json(S, "POST", "/v1/topics/spread/records", body, &r), 0);
+    free(body);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ls_jint(&r, "records_appended"), N);
+    json_t *results = ls_jget(&r, "results");
+    assert_int_equal(json_array_size(results), NP);
+    for (size_t k = 0; k < NP; k++)
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(results, k), "partition")),
+                         (long long)k);
+    long long next[NP] = {0};
+    for (int i = 0; i < N; i++) {
+        json_t *o = json_array_get(ls_jget(&r, "records"), (size_t)i);
+        int p = (i * 7) % NP;
+        assert_int_equal(json_integer_value(json_object_get(o, "partition")), p);
+        assert_int_equal(json_integer_value(json_object_get(o, "offset")), next[p]++);
+    }
+    ls_resp_free(&r);
+    /* Partition 5 holds, in order, the records i with 7i = 5 (mod 64). */
+    read_q("spread", 5, "offset=0&max_records=1000", &r);
+    assert_int_equal(r.status, 200);
+    size_t k = 0;
+    for (int i = 0; i < N; i++) {
+        if ((i * 7) % NP != 5)
+            continue;
+        char v[32];
+        snprintf(v, sizeof v, "v%d", i);
+        assert_string_equal(json_string_value(json_object_get(rec(&r, k), "value")), v);
+        k++;
+    }
+    assert_int_equal(nrecs(&r), k);
+    ls_resp_free(&r);
+}
+
 static void test_keyed_errors(void **state)
 {
     (void)state;
@@ -430,6 +483,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keyed_murmur2),
         cmocka_unit_test(test_keyed_null_keys_round_robin),
+        cmocka_unit_test(test_keyed_interleaved_many_partitions),
         cmocka_unit_test(test_keyed_errors),
         cmocka_unit_test(test_concurrent_appends),
         cmocka_unit_test(test_zz_clean_stop),
