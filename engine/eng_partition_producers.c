@@ -76,7 +76,11 @@ static int load(eng_partition *p, bool clean_shutdown, int64_t *stands_on)
         eng_producers_free(&p->producers);
         at = *stands_on = -1;
     }
-    int64_t from = at >= 0 ? at : lso;
+    /* With no usable snapshot the whole log is read, from its first
+     * segment, not from the log start: batches below a delete-records
+     * start are still there and may be a producer's last, and forgetting
+     * that producer would store a retry of its acknowledged batch again. */
+    int64_t from = at >= 0 ? at : eng_segment_base(p->view->segs[0]);
     int64_t t0 = eng_mono_ms();
     if ((rc = replay_from(p, from)))
         return rc;

@@ -413,6 +413,35 @@ static int count_files(fixture *f, const char *suffix)
     return n;
 }
 
+/* A crash with no snapshot at all (the partition never rolled, never
+ * stopped cleanly) after delete-records moved the log start past a
+ * producer's last batch, still in the first segment.  The rebuild read only
+ * from the log start, so the producer was forgotten and a retry of its last
+ * acknowledged batch was stored a second time, where the README promises
+ * the state outlives the producer's batches and that with no snapshot the
+ * whole log's batch headers are read. */
+static void test_unclean_restart_without_snapshot_after_delete_records(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 14, 0, 0, 1);
+    send_ok(p, 14, 0, 1, 1);
+    send_ok(p, 15, 0, 0, 2);
+    int64_t lso;
+    assert_int_equal(eng_partition_delete_records(p, 3, &lso, NULL), 0);
+    assert_int_equal(lso, 3);
+    assert_int_equal(eng_partition_flush(p), 0);
+    eng_partition_unref(p); /* a crash */
+    assert_int_equal(count_files(f, ".snapshot"), 0);
+
+    p = open_from(f, false, 0, 3);
+    assert_int_equal(eng_partition_log_start_offset(p), 3);
+    expect_dup(p, 14, 0, 1, 1, 1);
+    expect_dup(p, 15, 0, 0, 2, 2);
+    assert_int_equal(send_ok(p, 14, 0, 2, 1), 4);
+    eng_partition_unref(p);
+}
+
 /* Each clean stop writes a snapshot at the log end, which names no segment,
  * so retention never takes it: every restart left one for good.  A start
  * removes the snapshots no segment names but the one its state stands on
@@ -520,6 +549,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_below_first_segment_unused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_unclean_restart_without_snapshot_after_delete_records,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_stray_snapshots_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clean_start_with_unreadable_snapshot_scans, setup,
                                         teardown),
