@@ -366,6 +366,15 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
                       p->topic, p->id, (long long)eng_segment_base(active), eng_strerror(rc));
         return p->dir_offline ? ENG_EOFFLINE : rc;
     }
+    /* Also before the next segment exists: the sealed segment's largest
+     * timestamp survives a restart only as its time index's last entry.  A
+     * disk too full for that entry (the index's first, for a segment of
+     * under index.interval.bytes) fails the roll, as a disk too full for the
+     * next segment does; sealing it without the entry left a segment that,
+     * after a restart, reads by timestamp skipped and retention.ms judged
+     * by its file's mtime. */
+    if ((rc = eng_segment_write_final_time_entry(active)))
+        return offline_code(p, rc);
     eng_segment_opts o;
     eng__segment_opts(p, cfg, true, &o);
     eng_segment *seg;

@@ -626,19 +626,31 @@ void eng_segment_skip_full_index(eng_segment *s)
     s->index_full_skips = true;
 }
 
+int eng_segment_write_final_time_entry(eng_segment *s)
+{
+    eng_index *ti = atomic_load(&s->tidx);
+    int64_t ts = atomic_load(&s->max_ts);
+    /* A time index with no slot at all (segment.index.bytes under 12 bytes)
+     * never holds an entry, so there is nothing to lose. */
+    if (ts < 0 || !ti || eng_index_max_entries(ti) == 0)
+        return 0;
+    return eng_time_index_maybe_append(ti, ts, atomic_load(&s->offset_of_max_ts), true);
+}
+
 int eng_segment_seal(eng_segment *s)
 {
     if (!eng_segment_is_active(s))
         return 0;
     eng_index *oi = atomic_load(&s->oidx), *ti = atomic_load(&s->tidx);
     int rc = 0;
-    int64_t ts = atomic_load(&s->max_ts);
-    if (ts >= 0 && ti) {
-        rc = eng_time_index_maybe_append(ti, ts, atomic_load(&s->offset_of_max_ts), true);
-        if (rc)
-            ENG_WARN("segment %020lld: final time-index entry not written: %s", (long long)s->base,
-                     eng_strerror(rc));
-    }
+    /* Without this entry a later start reads an older largest timestamp
+     * (none at all when it was the index's first), so reads by timestamp
+     * skip the segment's newest records and retention.ms judges it by the
+     * wrong time: the error is kept for the caller (see the header). */
+    int final_rc = eng_segment_write_final_time_entry(s);
+    if (final_rc)
+        ENG_WARN("segment %020lld: final time-index entry not written: %s", (long long)s->base,
+                 eng_strerror(final_rc));
     if (oi && (rc = eng_index_trim(oi)))
         return rc;
     if (ti && (rc = eng_index_trim(ti)))
@@ -650,7 +662,7 @@ int eng_segment_seal(eng_segment *s)
     if (s->preallocated && ftruncate(s->log_fd, (off_t)eng_segment_size(s)) < 0)
         return -errno;
     atomic_store(&s->active, false);
-    return 0;
+    return final_rc;
 }
 
 /* Startup trusts a segment that is not the last one up to its file's end

@@ -143,8 +143,17 @@ int eng_segment_appendv(eng_segment *s, const struct iovec *iov, int iovcnt, siz
  * forward from the entry before, whereas failing would fail the clean. */
 void eng_segment_skip_full_index(eng_segment *s);
 
+/* Writes the time-index entry a seal ends with (the segment's largest
+ * timestamp and its offset); nothing if it is there already.  After a
+ * restart that entry is all that tells the segment's largest timestamp, so
+ * a roll writes it before the next segment exists and fails without it. */
+int eng_segment_write_final_time_entry(eng_segment *s);
+
 /* Makes the segment inactive: final time-index entry, trims indexes and a
- * preallocated .log. */
+ * preallocated .log.  The segment is sealed even when the final entry
+ * cannot be written (a full disk), but that error is returned: a clean stop
+ * must then leave no clean-shutdown marker, so the next start rebuilds the
+ * index. */
 int eng_segment_seal(eng_segment *s);
 
 /* Cuts a preallocated .log to its data and fdatasyncs that, before a roll

@@ -19,8 +19,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "eng_config.h"
 #include "eng_error.h"
+#include "eng_fs.h"
 #include "eng_index.h"
+#include "eng_partition.h"
 #include "eng_segment.h"
 #include "segment_fixture.h"
 #include "support.h"
@@ -287,12 +290,66 @@ static void test_store_on_full_xfs_after_reflink_copy(void **state)
     assert_int_equal(rc, 0);
 }
 
+/* A roll on a full disk.  A segment of under index.interval.bytes has no
+ * time-index entry until its seal writes the last one (the segment's
+ * largest timestamp), and that entry is all a later start reads back as
+ * the segment's largest timestamp.  With no room for it the roll went
+ * ahead and sealed the segment without it (a warning in the log): after a
+ * restart reads by timestamp skipped the segment's records, the partition
+ * reported no largest timestamp, and retention.ms judged the segment by its
+ * file's mtime.  The roll must be refused instead (-ENOSPC, a 507), the
+ * segment staying active; once there is room it rolls, and a restart finds
+ * the records by timestamp. */
+static void test_roll_on_full_tmpfs_keeps_final_time_entry(void **state)
+{
+    fs_fixture *f = *state;
+    if (!mount_fs(f, NULL, "1m"))
+        return;
+    char pdir[600], filler[600];
+    snprintf(pdir, sizeof pdir, "%s/orders-0", f->mnt);
+    snprintf(filler, sizeof filler, "%s/filler", f->mnt);
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = pdir, .config = d.cfg,
+                               .clean_shutdown = true, .log_start_offset = -1};
+    eng_partition *p;
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    int64_t ts0 = eng_now_ms() - 60000;
+    for (int i = 0; i < 3; i++) {
+        uint8_t buf[4096];
+        size_t len = ts_build_batch(buf, sizeof buf, i, 1, ts0 + i * 1000, 10);
+        eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
+        eng_append_result res;
+        eng_errdetail err = {0};
+        assert_int_equal(eng_partition_append(p, buf, len, &o, &res, &err), 0);
+    }
+    assert_int_equal(fill_fs(f->mnt), ENOSPC);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), -ENOSPC);
+    assert_int_equal(unlink(filler), 0);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 3);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    int64_t off, ts;
+    assert_int_equal(eng_partition_offset_for_timestamp(p, ts0 + 1500, &off, &ts), 0);
+    assert_int_equal(off, 2);
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(off, 2);
+    assert_int_equal(ts, ts0 + 2000);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reopen_on_full_disk_with_small_blocks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rebuild_on_full_tmpfs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_roll_on_full_tmpfs_keeps_final_time_entry, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_store_on_full_btrfs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_on_full_xfs_after_reflink_copy, setup, teardown),
     };
