@@ -637,6 +637,19 @@ int eng_segment_write_final_time_entry(eng_segment *s)
     return eng_time_index_maybe_append(ti, ts, atomic_load(&s->offset_of_max_ts), true);
 }
 
+int eng_segment_drop_time_index_file(eng_segment *s)
+{
+    char path[PATH_MAX];
+    int rc = path_enter(s);
+    if (rc)
+        return rc;
+    rc = eng_segment_file_path(s, ".timeindex", path, sizeof path);
+    if (!rc && unlink(path) < 0 && errno != ENOENT)
+        rc = -errno;
+    path_leave(s);
+    return rc;
+}
+
 int eng_segment_seal(eng_segment *s)
 {
     if (!eng_segment_is_active(s))

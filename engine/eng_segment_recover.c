@@ -13,6 +13,7 @@
 
 #include "eng_compress.h"
 #include "eng_error.h"
+#include "eng_logger.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -135,8 +136,22 @@ int eng_segment_recover_below(eng_segment *s, int64_t next_base, eng_recover_sta
     st->valid_bytes = valid;
     st->truncated_bytes = file_size - valid;
     st->next_offset = next;
-    if (max_ts >= 0)
-        eng_time_index_maybe_append(ti, max_ts, off_of_max, true);
+    if (max_ts >= 0 && (rc = eng_time_index_maybe_append(ti, max_ts, off_of_max, true))) {
+        /* A sealed segment's largest timestamp survives a restart only as
+         * this entry (the active one's seal writes it again).  With no
+         * room for it (a full disk), the file goes: the next start rebuilds
+         * it, where it would trust an index that makes reads by timestamp
+         * skip the segment's newest records and retention.ms judge it by
+         * its mtime.  This run keeps the timestamp in memory. */
+        if (!eng_segment_is_active(s)) {
+            ENG_WARN("segment %020lld: no room for its final time-index entry (%s); the "
+                     "index is rebuilt at the next start",
+                     (long long)s->base, eng_strerror(rc));
+            if ((rc = eng_segment_drop_time_index_file(s)))
+                goto done;
+        }
+        rc = 0;
+    }
     if ((rc = eng_index_trim(oi)) || (rc = eng_index_trim(ti)))
         goto done;
     atomic_store(&s->size, valid);

@@ -342,6 +342,69 @@ static void test_roll_on_full_tmpfs_keeps_final_time_entry(void **state)
     eng_partition_unref(p);
 }
 
+/* A sealed segment whose .timeindex is rebuilt at startup on a full disk
+ * (the file was lost; a segment under index.interval.bytes needs only the
+ * final entry, the index's first).  With no room for that entry the start
+ * still succeeds, but the file must not stay behind without it: the next
+ * start would trust it, and reads by timestamp would skip the segment's
+ * records.  It is removed, and the start after that (with room) rebuilds
+ * it. */
+static void test_rebuild_without_room_for_final_time_entry(void **state)
+{
+    fs_fixture *f = *state;
+    if (!mount_fs(f, NULL, "1m"))
+        return;
+    char pdir[600], filler[600], tindex[700];
+    snprintf(pdir, sizeof pdir, "%s/orders-0", f->mnt);
+    snprintf(filler, sizeof filler, "%s/filler", f->mnt);
+    snprintf(tindex, sizeof tindex, "%s/00000000000000000000.timeindex", pdir);
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = pdir, .config = d.cfg,
+                               .clean_shutdown = true, .log_start_offset = -1};
+    eng_partition *p;
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    int64_t ts0 = eng_now_ms() - 60000;
+    for (int i = 0; i < 4; i++) {
+        if (i == 3) {
+            int64_t base;
+            assert_int_equal(eng_partition_roll(p, &base), 0);
+        }
+        uint8_t buf[4096];
+        size_t len = ts_build_batch(buf, sizeof buf, i, 1, ts0 + i * 1000, 10);
+        eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
+        eng_append_result res;
+        eng_errdetail err = {0};
+        assert_int_equal(eng_partition_append(p, buf, len, &o, &res, &err), 0);
+    }
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+
+    assert_int_equal(unlink(tindex), 0);
+    assert_int_equal(fill_fs(f->mnt), ENOSPC);
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    assert_int_equal(access(tindex, F_OK), -1);
+    int64_t off, ts;
+    assert_int_equal(eng_partition_offset_for_timestamp(p, ts0 + 1500, &off, &ts), 0);
+    assert_int_equal(off, 2);
+    assert_int_equal(unlink(filler), 0);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    assert_int_equal(access(tindex, F_OK), 0);
+    assert_int_equal(eng_partition_offset_for_timestamp(p, ts0 + 1500, &off, &ts), 0);
+    assert_int_equal(off, 2);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+
+    /* A clean start trusts the rebuilt file: it holds the final entry. */
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    assert_int_equal(eng_partition_offset_for_timestamp(p, ts0 + 1500, &off, &ts), 0);
+    assert_int_equal(off, 2);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +412,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rebuild_on_full_tmpfs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_on_full_tmpfs_keeps_final_time_entry, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_rebuild_without_room_for_final_time_entry, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_on_full_btrfs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_on_full_xfs_after_reflink_copy, setup, teardown),
