@@ -408,7 +408,9 @@ static int visit_live_max(const eng_batch_pos *b, void *vctx)
 {
     live_max_ctx *c = vctx;
     const eng_batch_header *h = &b->header;
-    if (eng_batch_last_offset(h) < c->from)
+    /* A batch a clean emptied keeps its maxTimestamp but holds no record
+     * (kafka-format.md §6.3): nothing of it can be answered. */
+    if (eng_batch_last_offset(h) < c->from || h->record_count == 0)
         return 0;
     int64_t t = h->max_timestamp;
     if (h->base_offset < c->from) {
@@ -440,6 +442,26 @@ static int visit_live_max(const eng_batch_pos *b, void *vctx)
  * ?spec=max_timestamp name a deleted offset (which reads as 416) after
  * records:delete inside a segment.  An I/O error keeps the segment's own maximum: a
  * listing shows that rather than fail. */
+/* The largest timestamp among seg's records at or after `from`, read from
+ * its batches, and the last offset of the first batch holding it; (-1, -1)
+ * when none.  False, with *ts and *last untouched, when seg cannot be read. */
+static bool scan_live_max(eng_segment *seg, int64_t from, int64_t *ts, int64_t *last)
+{
+    uint64_t size = eng_segment_size(seg);
+    eng_batch_pos b = {.position = 0};
+    live_max_ctx c = {.seg = seg, .from = from, .ts = -1, .last = -1};
+    int rc = from > eng_segment_base(seg) ? eng_segment_find_batch(seg, from, size, &b) : 0;
+    if (!rc)
+        rc = eng_segment_scan_from(seg, b.position, size, visit_live_max, &c);
+    eng_buf_free(&c.batch);
+    eng_buf_free(&c.scratch);
+    if ((rc < 0 && rc != ENG_ENOTFOUND) || c.failed)
+        return false;
+    *ts = c.ts;
+    *last = c.last;
+    return true;
+}
+
 static void live_max_timestamp(eng_segment *seg, int64_t from, int64_t *ts, int64_t *last)
 {
     *ts = eng_segment_max_timestamp(seg);
@@ -453,16 +475,7 @@ static void live_max_timestamp(eng_segment *seg, int64_t from, int64_t *ts, int6
     if (*last >= from && eng_segment_find_batch(seg, *last, size, &b) == 0 &&
         b.header.base_offset >= from)
         return;
-    live_max_ctx c = {.seg = seg, .from = from, .ts = -1, .last = -1};
-    int rc = eng_segment_find_batch(seg, from, size, &b);
-    if (!rc)
-        rc = eng_segment_scan_from(seg, b.position, size, visit_live_max, &c);
-    eng_buf_free(&c.batch);
-    eng_buf_free(&c.scratch);
-    if ((rc < 0 && rc != ENG_ENOTFOUND) || c.failed)
-        return;
-    *ts = c.ts;
-    *last = c.last;
+    scan_live_max(seg, from, ts, last);
 }
 
 int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
@@ -470,28 +483,46 @@ int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
     int64_t lso = atomic_load(&p->log_start_offset);
     int64_t hw = atomic_load(&p->high_watermark);
     eng_segview *v = eng__segview_acquire(p);
-    eng_segment *best = NULL;
-    int64_t best_ts = -1, best_last = -1;
+    int64_t *seg_ts = malloc((v->n ? v->n : 1) * sizeof *seg_ts);
+    int64_t *seg_last = malloc((v->n ? v->n : 1) * sizeof *seg_last);
+    bool *rescanned = calloc(v->n ? v->n : 1, sizeof *rescanned);
+    int rc = seg_ts && seg_last && rescanned ? ENG_ENOTFOUND : -ENOMEM;
     /* Segments below the log start offset do not count: after
      * records:delete the answer would name an offset that reads as 416. */
-    for (size_t k = 0; k < v->n; k++) {
-        if (below_start(v, k, lso))
-            continue;
-        int64_t t, last;
-        live_max_timestamp(v->segs[k], lso, &t, &last);
-        if (t > best_ts) {
-            best_ts = t;
-            best_last = last;
-            best = v->segs[k];
-        }
+    for (size_t k = 0; rc != -ENOMEM && k < v->n; k++) {
+        seg_ts[k] = seg_last[k] = -1;
+        if (!below_start(v, k, lso))
+            live_max_timestamp(v->segs[k], lso, &seg_ts[k], &seg_last[k]);
     }
-    int rc = ENG_ENOTFOUND;
-    if (best) {
-        max_ts_ctx c = {.seg = best, .ts = best_ts, .target_last = best_last, .min_offset = lso};
-        c.offset = c.target_last;
-        eng_segment_scan(best, eng_segment_size(best), visit_max_ts, &c);
+    while (rc == ENG_ENOTFOUND) {
+        ssize_t best = -1;
+        int64_t best_ts = -1;
+        for (size_t k = 0; k < v->n; k++) {
+            if (seg_ts[k] > best_ts) {
+                best_ts = seg_ts[k];
+                best = (ssize_t)k;
+            }
+        }
+        if (best < 0)
+            break;
+        eng_segment *seg = v->segs[best];
+        max_ts_ctx c = {.seg = seg, .ts = best_ts, .target_last = seg_last[best],
+                        .min_offset = lso, .offset = -1};
+        eng_segment_scan(seg, eng_segment_size(seg), visit_max_ts, &c);
         eng_buf_free(&c.batch);
         eng_buf_free(&c.scratch);
+        /* A segment's maximum (its time index) may come from a batch a clean
+         * emptied and kept as a header, as the last of its group or of its
+         * producer: no record has that timestamp, and answering the header's
+         * offset named a record that reads as 404.  The segment's records
+         * answer instead, and the segments are compared again. */
+        if (c.offset < 0 && !rescanned[best]) {
+            rescanned[best] = true;
+            if (scan_live_max(seg, lso, &seg_ts[best], &seg_last[best]))
+                continue;
+        }
+        if (c.offset < 0)
+            c.offset = c.target_last; /* unreadable: the batch still bounds it */
         /* A record past the high watermark (flush.messages, its fsync
          * pending) is an offset reads answer nothing at: Kafka filters
          * ListOffsets answers at or past the last fetchable offset too. */
@@ -500,7 +531,11 @@ int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
             *ts = best_ts;
             rc = 0;
         }
+        break;
     }
+    free(seg_ts);
+    free(seg_last);
+    free(rescanned);
     eng__segview_release(v);
     return rc;
 }

@@ -14,7 +14,11 @@
  *     segment exactly min.compaction.lag.ms old is cleanable;
  *   - a zero-length key is a key (deduplicated), not a null one (dropped);
  *   - delete.retention.ms at INT64_MAX: the horizon saturates instead of
- *     overflowing, records stamped -1 or before 1970 keep their timestamps.
+ *     overflowing, records stamped -1 or before 1970 keep their timestamps;
+ *   - ?spec=max_timestamp after a clean emptied the batch holding the
+ *     largest timestamp but kept it as a header (the last of its group): the
+ *     answer is the record with the largest timestamp that remains, not the
+ *     header's offset, where no record is.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -288,6 +292,43 @@ static void test_horizon_saturates(void **state)
     eng_partition_unref(p);
 }
 
+/* ---- max timestamp after a clean --------------------------------------------- */
+
+static void test_max_timestamp_skips_emptied_batch(void **state)
+{
+    fixture *f = *state;
+    /* One batch a segment, one segment a group: the superseded a@9000 is
+     * the last batch of its group, so it stays as a header that keeps its
+     * maxTimestamp (kafka-format.md §6.3). */
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 100;
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    cu_kv a1 = {"a", "1", CU_T0 + 9000}, a2 = {"a", "2", CU_T0 + 3}, b = {"b", "3", CU_T0 + 6},
+          z = {"z", "4", CU_T0 + 4};
+    assert_int_equal(cu_append(p, &a1, 1, CU_T0), 0);
+    assert_int_equal(cu_append(p, &a2, 1, CU_T0), 1);
+    assert_int_equal(cu_append(p, &b, 1, CU_T0), 2);
+    assert_int_equal(cu_append(p, &z, 1, CU_T0), 3);
+    int64_t off, ts;
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(off, 0);
+    assert_int_equal(ts, CU_T0 + 9000);
+
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0 + 60000, false, &st), 0);
+    assert_int_equal(st.end_offset, 3);
+    cu_recs rs;
+    cu_read_ok(p, &rs);
+    assert_int_equal(rs.n, 3);
+    assert_int_equal(rs.v[0].off, 1);
+    cu_recs_free(&rs);
+
+    assert_int_equal(eng_partition_max_timestamp(p, &off, &ts), 0);
+    assert_int_equal(off, 2);
+    assert_int_equal(ts, CU_T0 + 6);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -298,6 +339,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_min_lag_boundary, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_empty_key_is_a_key, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_horizon_saturates, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_max_timestamp_skips_emptied_batch, cu_setup,
+                                        cu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
