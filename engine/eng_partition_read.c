@@ -433,15 +433,6 @@ static int visit_live_max(const eng_batch_pos *b, void *vctx)
     return 0;
 }
 
-/* The largest timestamp among seg's records at or after `from` (the log start
- * offset) and the last offset of the first batch holding it; (-1, -1) when
- * none.  The segment's own maximum (its time index's last entry) also counts
- * records that delete-records removed, so when `from` falls inside seg and
- * that maximum's batch starts below it, the batches from `from` on are read.
- * Leaving out only whole segments below the log start offset would let
- * ?spec=max_timestamp name a deleted offset (which reads as 416) after
- * records:delete inside a segment.  An I/O error keeps the segment's own maximum: a
- * listing shows that rather than fail. */
 /* The largest timestamp among seg's records at or after `from`, read from
  * its batches, and the last offset of the first batch holding it; (-1, -1)
  * when none.  False, with *ts and *last untouched, when seg cannot be read. */
@@ -462,6 +453,15 @@ static bool scan_live_max(eng_segment *seg, int64_t from, int64_t *ts, int64_t *
     return true;
 }
 
+/* The largest timestamp among seg's records at or after `from` (the log start
+ * offset) and the last offset of the first batch holding it; (-1, -1) when
+ * none.  The segment's own maximum (its time index's last entry) also counts
+ * records that delete-records removed, so when `from` falls inside seg and
+ * that maximum's batch starts below it, the batches from `from` on are read.
+ * Leaving out only whole segments below the log start offset would let
+ * ?spec=max_timestamp name a deleted offset (which reads as 416) after
+ * records:delete inside a segment.  An I/O error keeps the segment's own maximum: a
+ * listing shows that rather than fail. */
 static void live_max_timestamp(eng_segment *seg, int64_t from, int64_t *ts, int64_t *last)
 {
     *ts = eng_segment_max_timestamp(seg);
