@@ -167,6 +167,33 @@ static int read_failed(eng_partition *p, int64_t offset, int rc, eng_errdetail *
     return eng_fail(err, rc, "reading %s-%d failed: %s", p->topic, p->id, eng_strerror(rc));
 }
 
+/* Damage in seg's .log (cut short, a batch that does not parse) met by a
+ * read at offset: says where, and where reading can go on, as a CRC failure
+ * does.  Releases v; returns ENG_ECORRUPT. */
+static int damaged(eng_partition *p, eng_segview *v, eng_segment *seg, int64_t offset,
+                   eng_errdetail *err)
+{
+    int64_t skip = -1;
+    for (size_t k = 0; k + 1 < v->n; k++)
+        if (v->segs[k] == seg)
+            skip = eng_segment_base(v->segs[k + 1]);
+    int64_t base = eng_segment_base(seg);
+    eng__segview_release(v);
+    ENG_ERROR("%s-%d: read at offset %lld met damage in segment %020lld", p->topic, p->id,
+              (long long)offset, (long long)base);
+    if (skip < 0)
+        return eng_fail(err, ENG_ECORRUPT,
+                        "segment %020lld of %s-%d is damaged (cut short, or a batch that "
+                        "does not parse) at or after offset %lld",
+                        (long long)base, p->topic, p->id, (long long)offset);
+    eng_errdetail_bounds(err, offset, skip);
+    return eng_fail(err, ENG_ECORRUPT,
+                    "segment %020lld of %s-%d is damaged (cut short, or a batch that does "
+                    "not parse) at or after offset %lld; a read from offset %lld (the next "
+                    "segment) skips it",
+                    (long long)base, p->topic, p->id, (long long)offset, (long long)skip);
+}
+
 int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_fetch *out,
                        eng_errdetail *err)
 {
@@ -183,29 +210,8 @@ int eng_partition_read(eng_partition *p, int64_t offset, size_t max_bytes, eng_f
         out->next_offset = out->high_watermark;
     else if (!rc)
         rc = read_batches(seg, &b, eng_segment_size(seg), out->high_watermark, max_bytes, out);
-    if (rc == ENG_ECORRUPT && seg) {
-        /* Damage in the .log (cut short, a batch that does not parse): say
-         * where, and where reading can go on, as a CRC failure does. */
-        int64_t skip = -1;
-        for (size_t k = 0; k + 1 < v->n; k++)
-            if (v->segs[k] == seg)
-                skip = eng_segment_base(v->segs[k + 1]);
-        int64_t base = eng_segment_base(seg);
-        eng__segview_release(v);
-        ENG_ERROR("%s-%d: read at offset %lld met damage in segment %020lld", p->topic, p->id,
-                  (long long)offset, (long long)base);
-        if (skip < 0)
-            return eng_fail(err, rc,
-                            "segment %020lld of %s-%d is damaged (cut short, or a batch that "
-                            "does not parse) at or after offset %lld",
-                            (long long)base, p->topic, p->id, (long long)offset);
-        eng_errdetail_bounds(err, offset, skip);
-        return eng_fail(err, rc,
-                        "segment %020lld of %s-%d is damaged (cut short, or a batch that does "
-                        "not parse) at or after offset %lld; a read from offset %lld (the next "
-                        "segment) skips it",
-                        (long long)base, p->topic, p->id, (long long)offset, (long long)skip);
-    }
+    if (rc == ENG_ECORRUPT && seg)
+        return damaged(p, v, seg, offset, err);
     eng__segview_release(v);
     return rc ? read_failed(p, offset, rc, err) : 0;
 }
@@ -272,6 +278,20 @@ static int slice_range(eng_segment *seg, const eng_batch_pos *b, int64_t hw, siz
      * that crosses its limit without showing it, and visit_slice must see
      * the crossing batch to take the whole batches before it. */
     int rc = eng_segment_scan_from(seg, from, limit, visit_slice, &c);
+    if (rc == ENG_ECORRUPT) {
+        /* Damage past the whole batches found so far: send those, as a page
+         * answers the records before damage, and let the read from c.next
+         * meet it.  Refusing the lot left a raw reader with no way on, since
+         * the read at the damage itself is what names the skip offset.  The
+         * size a segment was opened with may be more than its file holds
+         * now (cut behind our back): bytes sendfile cannot find are damage
+         * too. */
+        struct stat st;
+        int fd = eng_segment_log_fd(seg);
+        if (fd < 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_size < c.end)
+            return ENG_ECORRUPT;
+        rc = 0;
+    }
     if (rc < 0)
         return rc;
     *end = c.end;
@@ -306,6 +326,10 @@ int eng_partition_read_slice(eng_partition *p, int64_t offset, size_t max_bytes,
             out->next_offset = next;
         }
     }
+    /* Told as a page's read tells it: a raw reader needs the offset that
+     * skips the damage as much as a JSON one. */
+    if (rc == ENG_ECORRUPT && seg)
+        return damaged(p, v, seg, offset, err);
     eng__segview_release(v);
     if (rc == ENG_ENOTFOUND)
         rc = 0;

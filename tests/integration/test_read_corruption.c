@@ -312,12 +312,61 @@ static void test_segment_cut_short(void **state)
     ls_cleanup(S);
 }
 
+/* The same cut read raw (Accept: application/octet-stream), as a Kafka
+ * client reads: the whole batch before the cut comes back as a page's
+ * record does, and a read inside the cut answers 422 with the segment and
+ * the offset that skips it.  Raw reads answered 422 from offset 0 too (the
+ * batch before the cut was refused with the rest), with details {} and
+ * "reading t-0 failed: corrupt record batch", leaving a raw reader nowhere
+ * to go on from. */
+static void test_segment_cut_short_raw(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_start(S, NULL), 0);
+    assert_int_equal(ls_create_topic(S, "t", 1, NULL), 201);
+    static const char *const values[] = {"value-000", "value-001", "value-002"}; /* equal batches */
+    append_each(NULL, values, 3);
+    roll();
+    assert_int_equal(ls_append_json(S, "t", 0, "{\"records\":[{\"value\":\"value-three\"}]}"), 200);
+    assert_int_equal(ls_stop(S), 0);
+
+    char path[1400];
+    snprintf(path, sizeof path, "%s/t-0/00000000000000000000.log", S->dir);
+    long long size = ls_file_size(path), batch = size / 3;
+    assert_int_equal(size % 3, 0);
+    assert_int_equal(truncate(path, (off_t)(batch + batch / 2)), 0);
+    assert_int_equal(ls_restart(S, NULL), 0);
+
+    const char *raw[] = {"Accept: application/octet-stream", NULL};
+    ls_resp r;
+    assert_int_equal(ls_http(S, "GET", RECORDS "?offset=0", NULL, NULL, 0, raw, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal((long long)r.len, batch);
+    assert_non_null(memmem(r.body, r.len, "value-000", 9));
+    assert_non_null(ls_header(&r, "X-Next-Offset"));
+    assert_string_equal(ls_header(&r, "X-Next-Offset"), "1");
+    ls_resp_free(&r);
+    assert_int_equal(ls_http(S, "GET", RECORDS "?offset=1", NULL, NULL, 0, raw, &r), 0);
+    assert_int_equal(ls_check_error(&r, 422, "corrupt_record"), 0);
+    assert_non_null(strstr(ls_jstr(&r, "message"), "segment 00000000000000000000"));
+    assert_int_equal(ls_jint(&r, "details.next_offset"), 3);
+    ls_resp_free(&r);
+    assert_int_equal(ls_http(S, "GET", RECORDS "?offset=3", NULL, NULL, 0, raw, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(memmem(r.body, r.len, "value-three", 11));
+    ls_resp_free(&r);
+
+    assert_int_equal(ls_stop(S), 0);
+    ls_cleanup(S);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_damaged_batch),
         cmocka_unit_test(test_cleaner_refuses_damage),
         cmocka_unit_test(test_segment_cut_short),
+        cmocka_unit_test(test_segment_cut_short_raw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
