@@ -683,6 +683,7 @@ void eng_partition_info_get(eng_partition *p, eng_partition_info *out)
 
 typedef struct count_ctx {
     int64_t records, batches;
+    int64_t next; /* past the last whole batch */
 } count_ctx;
 
 static int visit_count(const eng_batch_pos *b, void *vctx)
@@ -690,6 +691,7 @@ static int visit_count(const eng_batch_pos *b, void *vctx)
     count_ctx *c = vctx;
     c->records += b->header.record_count;
     c->batches++;
+    c->next = eng_batch_last_offset(&b->header) + 1;
     return 0;
 }
 
@@ -715,8 +717,14 @@ int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
         count_ctx c = {0};
         rc = eng_segment_scan(seg, si->size_bytes, visit_count, &c);
         if (rc == ENG_ECORRUPT) {
-            /* Listed, not refused: the listing is where an operator looks. */
+            /* Listed, not refused: the listing is where an operator looks.
+             * A sealed segment whose tail does not parse has its next offset
+             * taken as its base (empty) by the engine; the listing gives
+             * the end of the whole batches it shows instead, so its offsets
+             * agree with its record and batch counts. */
             si->damaged = true;
+            if (c.next > si->next_offset)
+                si->next_offset = c.next;
             rc = 0;
         }
         si->record_count = c.records;

@@ -280,6 +280,10 @@ static void test_segment_cut_short(void **state)
     assert_int_equal(r.status, 200);
     assert_true(json_is_true(ls_jget(&r, "segments.0.damaged")));
     assert_int_equal(ls_jint(&r, "segments.0.batch_count"), 1);
+    assert_int_equal(ls_jint(&r, "segments.0.record_count"), 1);
+    /* past the whole batch it lists (it said 0: offsets 0 to -1 on the
+     * dashboard beside one record) */
+    assert_int_equal(ls_jint(&r, "segments.0.next_offset"), 1);
     assert_true(json_is_false(ls_jget(&r, "segments.1.damaged")));
     ls_resp_free(&r);
     assert_int_equal(ls_get(S, "/v1/topics/t/partitions/0/segments/0/batches", &r), 0);
