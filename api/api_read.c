@@ -698,7 +698,10 @@ void api_h_read(api_ctx *ctx, const api_request *req, const api_params *params, 
                 if (!park_read(ctx, p, &rr, next, req, resp))
                     answer_read(p, &rr, req, resp, &got, &next, &wait, &tally);
             }
-            count_delivered(p, &tally);
+            /* A HEAD is answered with the GET's headers and no body: it
+             * hands the reader nothing to count. */
+            if (!api_is_head(req))
+                count_delivered(p, &tally);
         }
     }
     eng_partition_unref(p);
@@ -743,8 +746,10 @@ void api_h_read_one(api_ctx *ctx, const api_request *req, const api_params *para
                   (long long)offset);
     else {
         /* Counted like a page's records: dashboards read the per-topic
-         * read counters as what clients were handed, by any route. */
-        eng_partition_count_read(p, 1, (uint64_t)out.bytes);
+         * read counters as what clients were handed, by any route (a
+         * HEAD hands nothing). */
+        if (!api_is_head(req))
+            eng_partition_count_read(p, 1, (uint64_t)out.bytes);
         api_resp_json(resp, 200, json_incref(first));
     }
     json_decref(out.records);

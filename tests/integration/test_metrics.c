@@ -119,6 +119,43 @@ static void test_traffic_bytes_and_reads(void **state)
     assert_int_equal(metric("logstore_bytes_read_total{topic=\"traffic\"}"), 30);
 }
 
+/* A HEAD hands over no records: a page's, a raw read's or one record's
+ * HEAD (a load balancer's check, a client asking the raw body's length)
+ * left the read counters as if the body had been sent, and the
+ * dashboard's read rate with them. */
+static void test_head_reads_not_counted(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "heads", 1, NULL), 201);
+    assert_int_equal(ls_append_json(S, "heads", 0, "{\"records\":[{\"key\":\"k\",\"value\":\"abc\"}]}"),
+                     200);
+    static const char *const raw[] = {"Accept: application/octet-stream", NULL};
+    static const char *const *accepts[] = {NULL, raw};
+    ls_resp r;
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(ls_http(S, "HEAD", "/v1/topics/heads/partitions/0/records?offset=0", NULL,
+                                 NULL, 0, accepts[i], &r),
+                         0);
+        assert_int_equal(r.status, 200);
+        ls_resp_free(&r);
+    }
+    assert_int_equal(ls_http(S, "HEAD", "/v1/topics/heads/partitions/0/records/0", NULL, NULL, 0,
+                             NULL, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(metric("logstore_records_read_total{topic=\"heads\"}"), 0);
+    assert_int_equal(metric("logstore_bytes_read_total{topic=\"heads\"}"), 0);
+    assert_int_equal(ls_partition_field(S, "heads", 0, "records_read"), 0);
+
+    /* The GET of the same page is counted, once. */
+    assert_int_equal(ls_get(S, "/v1/topics/heads/partitions/0/records?offset=0", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(metric("logstore_records_read_total{topic=\"heads\"}"), 1);
+    assert_int_equal(metric("logstore_bytes_read_total{topic=\"heads\"}"), 4);
+}
+
 /* Last: a clean stop exits 0 (leaks fail the sanitizer build's exit). */
 static void test_zz_clean_stop(void **state)
 {
@@ -131,6 +168,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_counts_by_route_and_status),
         cmocka_unit_test(test_traffic_bytes_and_reads),
+        cmocka_unit_test(test_head_reads_not_counted),
         cmocka_unit_test(test_zz_clean_stop),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
