@@ -101,6 +101,9 @@ bool api__early_refusal(api_server *s, struct MHD_Connection *c, const char *met
     bool known;
     char allow[64];
     const api_route *r = api_route_match(method, url, &params, &known, allow, sizeof allow);
+    /* A refusal here (401, 403, 413, 414, 431, 503) answers a request for a
+     * route: /metrics counts it there, not as an unmatched path. */
+    st->route = r ? (int)(r - api_routes()) : -1;
     kv_list headers = {0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, api__collect_kv, &headers);
     if (headers.failed) {

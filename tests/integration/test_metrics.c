@@ -156,6 +156,53 @@ static void test_head_reads_not_counted(void **state)
     assert_int_equal(metric("logstore_bytes_read_total{topic=\"heads\"}"), 4);
 }
 
+/* Requests refused from their headers, before any body is read, are counted
+ * under the route they asked for and their own status: a 414 on a read and
+ * a 413 on an append were counted as route="unmatched", method="" and (for
+ * 414 and 431, which README lists) status="other". */
+#define READ_414 \
+    "logstore_http_requests_total{method=\"GET\",route=\"/v1/topics/{topic}/partitions/{partition}/records\",status=\"414\"}"
+#define LIST_431 "logstore_http_requests_total{method=\"GET\",route=\"/v1/topics\",status=\"431\"}"
+#define APPEND_413 \
+    "logstore_http_requests_total{method=\"POST\",route=\"/v1/topics/{topic}/partitions/{partition}/records\",status=\"413\"}"
+
+static void test_refused_from_headers_counted_by_route(void **state)
+{
+    (void)state;
+    long long r414 = metric(READ_414), r431 = metric(LIST_431), r413 = metric(APPEND_413);
+    size_t n = 34000; /* over http.max.header.bytes (32768), under libmicrohttpd's own limit */
+    char *path = malloc(n + 64), *hdr = malloc(n + 16);
+    assert_non_null(path);
+    assert_non_null(hdr);
+    int k = snprintf(path, n + 64, "/v1/topics/t/partitions/0/records?");
+    memset(path + k, 'a', n);
+    strcpy(path + k + n, "=1");
+    ls_resp r;
+    assert_int_equal(ls_get(S, path, &r), 0);
+    assert_int_equal(r.status, 414);
+    ls_resp_free(&r);
+    k = snprintf(hdr, n + 16, "X-Big: ");
+    memset(hdr + k, 'b', n);
+    hdr[k + n] = 0;
+    const char *hdrs[] = {hdr, NULL};
+    assert_int_equal(ls_http(S, "GET", "/v1/topics", NULL, NULL, 0, hdrs, &r), 0);
+    assert_int_equal(r.status, 431);
+    ls_resp_free(&r);
+    free(path);
+    free(hdr);
+    /* A Content-Length over http.max.request.bytes (16 MiB) is refused
+     * before the body is sent. */
+    const char *big[] = {"Content-Length: 999999999", "Expect: 100-continue", NULL};
+    assert_int_equal(ls_http(S, "POST", "/v1/topics/t/partitions/0/records", "application/json",
+                             "{}", 2, big, &r),
+                     0);
+    assert_int_equal(r.status, 413);
+    ls_resp_free(&r);
+    assert_int_equal(metric(READ_414) - r414, 1);
+    assert_int_equal(metric(LIST_431) - r431, 1);
+    assert_int_equal(metric(APPEND_413) - r413, 1);
+}
+
 /* Last: a clean stop exits 0 (leaks fail the sanitizer build's exit). */
 static void test_zz_clean_stop(void **state)
 {
@@ -169,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_request_counts_by_route_and_status),
         cmocka_unit_test(test_traffic_bytes_and_reads),
         cmocka_unit_test(test_head_reads_not_counted),
+        cmocka_unit_test(test_refused_from_headers_counted_by_route),
         cmocka_unit_test(test_zz_clean_stop),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
