@@ -118,6 +118,20 @@ void eng__segview_install(eng_partition *p, eng_segview *v);
 /* Index of the segment with the largest base <= offset, or -1. */
 ssize_t eng__segview_floor(const eng_segview *v, int64_t offset);
 
+/* True if segment k of v holds nothing at or above lso: deleted for readers,
+ * waiting for retention to remove it. */
+bool eng__below_start(const eng_segview *v, size_t k, int64_t lso);
+
+/* Reads the batch at b (decompressed when it is) and starts *it on its
+ * records; buf and scratch (the caller's) hold the bytes the iterator walks. */
+int eng__iter_records(eng_segment *seg, const eng_batch_pos *b, eng_buf *buf, eng_buf *scratch,
+                      eng_record_iter *it);
+
+/* The largest timestamp among seg's records at or after `from` (the log
+ * start offset), and the last offset of the batch holding it; (-1, -1) when
+ * none (eng_partition_timestamps.c says how delete-records is allowed for). */
+void eng__live_max_timestamp(eng_segment *seg, int64_t from, int64_t *ts, int64_t *last);
+
 /* Per-segment options derived from a topic config, with p's gate. */
 void eng__segment_opts(const eng_partition *p, const eng_config *c, bool active_prealloc,
                        eng_segment_opts *o);
