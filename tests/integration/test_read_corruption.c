@@ -234,6 +234,28 @@ static void test_cleaner_refuses_damage(void **state)
     ls_cleanup(S);
 }
 
+/* Topic t: a sealed segment of three equal one-record batches (offsets
+ * 0-2) whose second batch was cut in half while the server was down (a
+ * clean stop, so nothing is re-read at the start), then offset 3 in the
+ * active segment; the server is running again.  Returns a batch's size. */
+static long long start_with_cut_segment(void)
+{
+    assert_int_equal(ls_start(S, NULL), 0);
+    assert_int_equal(ls_create_topic(S, "t", 1, NULL), 201);
+    static const char *const values[] = {"value-000", "value-001", "value-002"}; /* equal batches */
+    append_each(NULL, values, 3);
+    roll();
+    assert_int_equal(ls_append_json(S, "t", 0, "{\"records\":[{\"value\":\"value-three\"}]}"), 200);
+    assert_int_equal(ls_stop(S), 0);
+    char path[1400];
+    snprintf(path, sizeof path, "%s/t-0/00000000000000000000.log", S->dir);
+    long long size = ls_file_size(path), batch = size / 3;
+    assert_int_equal(size % 3, 0); /* three batches of the same size */
+    assert_int_equal(truncate(path, (off_t)(batch + batch / 2)), 0);
+    assert_int_equal(ls_restart(S, NULL), 0);
+    return batch;
+}
+
 /* A sealed segment cut short while the server was down (a clean stop, so
  * nothing is re-read at the start): reads into the missing bytes answer 422
  * instead of skipping to the next segment in silence, the next segment
@@ -241,22 +263,8 @@ static void test_cleaner_refuses_damage(void **state)
 static void test_segment_cut_short(void **state)
 {
     (void)state;
-    assert_int_equal(ls_start(S, NULL), 0);
-    assert_int_equal(ls_create_topic(S, "t", 1, NULL), 201);
-    static const char *const values[] = {"value-000", "value-001", "value-002"}; /* equal batches */
-    append_each(NULL, values, 3);
-    roll();
+    long long batch = start_with_cut_segment();
     ls_resp r;
-    assert_int_equal(ls_append_json(S, "t", 0, "{\"records\":[{\"value\":\"value-three\"}]}"), 200);
-    assert_int_equal(ls_stop(S), 0);
-
-    /* Cut the second batch (offset 1) in half; offset 0 stays whole. */
-    char path[1400];
-    snprintf(path, sizeof path, "%s/t-0/00000000000000000000.log", S->dir);
-    long long size = ls_file_size(path), batch = size / 3;
-    assert_int_equal(size % 3, 0); /* three batches of the same size */
-    assert_int_equal(truncate(path, (off_t)(batch + batch / 2)), 0);
-    assert_int_equal(ls_restart(S, NULL), 0);
 
     assert_int_equal(ls_get(S, RECORDS "?offset=0&max_records=10", &r), 0);
     assert_int_equal(r.status, 200);
@@ -326,20 +334,7 @@ static void test_segment_cut_short(void **state)
 static void test_segment_cut_short_raw(void **state)
 {
     (void)state;
-    assert_int_equal(ls_start(S, NULL), 0);
-    assert_int_equal(ls_create_topic(S, "t", 1, NULL), 201);
-    static const char *const values[] = {"value-000", "value-001", "value-002"}; /* equal batches */
-    append_each(NULL, values, 3);
-    roll();
-    assert_int_equal(ls_append_json(S, "t", 0, "{\"records\":[{\"value\":\"value-three\"}]}"), 200);
-    assert_int_equal(ls_stop(S), 0);
-
-    char path[1400];
-    snprintf(path, sizeof path, "%s/t-0/00000000000000000000.log", S->dir);
-    long long size = ls_file_size(path), batch = size / 3;
-    assert_int_equal(size % 3, 0);
-    assert_int_equal(truncate(path, (off_t)(batch + batch / 2)), 0);
-    assert_int_equal(ls_restart(S, NULL), 0);
+    long long batch = start_with_cut_segment();
 
     const char *raw[] = {"Accept: application/octet-stream", NULL};
     ls_resp r;

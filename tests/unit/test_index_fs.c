@@ -290,6 +290,18 @@ static void test_store_on_full_xfs_after_reflink_copy(void **state)
     assert_int_equal(rc, 0);
 }
 
+/* Appends one one-record batch at offset `offset` with timestamp ts
+ * (partition_fixture.h's append_ok, whose fixture this file cannot share). */
+static void append_one(eng_partition *p, int64_t offset, int64_t ts)
+{
+    uint8_t buf[4096];
+    size_t len = ts_build_batch(buf, sizeof buf, offset, 1, ts, 10);
+    eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
+    eng_append_result res;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_partition_append(p, buf, len, &o, &res, &err), 0);
+}
+
 /* A roll on a full disk.  A segment of under index.interval.bytes has no
  * time-index entry until its seal writes the last one (the segment's
  * largest timestamp), and that entry is all a later start reads back as
@@ -315,14 +327,8 @@ static void test_roll_on_full_tmpfs_keeps_final_time_entry(void **state)
     eng_partition *p;
     assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
     int64_t ts0 = eng_now_ms() - 60000;
-    for (int i = 0; i < 3; i++) {
-        uint8_t buf[4096];
-        size_t len = ts_build_batch(buf, sizeof buf, i, 1, ts0 + i * 1000, 10);
-        eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
-        eng_append_result res;
-        eng_errdetail err = {0};
-        assert_int_equal(eng_partition_append(p, buf, len, &o, &res, &err), 0);
-    }
+    for (int i = 0; i < 3; i++)
+        append_one(p, i, ts0 + i * 1000);
     assert_int_equal(fill_fs(f->mnt), ENOSPC);
     int64_t base;
     assert_int_equal(eng_partition_roll(p, &base), -ENOSPC);
@@ -365,18 +371,11 @@ static void test_rebuild_without_room_for_final_time_entry(void **state)
     eng_partition *p;
     assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
     int64_t ts0 = eng_now_ms() - 60000;
-    for (int i = 0; i < 4; i++) {
-        if (i == 3) {
-            int64_t base;
-            assert_int_equal(eng_partition_roll(p, &base), 0);
-        }
-        uint8_t buf[4096];
-        size_t len = ts_build_batch(buf, sizeof buf, i, 1, ts0 + i * 1000, 10);
-        eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
-        eng_append_result res;
-        eng_errdetail err = {0};
-        assert_int_equal(eng_partition_append(p, buf, len, &o, &res, &err), 0);
-    }
+    for (int i = 0; i < 3; i++)
+        append_one(p, i, ts0 + i * 1000);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    append_one(p, 3, ts0 + 3000);
     assert_int_equal(eng_partition_close(p), 0);
     eng_partition_unref(p);
 
