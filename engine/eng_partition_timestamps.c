@@ -149,35 +149,39 @@ void eng__live_max_timestamp(eng_segment *seg, int64_t from, int64_t *ts, int64_
     scan_live_max(seg, from, ts, last);
 }
 
+/* A segment's candidate for the partition's largest timestamp. */
+typedef struct seg_max {
+    int64_t ts, last; /* its largest timestamp and that batch's last offset */
+    bool rescanned;   /* ts now read from its records, not its time index */
+} seg_max;
+
 int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
 {
     int64_t lso = atomic_load(&p->log_start_offset);
     int64_t hw = atomic_load(&p->high_watermark);
     eng_segview *v = eng__segview_acquire(p);
-    int64_t *seg_ts = malloc((v->n ? v->n : 1) * sizeof *seg_ts);
-    int64_t *seg_last = malloc((v->n ? v->n : 1) * sizeof *seg_last);
-    bool *rescanned = calloc(v->n ? v->n : 1, sizeof *rescanned);
-    int rc = seg_ts && seg_last && rescanned ? ENG_ENOTFOUND : -ENOMEM;
+    seg_max *m = calloc(v->n ? v->n : 1, sizeof *m);
+    int rc = m ? ENG_ENOTFOUND : -ENOMEM;
     /* Segments below the log start offset do not count: after
      * records:delete the answer would name an offset that reads as 416. */
-    for (size_t k = 0; rc != -ENOMEM && k < v->n; k++) {
-        seg_ts[k] = seg_last[k] = -1;
+    for (size_t k = 0; m && k < v->n; k++) {
+        m[k].ts = m[k].last = -1;
         if (!eng__below_start(v, k, lso))
-            eng__live_max_timestamp(v->segs[k], lso, &seg_ts[k], &seg_last[k]);
+            eng__live_max_timestamp(v->segs[k], lso, &m[k].ts, &m[k].last);
     }
     while (rc == ENG_ENOTFOUND) {
         ssize_t best = -1;
         int64_t best_ts = -1;
         for (size_t k = 0; k < v->n; k++) {
-            if (seg_ts[k] > best_ts) {
-                best_ts = seg_ts[k];
+            if (m[k].ts > best_ts) {
+                best_ts = m[k].ts;
                 best = (ssize_t)k;
             }
         }
         if (best < 0)
             break;
         eng_segment *seg = v->segs[best];
-        max_ts_ctx c = {.seg = seg, .ts = best_ts, .target_last = seg_last[best],
+        max_ts_ctx c = {.seg = seg, .ts = best_ts, .target_last = m[best].last,
                         .min_offset = lso, .offset = -1};
         eng_segment_scan(seg, eng_segment_size(seg), visit_max_ts, &c);
         eng_buf_free(&c.batch);
@@ -187,9 +191,9 @@ int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
          * producer: no record has that timestamp, and answering the header's
          * offset named a record that reads as 404.  The segment's records
          * answer instead, and the segments are compared again. */
-        if (c.offset < 0 && !rescanned[best]) {
-            rescanned[best] = true;
-            if (scan_live_max(seg, lso, &seg_ts[best], &seg_last[best]))
+        if (c.offset < 0 && !m[best].rescanned) {
+            m[best].rescanned = true;
+            if (scan_live_max(seg, lso, &m[best].ts, &m[best].last))
                 continue;
         }
         if (c.offset < 0)
@@ -204,9 +208,7 @@ int eng_partition_max_timestamp(eng_partition *p, int64_t *offset, int64_t *ts)
         }
         break;
     }
-    free(seg_ts);
-    free(seg_last);
-    free(rescanned);
+    free(m);
     eng__segview_release(v);
     return rc;
 }
