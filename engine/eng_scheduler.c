@@ -31,6 +31,7 @@ typedef struct task {
 typedef struct job_stat {
     eng_job_info info;
     bool trigger; /* run again as soon as the current run ends */
+    unsigned active; /* runs in progress: one-shot jobs of one name run side by side */
     eng_job_fn fn; /* periodic jobs: what a trigger runs when none is queued */
     void *arg;
 } job_stat;
@@ -158,6 +159,7 @@ static void *worker(void *arg)
         }
         task t = pop(s);
         job_stat *st = &s->stats[t.stat];
+        st->active++;
         st->info.running = true;
         if (!t.periodic && st->info.pending > 0)
             st->info.pending--;
@@ -175,7 +177,7 @@ static void *worker(void *arg)
 
         pthread_mutex_lock(&s->lock);
         st = &s->stats[t.stat]; /* the array may have moved */
-        st->info.running = false;
+        st->info.running = --st->active > 0;
         st->info.runs++;
         st->info.failures += rc != 0;
         st->info.last_result = rc;

@@ -11,6 +11,8 @@
  *   - a slow job does not delay the others (two workers: a fast job keeps
  *     running while the slow one is blocked);
  *   - one-shots run after their delay, in due order, with their argument;
+ *     two of one name run side by side and the job reads as running until
+ *     both have ended;
  *   - eng_scheduler_trigger: runs a far-away periodic job now, runs a
  *     running one again right after it ends, ENG_ENOTFOUND for unknown names;
  *   - stop: waits for the running job, calls the drop callback of every
@@ -349,6 +351,42 @@ static void test_one_shots_after_delay(void **state)
     assert_int_equal(atomic_load(&drops), 0); /* ran, so never dropped */
 }
 
+/* Two one-shots of one name run side by side; the job stays "running" until
+ * the last of them ends, not the first. */
+static void test_one_shots_of_one_name_overlap(void **state)
+{
+    (void)state;
+    eng_scheduler *s;
+    assert_int_equal(eng_scheduler_new(2, &s), 0);
+    rec_job a, b;
+    rec_init(&a, 0, 0, NULL);
+    rec_init(&b, 0, 0, NULL);
+    gate_set(&a, true);
+    gate_set(&b, true);
+    assert_int_equal(eng_scheduler_add_once(s, "flush-log", 0, rec_fn, &a, NULL), 0);
+    assert_int_equal(eng_scheduler_add_once(s, "flush-log", 0, rec_fn, &b, NULL), 0);
+    assert_int_equal(eng_scheduler_start(s), 0);
+    assert_int_equal(wait_at_least(&a.runs, 1), 1);
+    assert_int_equal(wait_at_least(&b.runs, 1), 1);
+    gate_set(&a, false);
+    assert_int_equal(wait_at_least(&a.finished, 1), 1);
+    int64_t end = eng_mono_ms() + DEADLINE_MS;
+    eng_job_info ji = job_info(s, "flush-log");
+    while (ji.runs < 1 && eng_mono_ms() < end) {
+        sleep_ms(2);
+        ji = job_info(s, "flush-log");
+    }
+    assert_int_equal(ji.runs, 1);
+    assert_true(ji.running); /* b is still inside */
+    gate_set(&b, false);
+    ji = wait_idle(s, "flush-log", 2);
+    assert_int_equal(ji.runs, 2);
+    assert_false(ji.running);
+    eng_scheduler_free(s);
+    rec_destroy(&a);
+    rec_destroy(&b);
+}
+
 /* ---- trigger ------------------------------------------------------------ */
 
 static void test_trigger(void **state)
@@ -560,6 +598,7 @@ int main(void)
         cmocka_unit_test(test_huge_delays_and_triggered_never_job),
         cmocka_unit_test(test_slow_job_does_not_delay_others),
         cmocka_unit_test(test_one_shots_after_delay),
+        cmocka_unit_test(test_one_shots_of_one_name_overlap),
         cmocka_unit_test(test_trigger),
         cmocka_unit_test(test_stop_waits_and_drops),
         cmocka_unit_test(test_job_statistics),
