@@ -23,8 +23,8 @@ static json_t *retention_json(eng_partition *p, const eng_retention_report *r)
                                               (json_int_t)r->segments[i].next_offset, "size_bytes",
                                               (json_int_t)r->segments[i].size_bytes, "rule",
                                               r->segments[i].rule, "reason", r->segments[i].reason));
-    return json_pack("{s:s,s:i,s:b,s:I,s:I,s:o,s:I,s:b,s:i}", "topic", eng_partition_topic(p),
-                     "partition", (int)eng_partition_id(p), "dry_run", r->dry_run,
+    return json_pack("{s:s,s:i,s:b,s:b,s:I,s:I,s:o,s:I,s:b,s:i}", "topic", eng_partition_topic(p),
+                     "partition", (int)eng_partition_id(p), "dry_run", r->dry_run, "busy", r->busy,
                      "log_start_offset_before", (json_int_t)r->log_start_offset_before,
                      "log_start_offset", (json_int_t)r->log_start_offset_after, "segments_deleted",
                      segs, "bytes_freed", (json_int_t)r->bytes_freed, "rolled", r->rolled,

@@ -13,6 +13,7 @@
  *     and reason and changes nothing on disk; the real run deletes them
  *     (log_start_offset, segments_deleted, bytes_freed); ?partition=; the
  *     admin run covers every topic; 404 unknown topic/partition; 400 bodies;
+ *     a partition being compacted at that moment is reported "busy";
  *   - the deleted files are renamed *.deleted, then unlinked by a delete-file
  *     job after the topic's file.delete.delay.ms;
  *   - records:delete: new log start offset, reads below it 416, -1 = high
@@ -746,6 +747,65 @@ static void test_flush_messages_group_commit(void **state)
     stop(&s);
 }
 
+/* retention:run while a clean holds the partition (the clean is stalled
+ * 3 s at its start by a fault point) reports it "busy", rather than as a
+ * partition with nothing to delete. */
+typedef struct clean_call {
+    ls_server *s;
+    long status;
+} clean_call;
+
+static void *clean_thread(void *arg)
+{
+    clean_call *c = arg;
+    ls_resp r;
+    if (ls_post(c->s, "/v1/topics/both/compaction:run", "{}", &r) == 0) {
+        c->status = r.status;
+        ls_resp_free(&r);
+    }
+    return NULL;
+}
+
+static void test_retention_run_during_clean(void **state)
+{
+    (void)state;
+    ls_server s;
+    setenv("LOGSTORE_FAULT", "compact.round_start=stall", 1);
+    int rc = ls_start(&s, on_demand);
+    unsetenv("LOGSTORE_FAULT");
+    if (rc)
+        fail_msg("the server did not start (log: %s)", s.log_path);
+    assert_int_equal(ls_create_topic(&s, "both", 1, "{\"cleanup.policy\":\"compact,delete\"}"), 201);
+    append(&s, "both", 0, 3, -1);
+    clean_call c = {.s = &s};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, clean_thread, &c), 0);
+    bool busy = false;
+    for (int i = 0; i < 250 && !busy; i++) {
+        ls_resp r;
+        post(&s, "/v1/topics/both/retention:run", "{\"dry_run\":false}", 200, &r);
+        json_t *p0 = json_array_get(ls_jget(&r, "partitions"), 0);
+        json_t *b = json_object_get(p0, "busy");
+        if (!json_is_boolean(b))
+            fail_msg("no busy flag in %s", r.body);
+        busy = json_is_true(b);
+        if (busy)
+            assert_int_equal(json_array_size(json_object_get(p0, "segments_deleted")), 0);
+        ls_resp_free(&r);
+        if (!busy)
+            sleep_ms(10);
+    }
+    pthread_join(th, NULL);
+    assert_true(busy);
+    assert_int_equal(c.status, 200);
+    /* Once the clean is over the same run is not busy. */
+    ls_resp r;
+    post(&s, "/v1/topics/both/retention:run", "{}", 200, &r);
+    assert_true(json_is_false(json_object_get(json_array_get(ls_jget(&r, "partitions"), 0), "busy")));
+    ls_resp_free(&r);
+    stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -756,6 +816,7 @@ int main(void)
         cmocka_unit_test(test_background_retention),
         cmocka_unit_test(test_checkpoints),
         cmocka_unit_test(test_flush_messages_group_commit),
+        cmocka_unit_test(test_retention_run_during_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
