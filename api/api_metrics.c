@@ -143,14 +143,16 @@ static void requests(out *o)
         bool known = r < nroutes;
         if (r < MAX_ROUTES && !known)
             continue;
-        uint64_t cum = 0, total = 0;
+        /* One read of each bucket: a request finishing mid-scrape must not
+         * leave _count apart from the +Inf bucket, which quantiles rely on. */
+        uint64_t lat[NLAT], cum = 0, total = 0;
         for (int i = 0; i < NLAT; i++)
-            total += atomic_load(&req_lat[r][i]);
+            total += lat[i] = atomic_load(&req_lat[r][i]);
         if (!total)
             continue;
         const char *m = known ? routes[r].method : "", *pat = known ? routes[r].pattern : "unmatched";
         for (int i = 0; i < NLAT; i++) {
-            cum += atomic_load(&req_lat[r][i]);
+            cum += lat[i];
             if (lat_us[i] == INT64_MAX)
                 put(o, "logstore_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"+Inf\"} %llu\n",
                     m, pat, (unsigned long long)cum);

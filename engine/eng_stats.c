@@ -10,7 +10,7 @@ const int64_t eng_fsync_bucket_us[ENG_FSYNC_BUCKETS] = {
     100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 1000000, INT64_MAX};
 
 static _Atomic uint64_t fsync_buckets[ENG_FSYNC_BUCKETS];
-static _Atomic uint64_t fsync_count, fsync_sum_us;
+static _Atomic uint64_t fsync_sum_us;
 static _Atomic uint64_t ret_segments[ENG_RULE_COUNT], ret_bytes[ENG_RULE_COUNT];
 static _Atomic uint64_t cl_runs, cl_failures, cl_read, cl_reclaimed, cl_removed;
 
@@ -21,7 +21,6 @@ void eng_stats_fsync(int64_t us)
             atomic_fetch_add_explicit(&fsync_buckets[i], 1, memory_order_relaxed);
             break;
         }
-    atomic_fetch_add_explicit(&fsync_count, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&fsync_sum_us, (uint64_t)(us > 0 ? us : 0), memory_order_relaxed);
 }
 
@@ -55,7 +54,9 @@ void eng_stats_snapshot(eng_stats *out)
         cum += atomic_load(&fsync_buckets[i]);
         out->fsync_buckets[i] = cum;
     }
-    out->fsync_count = atomic_load(&fsync_count);
+    /* The count is the +Inf bucket of this same read, never a counter of
+     * its own: an fsync ending mid-scrape would set the two apart. */
+    out->fsync_count = cum;
     out->fsync_sum_us = atomic_load(&fsync_sum_us);
     for (int r = 0; r < ENG_RULE_COUNT; r++) {
         out->retention_segments[r] = atomic_load(&ret_segments[r]);
