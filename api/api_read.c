@@ -626,6 +626,7 @@ static void start_stream(api_ctx *ctx, eng_partition *p, read_req *rr, read_mode
         /* The headers a stream would start with, and no stream to follow. */
         resp->status = 200;
         resp->content_type = mode == MODE_SSE ? "text/event-stream" : "application/x-ndjson";
+        resp->stream_head = true;
         return;
     }
     if (!ctx->waiters || !req->transport) {

@@ -79,6 +79,8 @@ typedef struct api_response {
     size_t file_length;
     /* A body produced while it is sent (SSE, NDJSON); owned. */
     struct api_stream *stream;
+    /* A HEAD of a stream: the stream's headers, no length, no body. */
+    bool stream_head;
     int route; /* index in api_routes() of the route that answered, -1 none */
 } api_response;
 

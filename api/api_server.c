@@ -152,6 +152,12 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
     return n;
 }
 
+static ssize_t head_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)cls, (void)pos, (void)buf, (void)max;
+    return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
 static void stream_free(void *cls)
 {
     stream_ctx *sc = cls;
@@ -168,7 +174,15 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
     size_t len = 0;
     const char *ctype = resp->content_type ? resp->content_type : "application/json";
     struct MHD_Response *r = NULL;
-    if (resp->stream) {
+    if (resp->stream_head) {
+        /* A length of 0 would say the GET's body is empty; a stream has none
+         * (libmicrohttpd never calls the reader for a HEAD). */
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, head_reader, NULL, NULL);
+        if (!r)
+            return MHD_NO;
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    } else if (resp->stream) {
         stream_ctx *sc = malloc(sizeof *sc);
         if (!sc)
             return MHD_NO;

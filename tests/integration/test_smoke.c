@@ -106,6 +106,18 @@ static void test_head(void **state)
         assert_true(ru_mono_ms() - t0 < 10000); /* not parked for wait_ms */
         ls_resp_free(&r);
     }
+    /* A HEAD of a stream has the stream's headers: no length, since the GET's
+     * body has none, not a Content-Length of 0. */
+    static const char *const streams[] = {"Accept: text/event-stream", "Accept: application/x-ndjson"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(ls_http(&s, "HEAD", "/v1/topics/h/partitions/0/records?offset=0", NULL, NULL,
+                                 0, (const char *const[]){streams[i], NULL}, &r), 0);
+        assert_int_equal(r.status, 200);
+        if (strcasestr(r.headers, "Content-Length"))
+            fail_msg("HEAD with %s: %s", streams[i], r.headers);
+        assert_non_null(strstr(r.headers, "Cache-Control: no-cache"));
+        ls_resp_free(&r);
+    }
     /* A HEAD of the raw read says how long the GET's body is. */
     assert_int_equal(ls_http(&s, "HEAD", "/v1/topics/h/partitions/0/records?offset=0", NULL, NULL, 0,
                              (const char *const[]){"Accept: application/octet-stream", NULL}, &r), 0);
