@@ -274,9 +274,18 @@ bool eng_batch_lz4_dependent(const uint8_t *batch, const eng_batch_header *h)
     return !LZ4F_isError(r) && fi.blockMode != LZ4F_blockIndependent;
 }
 
+static const uint8_t lz4_frame_magic[4] = {0x04, 0x22, 0x4d, 0x18};
+
+bool eng_batch_lz4_not_frame(const uint8_t *batch, const eng_batch_header *h)
+{
+    if ((h->attributes & ENG_ATTR_CODEC_MASK) != ENG_CODEC_LZ4)
+        return false;
+    size_t n = eng_batch_size(h) - ENG_BATCH_OVERHEAD;
+    return n < 4 || memcmp(batch + ENG_BATCH_OVERHEAD, lz4_frame_magic, 4) != 0;
+}
+
 bool eng_batch_lz4_dict_id(const uint8_t *batch, const eng_batch_header *h)
 {
-    static const uint8_t magic[4] = {0x04, 0x22, 0x4d, 0x18};
     if ((h->attributes & ENG_ATTR_CODEC_MASK) != ENG_CODEC_LZ4)
         return false;
     size_t n = eng_batch_size(h) - ENG_BATCH_OVERHEAD;
@@ -284,7 +293,7 @@ bool eng_batch_lz4_dict_id(const uint8_t *batch, const eng_batch_header *h)
     /* FLG follows the magic; its bit 0 is the LZ4 spec's dictionary-ID flag,
      * which Kafka's FLG still reads as a reserved bit that must be 0.  The
      * flag itself is what Kafka refuses, whatever the ID's value. */
-    return n >= 5 && memcmp(f, magic, 4) == 0 && (f[4] & 0x01);
+    return n >= 5 && memcmp(f, lz4_frame_magic, 4) == 0 && (f[4] & 0x01);
 }
 
 int eng_batch_plain_records(const uint8_t *batch, const eng_batch_header *h, eng_buf *scratch,

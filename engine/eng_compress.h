@@ -39,6 +39,11 @@ int eng_records_compress(int codec, int level, const uint8_t *in, size_t len, en
 int eng_batch_recode(const uint8_t *batch, const eng_batch_header *h, int codec, int level,
                      eng_buf *scratch, eng_buf *out);
 
+/* True if the batch is LZ4 and its records do not start with an LZ4 frame's
+ * magic (a skippable frame first, say): liblz4 steps over what it may skip,
+ * but Kafka's reader wants the frame magic first ("invalid magic bytes"). */
+bool eng_batch_lz4_not_frame(const uint8_t *batch, const eng_batch_header *h);
+
 /* True if the batch is LZ4 in a frame of linked (dependent) blocks: liblz4
  * reads it, but Kafka's reader refuses it ("Dependent block stream is
  * unsupported"), so a broker never stores one. */

@@ -66,6 +66,10 @@ static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_
 {
     const uint8_t *recs;
     size_t len;
+    if (eng_batch_lz4_not_frame(batch, h))
+        return batch_fail(err, ENG_ECORRUPT, idx,
+                          "its LZ4 records do not start with an LZ4 frame (a skippable frame "
+                          "first?), which Kafka's clients cannot read");
     int rc = eng_batch_plain_records(batch, h, scratch, &recs, &len);
     if (rc)
         return batch_fail(err, ENG_ECORRUPT, idx, "the compressed records do not decompress");

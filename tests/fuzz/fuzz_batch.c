@@ -88,6 +88,7 @@ static void check_valid_crc(const uint8_t *b, size_t size)
     }
     (void)eng_batch_lz4_dependent(b, &h);
     (void)eng_batch_lz4_dict_id(b, &h);
+    (void)eng_batch_lz4_not_frame(b, &h);
     eng_buf_free(&scratch);
 }
 

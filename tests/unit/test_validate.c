@@ -18,7 +18,8 @@
  *   - a producer batch carrying the LogAppendTime bit is stored as CreateTime
  *     on a CreateTime topic, with a valid CRC and its own record timestamps;
  *   - an LZ4 frame with the dictionary-ID flag is refused, as Kafka's LZ4
- *     reader refuses it, though liblz4 decodes it.
+ *     reader refuses it, though liblz4 decodes it; so are LZ4 records that
+ *     start with a skippable frame, naming that cause.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -219,6 +220,34 @@ static void test_lz4_dict_id_refused(void **state)
     len = lz4_batch(buf, sizeof buf, 0);
     assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
     assert_int_equal(eng_partition_log_end_offset(p), 5);
+    eng_partition_unref(p);
+}
+
+/* A skippable frame (magic 0x184D2A5?) ahead of the real one: liblz4 skips
+ * it, then stops, having read no records; Kafka's reader wants the frame
+ * magic first ("invalid magic bytes").  The refusal names the cause rather
+ * than a record count the batch does hold. */
+static void test_lz4_skippable_frame_refused(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    uint8_t buf[2048], out[2048];
+    size_t len = lz4_batch(buf, sizeof buf, 0);
+    static const uint8_t skip[12] = {0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 'l', 'o', 'g', 's'};
+    memcpy(out, buf, ENG_BATCH_OVERHEAD);
+    memcpy(out + ENG_BATCH_OVERHEAD, skip, sizeof skip);
+    memcpy(out + ENG_BATCH_OVERHEAD + sizeof skip, buf + ENG_BATCH_OVERHEAD, len - ENG_BATCH_OVERHEAD);
+    len += sizeof skip;
+    eng_batch_header h;
+    assert_int_equal(eng_batch_header_decode(out, len, &h), 0);
+    h.length += (int32_t)sizeof skip;
+    eng_batch_header_encode(out, &h);
+    eng_batch_update_crc(out, len);
+    eng_errdetail err = {0};
+    assert_int_equal(do_append(p, out, len, -1, true, NULL, &err), ENG_ECORRUPT);
+    if (!strstr(err.message, "do not start with an LZ4 frame"))
+        fail_msg("refused with: %s", err.message);
+    assert_int_equal(eng_partition_log_end_offset(p), 0);
     eng_partition_unref(p);
 }
 
@@ -618,6 +647,7 @@ int main(void)
         T(test_no_timestamp_is_in_every_window),
         T(test_max_message_bytes_before_conversion),
         T(test_lz4_dict_id_refused),
+        T(test_lz4_skippable_frame_refused),
         T(test_max_message_bytes_exact),
         T(test_leader_epoch_stored_as_zero),
         T(test_append_only_reads_its_input),
