@@ -369,6 +369,18 @@ int api_check_stored_batch(const uint8_t *batch, size_t avail, const eng_batch_h
                 (long long)eng_batch_last_offset(h) + 1);
 }
 
+int api_stored_batch_unreadable(const eng_batch_header *h, api_codec_err *err)
+{
+    err->first_offset = h->base_offset;
+    err->last_offset = eng_batch_last_offset(h);
+    return fail(err, "corrupt_record",
+                "the stored batch holding offsets %lld to %lld passes its CRC-32C check but its "
+                "records do not decode (it was written by a producer that broke the format); "
+                "records before them read normally, and a read from offset %lld skips the batch",
+                (long long)h->base_offset, (long long)eng_batch_last_offset(h),
+                (long long)eng_batch_last_offset(h) + 1);
+}
+
 /* A header name as a JSON string.  Kafka's header keys are strings, but a
  * producer's bytes are stored as sent: Kafka's Java client decodes one that
  * is not UTF-8 with U+FFFD in place of the bad bytes, and so does this.

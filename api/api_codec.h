@@ -72,6 +72,11 @@ int api_parse_encoding(const char *s, bool *base64);
 int api_check_stored_batch(const uint8_t *batch, size_t avail, const eng_batch_header *h,
                            const char *topic, int32_t partition, api_codec_err *err);
 
+/* Fills err for a stored batch whose CRC-32C holds but whose records do not
+ * decode (a codec's payload or a record's framing: written so by another
+ * program), with the same details as a CRC failure.  Returns -1. */
+int api_stored_batch_unreadable(const eng_batch_header *h, api_codec_err *err);
+
 /* One record as JSON: offset, timestamp, timestamp_type, key, value, headers.
  * NULL with err filled when bytes are not valid UTF-8 under utf8 encoding. */
 json_t *api_record_json(const eng_record *r, bool log_append_time, bool base64,

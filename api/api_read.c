@@ -56,6 +56,19 @@ typedef struct read_out {
     bool done; /* cut short (a bound, damage, the start moving): the page is final */
 } read_out;
 
+/* A stored batch whose records do not decode, met by collect: as with a
+ * CRC failure, the records before it are answered, and a read that starts
+ * at it gets the error naming the offset that skips it. */
+static int unreadable(const eng_batch_header *h, read_out *out, api_codec_err *cerr)
+{
+    if (out->count > 0) {
+        out->done = true;
+        return 0;
+    }
+    api_stored_batch_unreadable(h, cerr);
+    return ENG_ECORRUPT;
+}
+
 /* Appends the records of the fetched batches at or after out->next_offset. */
 static int collect(eng_partition *p, const eng_fetch *f, const read_req *rr, read_out *out,
                    eng_buf *scratch, api_codec_err *cerr)
@@ -86,8 +99,10 @@ static int collect(eng_partition *p, const eng_fetch *f, const read_req *rr, rea
         const uint8_t *recs;
         size_t len;
         int rc = eng_batch_plain_records(f->data + pos, &h, scratch, &recs, &len);
-        if (rc)
+        if (rc == -ENOMEM)
             return rc;
+        if (rc)
+            return unreadable(&h, out, cerr);
         bool lat = (h.attributes & ENG_ATTR_LOG_APPEND_TIME) != 0;
         eng_record_iter it;
         eng_record r;
@@ -117,7 +132,7 @@ static int collect(eng_partition *p, const eng_fetch *f, const read_req *rr, rea
             out->next_offset = r.offset + 1;
         }
         if (rc < 0)
-            return rc;
+            return unreadable(&h, out, cerr);
         if (!cut && eng_batch_last_offset(&h) + 1 > out->next_offset)
             out->next_offset = eng_batch_last_offset(&h) + 1;
         pos += eng_batch_size(&h);

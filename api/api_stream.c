@@ -16,6 +16,7 @@
 #include "eng_compress.h"
 #include "eng_fs.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -185,6 +186,15 @@ static void close_batch(api_stream *s)
         eng_buf_free(&s->scratch);
 }
 
+/* Ends the stream at a batch whose CRC holds but whose records do not
+ * decode, with the details a page gives. */
+static void unreadable(api_stream *s)
+{
+    api_codec_err e = {0};
+    api_stored_batch_unreadable(&s->h, &e);
+    fail_with(s, e.code, api_codec_err_details(&e), e.message);
+}
+
 /* Takes up the next batch of the fetch for its records: false (and
  * s->fpos moved past it) when it has none to give (a transaction marker),
  * or when it fails the stream. */
@@ -208,8 +218,13 @@ static bool open_batch(api_stream *s)
     }
     const uint8_t *recs;
     size_t len;
-    if (eng_batch_plain_records(b, &s->h, &s->scratch, &recs, &len)) {
-        fail(s, "corrupt_record", "a stored batch does not decode");
+    int rc = eng_batch_plain_records(b, &s->h, &s->scratch, &recs, &len);
+    if (rc == -ENOMEM) {
+        fail(s, "internal_error", "out of memory");
+        return false;
+    }
+    if (rc) {
+        unreadable(s);
         return false;
     }
     eng_record_iter_init(&s->it, &s->h, recs, len);
@@ -290,7 +305,12 @@ static void refill(api_stream *s)
                 continue;
         }
         eng_record r;
-        if (eng_record_iter_next(&s->it, &r) != 1) {
+        int more = eng_record_iter_next(&s->it, &r);
+        if (more < 0) {
+            unreadable(s); /* as a page: the records before it went out */
+            break;
+        }
+        if (more == 0) {
             close_batch(s);
             continue;
         }

@@ -17,6 +17,7 @@
  *     clients check the CRC themselves);
  *   - log one warning naming the partition, however often it is read, and
  *     count each corrupt_record answer in /metrics;
+ * A batch whose CRC holds but whose records do not parse reads the same way.
  * On a compacted topic, compaction:run refuses the damaged segment (422
  * corrupt_record) and leaves every file as it was: the cleaner rewrites
  * batches under fresh CRCs, so it must never take a damaged one in.  A
@@ -30,6 +31,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "eng_batch.h"
 #include "harness.h"
 
 #include <stdio.h>
@@ -158,6 +160,71 @@ static void test_damaged_batch(void **state)
     assert_null(strstr(first + 1, warn));
     free(log);
 
+    assert_int_equal(ls_stop(S), 0);
+    ls_cleanup(S);
+}
+
+/* The middle batch's record length made larger than the batch, under a
+ * CRC-32C computed again: the bytes a producer that broke the format would
+ * leave in a Kafka log. */
+static void break_middle_record_framing(void)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%s/t-0/00000000000000000000.log", S->dir);
+    size_t len;
+    uint8_t *log = ls_read_file(path, &len);
+    assert_non_null(log);
+    eng_batch_header h;
+    assert_int_equal(eng_batch_header_decode(log, len, &h), 0);
+    size_t pos = eng_batch_size(&h);
+    assert_int_equal(eng_batch_header_decode(log + pos, len - pos, &h), 0);
+    assert_int_equal(h.base_offset, 1);
+    log[pos + ENG_BATCH_OVERHEAD] = 0x7e; /* zigzag 63: past the batch's end */
+    eng_batch_update_crc(log + pos, eng_batch_size(&h));
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(log, 1, len, fp), len);
+    assert_int_equal(fclose(fp), 0);
+    free(log);
+}
+
+/* A batch whose CRC holds but whose records do not parse is met as a
+ * damaged one is: pages answer the records before it, then 422 with the
+ * offset that skips it; streams end with that error (they used to skip the
+ * rest of the batch in silence). */
+static void test_unparsable_records(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_start(S, NULL), 0);
+    assert_int_equal(ls_create_topic(S, "t", 1, NULL), 201);
+    static const char *const values[] = {"value-zero", "value-one", "value-two"};
+    append_each(NULL, values, 3);
+    assert_int_equal(ls_stop(S), 0);
+    break_middle_record_framing();
+    assert_int_equal(ls_restart(S, NULL), 0);
+
+    ls_resp r;
+    assert_int_equal(ls_get(S, RECORDS "?offset=0&max_records=3", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(json_array_size(ls_jget(&r, "records")), 1);
+    assert_int_equal(ls_jint(&r, "next_offset"), 1);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, RECORDS "?offset=1", &r), 0);
+    assert_int_equal(ls_check_error(&r, 422, "corrupt_record"), 0);
+    assert_int_equal(ls_jint(&r, "details.first_offset"), 1);
+    assert_int_equal(ls_jint(&r, "details.next_offset"), 2);
+    assert_non_null(strstr(ls_jstr(&r, "message"), "passes its CRC-32C check"));
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, RECORDS "?offset=2", &r), 0);
+    assert_string_equal(ls_jstr(&r, "records.0.value"), "value-two");
+    ls_resp_free(&r);
+
+    stream("Accept: application/x-ndjson", &r);
+    assert_non_null(strstr(r.body, "\"next_offset\":2"));
+    ls_resp_free(&r);
+    stream("Accept: text/event-stream", &r);
+    assert_non_null(strstr(r.body, "event: error"));
+    ls_resp_free(&r);
     assert_int_equal(ls_stop(S), 0);
     ls_cleanup(S);
 }
@@ -363,6 +430,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_damaged_batch),
+        cmocka_unit_test(test_unparsable_records),
         cmocka_unit_test(test_cleaner_refuses_damage),
         cmocka_unit_test(test_segment_cut_short),
         cmocka_unit_test(test_segment_cut_short_raw),
