@@ -92,6 +92,11 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const struct l
  * finished at the next startup (the name still ends in -delete). */
 void eng__remove_in_background(const char *path);
 
+/* Runs now the delete-file jobs of deleted topics' segments: their unlink
+ * is a no-op (the directory goes whole), but until they run they hold the
+ * segment's descriptor, and the unlinked file's disk space with it. */
+void eng__manager_release_deleted(eng_manager *m);
+
 /* Events every partition of this manager reports to it. */
 eng_partition_events eng__manager_events(eng_manager *m);
 

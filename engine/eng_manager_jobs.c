@@ -117,6 +117,19 @@ static int job_delete_file(void *varg, char *note, size_t len)
     return rc;
 }
 
+static bool of_deleted_topic(void *varg, void *ctx)
+{
+    (void)ctx;
+    return eng_segment_retired(((delete_arg *)varg)->seg);
+}
+
+void eng__manager_release_deleted(eng_manager *m)
+{
+    eng_scheduler *sched = atomic_load(&m->sched);
+    if (sched)
+        eng_scheduler_expedite(sched, "delete-file", of_deleted_topic, NULL);
+}
+
 static void on_delete(eng_partition *p, eng_segment *seg, int64_t delay_ms, void *ctx)
 {
     eng_manager *m = ctx;

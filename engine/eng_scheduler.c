@@ -278,6 +278,28 @@ int eng_scheduler_add_once(eng_scheduler *s, const char *name, int64_t delay_ms,
     return rc;
 }
 
+void eng_scheduler_expedite(eng_scheduler *s, const char *name,
+                            bool (*match)(void *arg, void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&s->lock);
+    int64_t now = eng_mono_ms();
+    bool moved = false;
+    for (size_t i = 0; i < s->n; i++) {
+        task *t = &s->heap[i];
+        if (!t->periodic && t->due > now && !strcmp(s->stats[t->stat].info.name, name) &&
+            match(t->arg, ctx)) {
+            t->due = now;
+            moved = true;
+        }
+    }
+    if (moved) {
+        for (size_t i = s->n / 2; i-- > 0;)
+            sift_down(s->heap, s->n, i);
+        pthread_cond_broadcast(&s->cond);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 int eng_scheduler_trigger(eng_scheduler *s, const char *name)
 {
     pthread_mutex_lock(&s->lock);

@@ -64,6 +64,12 @@ int eng_scheduler_add_once(eng_scheduler *s, const char *name, int64_t delay_ms,
  * and on-demand admin calls).  ENG_ENOTFOUND if unknown. */
 int eng_scheduler_trigger(eng_scheduler *s, const char *name);
 
+/* Makes the queued one-shots named `name` whose arg match(arg, ctx) accepts
+ * due now.  match runs under the scheduler's lock: it must take no lock a
+ * job or an add_once caller may hold. */
+void eng_scheduler_expedite(eng_scheduler *s, const char *name,
+                            bool (*match)(void *arg, void *ctx), void *ctx);
+
 /* Stops: no new work starts, running jobs finish, pending one-shots are
  * dropped; later add_once calls fail (and drop).  s may be NULL. */
 void eng_scheduler_stop(eng_scheduler *s);

@@ -492,6 +492,11 @@ bool eng_segment_is_active(const eng_segment *s)
     return atomic_load(&((eng_segment *)s)->active);
 }
 
+bool eng_segment_retired(const eng_segment *s)
+{
+    return s->opts.gate && eng_segment_gate_revoked(s->opts.gate);
+}
+
 int64_t eng_segment_max_timestamp(eng_segment *s)
 {
     load_max_ts(s);

@@ -51,6 +51,8 @@ void eng_segment_gate_revoke(eng_segment_gate *g);
  * ENG_ENOTOPIC once it is revoked (nothing to leave). */
 int eng_segment_gate_enter(eng_segment_gate *g);
 void eng_segment_gate_leave(eng_segment_gate *g);
+/* Whether g is revoked; takes no lock, so callers may hold any. */
+bool eng_segment_gate_revoked(eng_segment_gate *g);
 
 typedef struct eng_segment_opts {
     uint32_t index_max_bytes;   /* segment.index.bytes */
@@ -112,6 +114,8 @@ uint64_t eng_segment_size(const eng_segment *s);
 /* Offset after the last committed batch (base when empty). */
 int64_t eng_segment_next_offset(const eng_segment *s);
 bool eng_segment_is_active(const eng_segment *s);
+/* Whether s's gate is revoked: its topic was deleted. */
+bool eng_segment_retired(const eng_segment *s);
 /* Largest record timestamp (Kafka's largestTimestamp), -1 if none. */
 int64_t eng_segment_max_timestamp(eng_segment *s);
 /* Offset (batch last offset) that carries the max timestamp, -1 if none. */

@@ -20,7 +20,7 @@
 struct eng_segment_gate {
     _Atomic int refs;
     pthread_rwlock_t lock; /* shared by path operations, exclusive to revoke */
-    bool revoked;
+    _Atomic bool revoked; /* set under lock; read without it by eng_segment_gate_revoked */
 };
 
 int eng_segment_gate_new(eng_segment_gate **out)
@@ -65,6 +65,11 @@ int eng_segment_gate_enter(eng_segment_gate *g)
         return 0;
     pthread_rwlock_unlock(&g->lock);
     return ENG_ENOTOPIC;
+}
+
+bool eng_segment_gate_revoked(eng_segment_gate *g)
+{
+    return atomic_load(&g->revoked);
 }
 
 void eng_segment_gate_leave(eng_segment_gate *g)

@@ -450,6 +450,7 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
      * -stray. */
     for (int32_t p = 0; p < t->meta.partitions; p++)
         eng_partition_retire(t->parts[p]);
+    eng__manager_release_deleted(m);
     if (cleaner)
         eng_cleaner_forget(cleaner, name);
     size_t nparts = t->meta.partitions > 0 ? (size_t)t->meta.partitions : 0;

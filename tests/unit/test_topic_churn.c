@@ -14,7 +14,8 @@
  * only after the delete's wake-up went by is woken at once, not left
  * waiting for a high watermark that will never move.  A delete-file job
  * queued by the deleted topic does not unlink the new topic's files, and a
- * checkpoint written around the delete does not bring its offsets back.
+ * checkpoint written around the delete does not bring its offsets back;
+ * a segment waiting out its delete delay is let go with its topic.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +33,8 @@
 #include "eng_retention.h"
 #include "support.h"
 
+#include <dirent.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -446,6 +449,58 @@ static void test_old_delete_file_job_spares_new_topic(void **state)
     free(tmp);
 }
 
+/* Descriptors this process holds on files of a deleted topic's partition
+ * directories (<topic>-<p>.<uuid>-delete/...). */
+static int fds_in_deleted_dirs(void)
+{
+    DIR *dh = opendir("/proc/self/fd");
+    assert_non_null(dh);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dh))) {
+        char link[600], target[PATH_MAX];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len < 0)
+            continue;
+        target[len] = 0;
+        n += strstr(target, "-delete/") != NULL;
+    }
+    closedir(dh);
+    return n;
+}
+
+/* A segment retention had just set aside (.deleted, waiting out
+ * file.delete.delay.ms) kept its descriptor, and with it its disk space,
+ * for the whole delay after its topic was deleted: ten minutes here, up to
+ * forever with the config's maximum, though the directory was long gone. */
+static void test_delete_releases_segments_waiting_for_delay(void **state)
+{
+    (void)state;
+    char *tmp = ts_tmpdir();
+    char data[600];
+    snprintf(data, sizeof data, "%s/data", tmp);
+    eng_manager_opts o = {.log_dir = data, .codec = ts_line_codec()};
+    eng_config_defaults_init(&o.defaults);
+    eng_jobs_opts_default(&o.jobs);
+    o.jobs.background_threads = 2;
+    eng_manager *m = NULL;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_open(&o, &m, &err), 0);
+    assert_int_equal(eng_manager_start_jobs(m), 0);
+    const char *keys[] = {"file.delete.delay.ms"}, *late[] = {"600000"};
+    assert_int_equal(eng_manager_create_topic(m, "t", 1, keys, late, 1, &err), 0);
+    append_and_expire(m, "t");
+    assert_int_equal(eng_manager_delete_topic(m, "t", &err), 0);
+    for (int i = 0; i < 500 && fds_in_deleted_dirs() > 0; i++)
+        sleep_us(10000);
+    assert_int_equal(fds_in_deleted_dirs(), 0);
+    assert_int_equal(delete_file_runs(m), 1);
+    assert_true(eng_manager_close(m));
+    ts_rmtree(tmp);
+    free(tmp);
+}
+
 typedef struct ckpt_job {
     eng_manager *m;
     int rc;
@@ -520,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_changes_during_create_are_busy),
         cmocka_unit_test(test_park_after_delete_wakes_at_once),
         cmocka_unit_test(test_old_delete_file_job_spares_new_topic),
+        cmocka_unit_test(test_delete_releases_segments_waiting_for_delay),
         cmocka_unit_test(test_checkpoint_job_beside_delete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
