@@ -130,7 +130,20 @@ static void config_delete_locked(api_ctx *ctx, const api_request *req, const api
     eng_topic_desc_clear(&d);
 }
 
-/* APPEND / SUBTRACT on a list config: items are comma separated. */
+/* item with the blanks around it cut off, in place. */
+static char *trim_item(char *item)
+{
+    while (*item == ' ' || *item == '\t')
+        item++;
+    size_t n = strlen(item);
+    while (n > 0 && (item[n - 1] == ' ' || item[n - 1] == '\t'))
+        item[--n] = 0;
+    return item;
+}
+
+/* APPEND / SUBTRACT on a list config: items are comma separated.  Items
+ * are trimmed and matched exactly, as Kafka parses and compares a list
+ * (" compact" is compact; COMPACT is not). */
 static int list_op(const char *current, const char *value, bool append, char *out, size_t len)
 {
     char items[16][64];
@@ -139,17 +152,18 @@ static int list_op(const char *current, const char *value, bool append, char *ou
     snprintf(cur, sizeof cur, "%s", current);
     char *save = NULL;
     for (char *t = strtok_r(cur, ",", &save); t && n < 16; t = strtok_r(NULL, ",", &save)) {
-        while (*t == ' ')
-            t++;
-        snprintf(items[n++], sizeof items[0], "%s", t);
+        t = trim_item(t);
+        if (*t)
+            snprintf(items[n++], sizeof items[0], "%s", t);
     }
     char val[256];
     snprintf(val, sizeof val, "%s", value);
     for (char *t = strtok_r(val, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        while (*t == ' ')
-            t++;
+        t = trim_item(t);
+        if (!*t)
+            continue;
         size_t k = 0;
-        while (k < n && strcasecmp(items[k], t) != 0)
+        while (k < n && strcmp(items[k], t) != 0)
             k++;
         if (append && k == n && n < 16)
             snprintf(items[n++], sizeof items[0], "%s", t);
@@ -219,7 +233,12 @@ static void configs_alter_locked(api_ctx *ctx, const api_request *req, const api
                 eng_config c;
                 char cur[256], next[256];
                 if (!(rc = eng_config_resolve(eng_manager_defaults(api_mgr(ctx)), &d.meta.overrides, &c, &ed))) {
-                    eng_config_format((eng_config_id)id, c.v[id], cur, sizeof cur);
+                    /* The topic's own list as it was set, in its order (as
+                     * Kafka starts from it), else the default's. */
+                    if (d.meta.overrides.text[id])
+                        snprintf(cur, sizeof cur, "%s", d.meta.overrides.text[id]);
+                    else
+                        eng_config_format((eng_config_id)id, c.v[id], cur, sizeof cur);
                     if (list_op(cur, text, !strcasecmp(k, "APPEND"), next, sizeof next)) {
                         eng_errdetail_key(&ed, n);
                         rc = eng_fail(&ed, ENG_ECONFIG, "%s would make %s too long", k, n);

@@ -330,6 +330,24 @@ static void test_alter_operations(void **state)
     arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"compact\"}]");
     expect(arr, "cleanup.policy", "compact", "TOPIC_CONFIG");
     json_decref(arr);
+    /* As Kafka parses a list, blanks around each item go: " compact " is
+     * compact (appending it adds nothing, subtracting it removes it).
+     * Items match exactly, as Kafka's do: COMPACT is not compact. */
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\" compact \"}]");
+    expect(arr, "cleanup.policy", "compact", "TOPIC_CONFIG");
+    json_decref(arr);
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"delete \"}]");
+    expect(arr, "cleanup.policy", "compact,delete", "TOPIC_CONFIG");
+    json_decref(arr);
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"SUBTRACT\",\"value\":\"COMPACT\"}]");
+    expect(arr, "cleanup.policy", "compact,delete", "TOPIC_CONFIG");
+    json_decref(arr);
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"SUBTRACT\",\"value\":\"compact , delete \"}]");
+    expect(arr, "cleanup.policy", "", "TOPIC_CONFIG");
+    json_decref(arr);
+    arr = alter_ok("alt", "[{\"name\":\"cleanup.policy\",\"op\":\"APPEND\",\"value\":\"compact\"}]");
+    expect(arr, "cleanup.policy", "compact", "TOPIC_CONFIG");
+    json_decref(arr);
 
     /* several operations apply in order, in one step */
     arr = alter_ok("alt", "[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"5000\"},"
