@@ -13,6 +13,8 @@
  *   - one-shots run after their delay, in due order, with their argument;
  *     two of one name run side by side and the job reads as running until
  *     both have ended;
+ *   - eng_scheduler_expedite: the matching one-shots of a name run now, the
+ *     others keep their delay;
  *   - eng_scheduler_trigger: runs a far-away periodic job now, runs a
  *     running one again right after it ends, ENG_ENOTFOUND for unknown names;
  *   - stop: waits for the running job, calls the drop callback of every
@@ -387,6 +389,39 @@ static void test_one_shots_of_one_name_overlap(void **state)
     rec_destroy(&b);
 }
 
+static bool odd_id(void *varg, void *ctx)
+{
+    (void)ctx;
+    return ((once_arg *)varg)->id % 2 == 1;
+}
+
+/* expedite runs the matching one-shots now; the others keep their delay
+ * (an hour here) and are dropped at stop. */
+static void test_expedite(void **state)
+{
+    (void)state;
+    eng_scheduler *s;
+    assert_int_equal(eng_scheduler_new(2, &s), 0);
+    assert_int_equal(eng_scheduler_start(s), 0);
+    _Atomic int order = 0, drops = 0;
+    once_arg a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (once_arg){.id = i, .delay_ms = 3600000, .order = &order, .drops = &drops,
+                          .position = -1, .queued_ms = eng_mono_ms()};
+        assert_int_equal(eng_scheduler_add_once(s, "once", 3600000, once_fn, &a[i], once_drop), 0);
+    }
+    eng_scheduler_expedite(s, "other", odd_id, NULL); /* another name: nothing moves */
+    eng_scheduler_expedite(s, "once", odd_id, NULL);
+    assert_int_equal(wait_at_least(&order, 2), 2);
+    assert_true(a[1].position >= 0 && a[3].position >= 0);
+    assert_int_equal(a[0].position, -1);
+    assert_int_equal(a[2].position, -1);
+    eng_job_info ji = wait_idle(s, "once", 2);
+    assert_int_equal(ji.pending, 2);
+    eng_scheduler_free(s);
+    assert_int_equal(atomic_load(&drops), 2);
+}
+
 /* ---- trigger ------------------------------------------------------------ */
 
 static void test_trigger(void **state)
@@ -599,6 +634,7 @@ int main(void)
         cmocka_unit_test(test_slow_job_does_not_delay_others),
         cmocka_unit_test(test_one_shots_after_delay),
         cmocka_unit_test(test_one_shots_of_one_name_overlap),
+        cmocka_unit_test(test_expedite),
         cmocka_unit_test(test_trigger),
         cmocka_unit_test(test_stop_waits_and_drops),
         cmocka_unit_test(test_job_statistics),
