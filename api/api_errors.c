@@ -182,7 +182,7 @@ json_t *api_engine_details(int rc, const eng_errdetail *d)
             json_object_set_new(details, "max_bytes", json_integer(d->hi));
         } else if (rc == ENG_ECORRUPT) { /* damage in the .log: where reading goes on */
             json_object_set_new(details, "next_offset", json_integer(d->hi));
-        } else if (rc == ENG_ENULLKEY) {
+        } else if (rc == ENG_ENULLKEY || rc == ENG_ETIMESTAMP) {
             json_object_set_new(details, "batch", json_integer(d->lo));
             json_object_set_new(details, "offset_delta", json_integer(d->hi));
         }

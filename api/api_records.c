@@ -75,6 +75,15 @@ static json_t *json_append_details(int rc, eng_errdetail *d, const size_t *pos, 
                  "record %zu has a null key, which a compacted topic does not accept", at);
         return json_pack("{s:I}", "record", (json_int_t)at);
     }
+    if (rc == ENG_ETIMESTAMP && d->has_bounds && d->hi >= 0 && (uint64_t)d->hi < n) {
+        size_t at = pos ? pos[d->hi] : (size_t)d->hi;
+        /* The engine's reason follows its "batch N: " */
+        const char *why = strstr(d->message, ": ");
+        char reason[sizeof d->message];
+        snprintf(reason, sizeof reason, "%s", why ? why + 2 : d->message);
+        snprintf(d->message, sizeof d->message, "record %zu: %.200s", at, reason);
+        return json_pack("{s:I}", "record", (json_int_t)at);
+    }
     return api_engine_details(rc, d);
 }
 

@@ -51,7 +51,8 @@ typedef struct eng_errdetail {
     char message[256];  /* one human sentence, no trailing newline */
     char key[128];      /* offending config key or field, "" if none */
     int64_t lo, hi;     /* bounds for range errors (e.g. [log start, hw)); for a
-                         * null key, the batch's index and the record's offset delta */
+                         * null key or a timestamp refused, the batch's index and
+                         * the record's offset delta */
     int has_bounds;
 } eng_errdetail;
 

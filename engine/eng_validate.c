@@ -103,16 +103,22 @@ static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_
         }
         int64_t ts = r.raw_timestamp;
         if (create_time) {
-            if (ts < 0 && ts != -1)
+            /* Where it is, as for a null key: a JSON append names the
+             * record by its place in the request. */
+            if (ts < 0 && ts != -1) {
+                eng_errdetail_bounds(err, (int64_t)idx, r.offset - h->base_offset);
                 return eng_fail(err, ENG_ETIMESTAMP, "batch %zu: invalid timestamp %lld", idx,
                                 (long long)ts);
+            }
             /* -1 is NO_TIMESTAMP, which Kafka producers may send and
              * validateTimestamp lets through: it is in no window. */
-            if (ts != -1 && outside_window(ts, now, before, after))
+            if (ts != -1 && outside_window(ts, now, before, after)) {
+                eng_errdetail_bounds(err, (int64_t)idx, r.offset - h->base_offset);
                 return eng_fail(err, ENG_ETIMESTAMP,
                                 "batch %zu: timestamp %lld is outside the topic's window "
                                 "[now - %lld, now + %lld]",
                                 idx, (long long)ts, (long long)before, (long long)after);
+            }
         }
         if (ts > *max_ts)
             *max_ts = ts;

@@ -370,8 +370,26 @@ static void test_timestamp_window(void **state)
         append("win", 0, body, &r);
         CHECK_ERR(r, 422, "invalid_timestamp");
         assert_string_equal(ls_jstr(&r, "kafka_error"), "INVALID_TIMESTAMP");
+        /* Named as the client knows it, the second record of its request,
+         * not as "batch 0" of a batch it never built. */
+        const char *msg = ls_jstr(&r, "message");
+        assert_non_null(msg);
+        assert_true(strncmp(msg, "record 1: timestamp ", 20) == 0);
+        assert_non_null(strstr(msg, "outside the topic's window"));
+        assert_int_equal(ls_jint(&r, "details.record"), 1);
         ls_resp_free(&r);
     }
+    /* Through the keyed path a partition's batch holds only some of the
+     * request's records: the refusal still names the record's place. */
+    ls_resp r;
+    assert_int_equal(ls_post(S, "/v1/topics/win/records",
+                             "{\"records\":[{\"value\":\"ok\",\"partition\":0},"
+                             "{\"value\":\"bad\",\"partition\":0,\"timestamp\":1000}]}",
+                             &r),
+                     0);
+    CHECK_ERR(r, 422, "invalid_timestamp");
+    assert_int_equal(ls_jint(&r, "details.record"), 1);
+    ls_resp_free(&r);
     /* A negative timestamp is never valid. */
     expect_err("POST", "/v1/topics/win/partitions/0/records",
                "{\"records\":[{\"value\":\"neg\",\"timestamp\":-5}]}", 422, "invalid_timestamp");

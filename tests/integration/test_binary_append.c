@@ -684,6 +684,11 @@ static void test_topic_rules_refuse_batches(void **state)
     memcpy(both, plain, plen);
     memcpy(both + plen, fut, len);
     expect_refused("bad-time", both, plen + len, 422, "invalid_timestamp", "batch 1: ", NULL);
+    /* and names where, as a null key's refusal does */
+    post_bin("bad-time", both, plen + len, &r);
+    assert_int_equal(ls_jint(&r, "details.batch"), 1);
+    assert_int_equal(ls_jint(&r, "details.offset_delta"), 0);
+    ls_resp_free(&r);
     free(both);
     /* The same file on a topic with the default window is fine. */
     assert_int_equal(ls_create_topic(S, "ok-time", 1, NULL), 201);
