@@ -637,6 +637,10 @@ static void start_stream(api_ctx *ctx, eng_partition *p, read_req *rr, read_mode
                           .until_timestamp = rr->until_ts, .base64 = rr->base64,
                           .heartbeat_ms = ctx->heartbeat_ms};
     memcpy(so.request_id, req->request_id, sizeof so.request_id);
+    /* Neither cached nor buffered by a proxy (nginx reads X-Accel-Buffering),
+     * and said to a HEAD too, which answers the GET's headers. */
+    api_resp_header(resp, "Cache-Control", "no-cache");
+    api_resp_header(resp, "X-Accel-Buffering", "no");
     if (api_is_head(req)) {
         /* The headers a stream would start with, and no stream to follow. */
         resp->status = 200;

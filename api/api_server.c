@@ -198,8 +198,6 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
             stream_free(sc);
             return MHD_NO;
         }
-        MHD_add_response_header(r, "Cache-Control", "no-cache");
-        MHD_add_response_header(r, "X-Accel-Buffering", "no");
     } else if (resp->has_file) {
         /* Sent straight from the segment file (sendfile on plain HTTP). */
         r = MHD_create_response_from_fd_at_offset64(resp->file_length, resp->file_fd,

@@ -660,6 +660,23 @@ static void test_out_of_range_message_names_readable_range(void **state)
                              0, sse, &r),
                      0);
     assert_int_equal(r.status, 200);
+    /* with the headers the GET's stream starts with (README: HEAD answers
+     * the same status and headers), so a proxy probing it learns not to
+     * cache or buffer the stream */
+    assert_non_null(ls_header(&r, "Cache-Control"));
+    assert_string_equal(ls_header(&r, "Cache-Control"), "no-cache");
+    assert_non_null(ls_header(&r, "X-Accel-Buffering"));
+    assert_string_equal(ls_header(&r, "X-Accel-Buffering"), "no");
+    ls_resp_free(&r);
+    /* as the GET's do */
+    assert_int_equal(ls_http(S, "GET", "/v1/topics/sel/partitions/0/records?offset=9&max_records=1",
+                             NULL, NULL, 0, sse, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(ls_header(&r, "Cache-Control"));
+    assert_string_equal(ls_header(&r, "Cache-Control"), "no-cache");
+    assert_non_null(ls_header(&r, "X-Accel-Buffering"));
+    assert_string_equal(ls_header(&r, "X-Accel-Buffering"), "no");
     ls_resp_free(&r);
 }
 
