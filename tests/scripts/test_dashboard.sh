@@ -103,6 +103,9 @@ check "partition 0: log start 0, high watermark 3" dom_has '<tr><td>0</td><td cl
 check "partition 1: log start 0, high watermark 7" dom_has '<tr><td>1</td><td class="num">0</td><td class="num">7</td>'
 check "the config override is shown" dom_has 'retention.ms=3600000'
 check "the background jobs are listed" dom_has '<td>log-retention</td>'
+# The periodic jobs have not run yet (log.initial.task.delay.ms): no duration, not "– ms".
+no_unit_without_figure() { ! grep -qF -- '>– ms<' "$tmp/dom.html" || { echo "# a job shows '– ms'"; return 1; }; }
+check "a job that never ran shows no duration" no_unit_without_figure
 check "the cleaner section rendered" dom_has 'no compacted topics'
 check "no error line" dom_has '<p id="error" class="err"></p>'
 
