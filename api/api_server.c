@@ -304,6 +304,16 @@ static enum MHD_Result answer(api_server *s, struct MHD_Connection *c, conn_stat
     return r;
 }
 
+/* Whether the request's headers announce a body: a Content-Length above 0
+ * or a Transfer-Encoding. */
+static bool has_body(struct MHD_Connection *c)
+{
+    if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+        return true;
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    return cl && strspn(cl, "0") != strlen(cl);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
@@ -325,6 +335,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (!resp.nheaders || strcmp(resp.headers[resp.nheaders - 1].name, "X-Request-Id"))
                 api_resp_header(&resp, "X-Request-Id", req.request_id);
             st->refused = true;
+            /* libmicrohttpd closes the connection of an answer queued on
+             * this first call, before the body: it cannot tell what to skip.
+             * With no body to come, the answer waits for the call that ends
+             * the request, and the connection serves the next one (the real
+             * request after a CORS preflight, a client's after its 404). */
+            if (!has_body(c) && (st->early = malloc(sizeof *st->early))) {
+                *st->early = resp;
+                return MHD_YES;
+            }
             enum MHD_Result r = queue(s, c, st, method, &resp);
             api_response_clear(&resp);
             return r;
@@ -332,6 +351,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (st->refused) {
+        if (st->early && !*upload_size) {
+            api_response *early = st->early;
+            st->early = NULL;
+            enum MHD_Result r = queue(s, c, st, method, early);
+            api_response_clear(early);
+            free(early);
+            return r;
+        }
         *upload_size = 0; /* drain what MHD still hands us */
         return MHD_YES;
     }

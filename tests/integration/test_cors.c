@@ -89,6 +89,14 @@ static void test_listed_origin_with_auth(void **state)
     assert_non_null(strstr(ls_header(&r, "Access-Control-Allow-Headers"), "Accept"));
     assert_non_null(strstr(ls_header(&r, "Access-Control-Allow-Headers"), "Last-Event-ID"));
     assert_non_null(strstr(ls_header(&r, "Access-Control-Allow-Headers"), "X-Request-Id"));
+    /* The browser sends the real request next: on the same connection, not
+     * on a new one (a TCP, and with HTTPS a TLS, handshake per preflight). */
+    assert_null(ls_header(&r, "Connection"));
+    ls_resp_free(&r);
+    /* Likewise any answer given from the headers of a request with no body. */
+    request(&s, "GET", "/v1/topics", DASH, false, NULL, &r);
+    assert_int_equal(ls_check_error(&r, 401, "unauthorized"), 0);
+    assert_null(ls_header(&r, "Connection"));
     ls_resp_free(&r);
     /* An origin that only begins with a listed one is another origin. */
     static const char *const lookalikes[] = {DASH ".evil.example", DASH ":8443", "https://dash.example.co"};
@@ -165,6 +173,11 @@ static void test_any_origin_and_off(void **state)
     request(&s, "OPTIONS", "/v1/topics", "https://a.example", false, NULL, &r);
     assert_int_equal(ls_check_error(&r, 405, "method_not_allowed"), 0);
     assert_null(ls_header(&r, "Access-Control-Allow-Methods"));
+    assert_null(ls_header(&r, "Connection"));
+    ls_resp_free(&r);
+    request(&s, "GET", "/v1/nowhere", "https://a.example", false, NULL, &r);
+    assert_int_equal(ls_check_error(&r, 404, "route_not_found"), 0);
+    assert_null(ls_header(&r, "Connection"));
     ls_resp_free(&r);
     assert_int_equal(ls_stop(&s), 0);
     ls_cleanup(&s);
