@@ -180,8 +180,6 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
         r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, head_reader, NULL, NULL);
         if (!r)
             return MHD_NO;
-        MHD_add_response_header(r, "Cache-Control", "no-cache");
-        MHD_add_response_header(r, "X-Accel-Buffering", "no");
     } else if (resp->stream) {
         stream_ctx *sc = malloc(sizeof *sc);
         if (!sc)
