@@ -96,12 +96,10 @@ static json_t *message_string(const char *message)
     return j;
 }
 
-json_t *api_error_object(const api_request *req, const char *code, const char *message,
-                         json_t *details)
+/* The error object, counted by no metric. */
+static json_t *error_object(const api_request *req, const err_def *d, const char *message,
+                            json_t *details)
 {
-    const err_def *d = find_def(code);
-    if (!strcmp(d->code, "corrupt_record"))
-        api_metrics_corrupt_record();
     json_t *o = json_object();
     if (!o) {
         json_decref(details);
@@ -116,6 +114,15 @@ json_t *api_error_object(const api_request *req, const char *code, const char *m
     json_object_set_new(o, "details", details ? details : json_object());
     json_object_set_new(o, "request_id", json_string(req ? req->request_id : ""));
     return o;
+}
+
+json_t *api_error_object(const api_request *req, const char *code, const char *message,
+                         json_t *details)
+{
+    const err_def *d = find_def(code);
+    if (!strcmp(d->code, "corrupt_record"))
+        api_metrics_corrupt_record();
+    return error_object(req, d, message, details);
 }
 
 void api_error(api_response *resp, const api_request *req, const char *code, json_t *details,
@@ -195,4 +202,15 @@ void api_error_from_engine(api_response *resp, const api_request *req, int rc,
 {
     const char *msg = d && d->message[0] ? d->message : eng_strerror(rc);
     api_error(resp, req, api_error_code_for(rc), api_engine_details(rc, d), "%s", msg);
+}
+
+void api_error_from_append(api_response *resp, const api_request *req, int rc,
+                           const eng_errdetail *d)
+{
+    const err_def *def = find_def(api_error_code_for(rc));
+    const char *msg = d && d->message[0] ? d->message : eng_strerror(rc);
+    free(resp->raw);
+    resp->raw = NULL;
+    resp->content_type = NULL;
+    api_resp_json(resp, def->status, error_object(req, def, msg, api_engine_details(rc, d)));
 }

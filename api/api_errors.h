@@ -26,6 +26,13 @@ json_t *api_engine_details(int rc, const eng_errdetail *d);
 void api_error_from_engine(api_response *resp, const api_request *req, int rc,
                            const eng_errdetail *d);
 
+/* The same for an append's refusal: the bytes it judged came with the
+ * request, so a corrupt_record there is the client's batch, not data
+ * damaged on disk, and logstore_corrupt_record_errors_total (an alert on
+ * the disk) does not count it. */
+void api_error_from_append(api_response *resp, const api_request *req, int rc,
+                           const eng_errdetail *d);
+
 /* The API code an engine result maps to (for tests and 207 bodies): a
  * static string. */
 const char *api_error_code_for(int rc);

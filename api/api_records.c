@@ -231,7 +231,9 @@ static void append_binary(api_ctx *ctx, eng_partition *p, const api_request *req
     if (!api_query_i64(req, resp, "expected_offset", -1, 0, INT64_MAX, &expected))
         return;
     if (!req->body || req->body_len == 0) {
-        api_error(resp, req, "corrupt_record", NULL, "the body holds no record batch");
+        eng_errdetail d = {0};
+        eng_fail(&d, ENG_ECORRUPT, "the body holds no record batch");
+        api_error_from_append(resp, req, ENG_ECORRUPT, &d);
         return;
     }
     uint64_t count = binary_record_count(req->body, req->body_len);
@@ -247,7 +249,7 @@ static void append_binary(api_ctx *ctx, eng_partition *p, const api_request *req
     eng_errdetail d = {0};
     int rc = eng_partition_append_readonly(p, req->body, req->body_len, &o, &res, &d);
     if (rc)
-        api_error_from_engine(resp, req, rc, &d);
+        api_error_from_append(resp, req, rc, &d);
     else
         append_answer(p, &res, req, resp);
 }
