@@ -647,6 +647,42 @@ static void test_load_without_snapshots_and_with_expiry(void **state)
     assert_non_null(eng_producers_find(st, 4242));
 }
 
+/* A producer id with no epoch (-1), as ProducerAppendInfo takes it: a
+ * stored epoch of -1 is no epoch at all, so any sequence follows it and
+ * any epoch replaces it, with retries still found; once a real epoch is
+ * known, -1 is below it.  An epoch below -1 is below even an unknown
+ * producer's.  Ids below 0 (-1 and others: hasProducerId is id > -1) are
+ * no producer, whatever their epoch and sequence say. */
+static void test_producer_without_epoch(void **state)
+{
+    eng_producers *st = &((fixture *)*state)->st;
+    append1(st, 7, -1, 5, 1, 10, 0);
+    assert_int_equal(must_find(st, 7)->epoch, -1);
+    append1(st, 7, -1, 100, 2, 11, 1);
+    append1(st, 7, -1, 40, 1, 12, 3);
+    req r = {.len = 0};
+    add_batch(&r, 7, -1, 100, 2, 11, 0);
+    expect_dup(st, &r, 1, 2);
+    append1(st, 7, 0, 3, 1, 13, 4);
+    const eng_producer_entry *e = must_find(st, 7);
+    assert_int_equal(e->epoch, 0);
+    assert_int_equal(e->nbatches, 1);
+    expect_batch(&e->batches[0], 3, 4, 0, 13);
+    refuse1(st, 7, -1, 4, 1, ENG_EPRODUCER_FENCED);
+    refuse1(st, 8, -5, 0, 1, ENG_EPRODUCER_FENCED);
+    assert_null(eng_producers_find(st, 8));
+
+    for (int64_t pid = -1; pid >= -3; pid -= 2) {
+        r.len = 0;
+        add_batch(&r, pid, 3, 9, 1, 14, 0);
+        assert_int_equal(check(st, &r), 0);
+        assert_int_equal(r.v.producer_batches, 0);
+        assert_false(r.v.duplicate);
+        eng_producers_apply(st, r.buf, r.len, 5);
+    }
+    assert_int_equal(st->n, 1);
+}
+
 /* Sequences wrap past INT32_MAX to 0 (Kafka's incrementSequence and
  * inSequence, which compare in long arithmetic). */
 static void test_sequence_wraps_at_int32_max(void **state)
@@ -801,6 +837,7 @@ int main(void)
         TEST(test_unknown_producer_takes_any_epoch_and_sequence),
         TEST(test_same_epoch_sequence_must_follow),
         TEST(test_epochs_fence_and_restart_at_zero),
+        TEST(test_producer_without_epoch),
         TEST(test_last_five_batches_answer_retries),
         TEST(test_several_batches_in_one_request),
         TEST(test_expire_drops_idle_producers),
