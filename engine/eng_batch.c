@@ -196,6 +196,13 @@ void eng_record_iter_init(eng_record_iter *it, const eng_batch_header *h, const 
     it->remaining = h->record_count;
     it->last_delta = -1;
     it->last_offset_delta = h->last_offset_delta;
+    it->why = NULL;
+}
+
+static int bad_record(eng_record_iter *it, const char *why)
+{
+    it->why = why;
+    return ENG_ECORRUPT;
 }
 
 /* Reads a nullable byte string; returns the new position or NULL. */
@@ -230,40 +237,44 @@ int eng_record_header_next(const uint8_t **pp, const uint8_t *end, eng_record_he
 int eng_record_iter_next(eng_record_iter *it, eng_record *r)
 {
     if (it->remaining == 0)
-        return it->p == it->end ? 0 : ENG_ECORRUPT;
+        return it->p == it->end ? 0 : bad_record(it, "bytes follow its recordCount records");
+    if (it->p == it->end)
+        return bad_record(it, "the batch ends before its recordCount records");
     int32_t body_len;
     size_t n = eng_varint_get(it->p, it->end, &body_len);
     if (!n || body_len < 1 || (size_t)(it->end - it->p - (ptrdiff_t)n) < (size_t)body_len)
-        return ENG_ECORRUPT;
+        return bad_record(it, "its length is no valid varint or runs past the batch");
     const uint8_t *p = it->p + n;
     const uint8_t *end = p + body_len;
     p++; /* record attributes */
     int64_t ts_delta;
     int32_t off_delta;
     if (!(n = eng_varlong_get(p, end, &ts_delta)))
-        return ENG_ECORRUPT;
+        return bad_record(it, "its timestamp delta is no valid varlong");
     p += n;
     if (!(n = eng_varint_get(p, end, &off_delta)))
-        return ENG_ECORRUPT;
+        return bad_record(it, "its offset delta is no valid varint");
     p += n;
     if (off_delta <= it->last_delta || off_delta > it->last_offset_delta)
-        return ENG_ECORRUPT;
+        return bad_record(it, "its offset delta is not above the previous record's, or is past "
+                              "lastOffsetDelta");
     if (!(p = get_bytes(p, end, &r->key, &r->key_len)))
-        return ENG_ECORRUPT;
+        return bad_record(it, "its key length is below -1 or runs past the record");
     if (!(p = get_bytes(p, end, &r->value, &r->value_len)))
-        return ENG_ECORRUPT;
+        return bad_record(it, "its value length is below -1 or runs past the record");
     int32_t hcount;
     if (!(n = eng_varint_get(p, end, &hcount)) || hcount < 0 || hcount > end - p)
-        return ENG_ECORRUPT;
+        return bad_record(it, "its header count is negative or larger than the record");
     p += n;
     r->headers = p;
     for (int32_t i = 0; i < hcount; i++) {
         eng_record_header hh;
         if (eng_record_header_next(&p, end, &hh) != 1)
-            return ENG_ECORRUPT;
+            return bad_record(it, "a header has a null key, a length below -1, or runs past "
+                                  "the record");
     }
     if (p != end)
-        return ENG_ECORRUPT;
+        return bad_record(it, "bytes follow its last header");
     r->headers_end = end;
     r->header_count = hcount;
     /* Bytes a producer sent: a sum past int64 is a malformed record, not
@@ -271,7 +282,7 @@ int eng_record_iter_next(eng_record_iter *it, eng_record *r)
      * took down the sanitizer build). */
     if (__builtin_add_overflow(it->base_offset, (int64_t)off_delta, &r->offset) ||
         __builtin_add_overflow(it->base_timestamp, ts_delta, &r->raw_timestamp))
-        return ENG_ECORRUPT;
+        return bad_record(it, "its offset or timestamp is past 64 bits");
     r->timestamp = it->log_append_time ? it->max_timestamp : r->raw_timestamp;
     it->last_delta = off_delta;
     it->p = end;

@@ -101,6 +101,7 @@ typedef struct eng_record_iter {
     int32_t remaining;
     int32_t last_delta; /* previous offset delta, -1 before the first */
     int32_t last_offset_delta;
+    const char *why; /* what was wrong when next returned ENG_ECORRUPT */
 } eng_record_iter;
 
 /* Fills the defaults a non-idempotent producer uses (-1 producer fields). */
@@ -158,7 +159,8 @@ int eng_batch_validate(const uint8_t *batch, size_t size, eng_batch_header *h);
 void eng_record_iter_init(eng_record_iter *it, const eng_batch_header *h,
                           const uint8_t *records, size_t len);
 
-/* Returns 1 and fills r, 0 at the end, or ENG_ECORRUPT on bad framing. */
+/* Returns 1 and fills r, 0 at the end, or ENG_ECORRUPT on bad framing
+ * (it->why then says what, as a static string). */
 int eng_record_iter_next(eng_record_iter *it, eng_record *r);
 
 /* Size of record r re-encoded against base_ts and base_offset, its headers

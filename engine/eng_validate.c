@@ -44,6 +44,16 @@ static int batch_fail(eng_errdetail *err, int rc, size_t idx, const char *why)
     return eng_fail(err, rc, "batch %zu: %s", idx, why);
 }
 
+/* The refusal of a batch whose records iterator `it` stopped at with
+ * ENG_ECORRUPT after `seen` records: which record, and why. */
+static int bad_records(eng_errdetail *err, size_t idx, const eng_record_iter *it, int32_t seen)
+{
+    const char *why = it->why ? it->why : "malformed records";
+    if (it->remaining == 0 || it->p == it->end)
+        return eng_fail(err, ENG_ECORRUPT, "batch %zu: %s", idx, why);
+    return eng_fail(err, ENG_ECORRUPT, "batch %zu: record %d: %s", idx, (int)seen, why);
+}
+
 /* Kafka's recordHasInvalidTimestamp: the distance from now against each
  * limit, never `now + after`, which wraps for limits near INT64_MAX (the
  * deprecated difference.max.ms fallback included) and refused everything.
@@ -123,7 +133,9 @@ static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_
         if (ts > *max_ts)
             *max_ts = ts;
     }
-    if (rc < 0 || seen != h->record_count)
+    if (rc < 0)
+        return bad_records(err, idx, &it, seen);
+    if (seen != h->record_count)
         return batch_fail(err, ENG_ECORRUPT, idx, "record framing does not match the header");
     /* On every topic, LogAppendTime ones too: a batch is re-encoded against
      * one base timestamp (recompression, the cleaner), which needs every
@@ -142,10 +154,26 @@ static int check_producer_batch(const uint8_t *b, size_t size, const eng_batch_h
 {
     eng_batch_header v;
     int rc = eng_batch_validate(b, size, &v);
-    if (rc)
-        return batch_fail(err, rc, idx, rc == ENG_ECRC ? "CRC mismatch" : "malformed records");
+    if (rc == ENG_ECRC)
+        return batch_fail(err, rc, idx, "CRC mismatch");
+    /* Before the records, as Kafka's validateBatch: a count that does not
+     * match is the reason, not the record past lastOffsetDelta it makes. */
     if (h->record_count <= 0 || h->last_offset_delta + 1 != h->record_count)
         return batch_fail(err, ENG_ECORRUPT, idx, "lastOffsetDelta + 1 must equal the record count");
+    if (rc && (h->attributes & ~0x7f))
+        return batch_fail(err, rc, idx, "attribute bits 7-15 are set, which Kafka leaves unused");
+    if (rc && (h->attributes & ENG_ATTR_CODEC_MASK) == ENG_CODEC_NONE) {
+        /* Walked again to name the record: a refusal's cold path. */
+        eng_record_iter it;
+        eng_record r;
+        int32_t seen = 0;
+        eng_record_iter_init(&it, h, b + ENG_BATCH_OVERHEAD, size - ENG_BATCH_OVERHEAD);
+        while (eng_record_iter_next(&it, &r) == 1)
+            seen++;
+        return bad_records(err, idx, &it, seen);
+    }
+    if (rc) /* all eng_batch_validate refuses of a compressed batch here */
+        return batch_fail(err, rc, idx, "unknown compression codec");
     if (h->attributes & (ENG_ATTR_CONTROL | ENG_ATTR_DELETE_HORIZON))
         return batch_fail(err, ENG_ECORRUPT, idx, "control or cleaned batches cannot be produced");
     /* A Kafka broker takes transactional data only inside a transaction its

@@ -360,6 +360,49 @@ static void test_producer_header_rules(void **state)
     eng_partition_unref(p);
 }
 
+/* A refused batch's message names the record and what is wrong with it, as
+ * Kafka's InvalidRecordException messages do; it said only "malformed
+ * records".  Each case is a valid two-record batch with one byte changed
+ * and its CRC made to match. */
+static void test_bad_record_named(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_record_spec recs[2] = {rec(T0, "a", "x"), rec(T0, "b", "y")};
+    uint8_t good[256], buf[256];
+    size_t len = encode(good, sizeof good, recs, 2);
+    assert_true(len > 0);
+    /* Record 0 at 61: length, attributes, timestamp delta, offset delta,
+     * key length (one byte each here); record 1 after it. */
+    size_t r1 = 61 + 1 + (size_t)(good[61] >> 1);
+    static const struct {
+        int rec;    /* which record's field; -1: the batch header */
+        size_t at;  /* byte from the record's start (or the batch's) */
+        uint8_t to; /* its new value */
+        const char *want;
+    } cases[] = {
+        {0, 4, 9, "batch 0: record 0: its key length is below -1"},        /* -5 */
+        {1, 3, 0, "batch 0: record 1: its offset delta is not above"},     /* 0 again */
+        {-1, 22, 0x80, "batch 0: attribute bits 7-15 are set"},
+        {-1, 60, 3, "batch 0: the batch ends before its recordCount records"},
+        {-1, 26, 0, "batch 0: lastOffsetDelta + 1 must equal the record count"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(buf, good, len);
+        size_t at = cases[i].at + (cases[i].rec < 0 ? 0 : cases[i].rec == 0 ? 61 : r1);
+        buf[at] = cases[i].to;
+        if (cases[i].rec < 0 && cases[i].at == 60)
+            buf[26] = 2; /* lastOffsetDelta 2 for 3 records */
+        eng_batch_update_crc(buf, len);
+        eng_errdetail err = {0};
+        assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_ECORRUPT);
+        if (strncmp(err.message, cases[i].want, strlen(cases[i].want)))
+            fail_msg("case %zu: '%s', want '%s...'", i, err.message, cases[i].want);
+    }
+    assert_int_equal(eng_partition_log_end_offset(p), 0);
+    eng_partition_unref(p);
+}
+
 /* ---- partitionLeaderEpoch --------------------------------------------------- */
 
 /* A producer's batch may carry any partitionLeaderEpoch (it is outside the
@@ -653,6 +696,7 @@ int main(void)
         T(test_append_only_reads_its_input),
         T(test_readonly_append_split_and_refused),
         T(test_producer_header_rules),
+        T(test_bad_record_named),
         T(test_log_append_time_bit_cleared),
         T(test_timestamps_past_int64),
     };
