@@ -155,6 +155,7 @@ const char *api_error_code_for(int rc)
     case ENG_EEXPECTED: return "expected_offset_mismatch";
     case ENG_ETIMESTAMP: return "invalid_timestamp";
     case ENG_ENULLKEY:
+    case ENG_EINVRECORD:
     case ENG_EUNSUPPORTED: return "invalid_record";
     case ENG_ESEQUENCE: return "out_of_order_sequence";
     case ENG_EPRODUCER_FENCED: return "invalid_producer_epoch";

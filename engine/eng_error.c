@@ -31,6 +31,7 @@ static const char *const domain_names[] = {
     [ENG_EUNSUPPORTED - ENG_EBASE] = "unsupported record batch",
     [ENG_ESEQUENCE - ENG_EBASE] = "out of order sequence number",
     [ENG_EPRODUCER_FENCED - ENG_EBASE] = "invalid producer epoch",
+    [ENG_EINVRECORD - ENG_EBASE] = "invalid record batch",
 };
 
 const char *eng_strerror(int err)

@@ -43,6 +43,8 @@ enum {
     ENG_EUNSUPPORTED,        /* a well-formed batch this server cannot take (transactional) */
     ENG_ESEQUENCE,           /* an idempotent producer's batch out of sequence */
     ENG_EPRODUCER_FENCED,    /* an idempotent producer's epoch below the one seen last */
+    ENG_EINVRECORD,          /* a client's batch, its CRC intact, that breaks a rule of the
+                              * format (Kafka's InvalidRecordException) */
     ENG_EEND
 };
 

@@ -50,8 +50,8 @@ static int bad_records(eng_errdetail *err, size_t idx, const eng_record_iter *it
 {
     const char *why = it->why ? it->why : "malformed records";
     if (it->remaining == 0 || it->p == it->end)
-        return eng_fail(err, ENG_ECORRUPT, "batch %zu: %s", idx, why);
-    return eng_fail(err, ENG_ECORRUPT, "batch %zu: record %d: %s", idx, (int)seen, why);
+        return eng_fail(err, ENG_EINVRECORD, "batch %zu: %s", idx, why);
+    return eng_fail(err, ENG_EINVRECORD, "batch %zu: record %d: %s", idx, (int)seen, why);
 }
 
 /* Kafka's recordHasInvalidTimestamp: the distance from now against each
@@ -136,14 +136,14 @@ static int check_records(const eng_config *cfg, const uint8_t *batch, const eng_
     if (rc < 0)
         return bad_records(err, idx, &it, seen);
     if (seen != h->record_count)
-        return batch_fail(err, ENG_ECORRUPT, idx, "record framing does not match the header");
+        return batch_fail(err, ENG_EINVRECORD, idx, "record framing does not match the header");
     /* On every topic, LogAppendTime ones too: a batch is re-encoded against
      * one base timestamp (recompression, the cleaner), which needs every
      * record's distance from it to fit in 64 bits.  Refused later, such a
      * batch overflowed a recompression, or stopped compaction of the
      * partition for good. */
     if (seen > 0 && __builtin_sub_overflow(hi, lo, &span))
-        return batch_fail(err, ENG_ECORRUPT, idx,
+        return batch_fail(err, ENG_EINVRECORD, idx,
                           "record timestamps too far apart for one batch");
     return 0;
 }
@@ -159,9 +159,11 @@ static int check_producer_batch(const uint8_t *b, size_t size, const eng_batch_h
     /* Before the records, as Kafka's validateBatch: a count that does not
      * match is the reason, not the record past lastOffsetDelta it makes. */
     if (h->record_count <= 0 || h->last_offset_delta + 1 != h->record_count)
-        return batch_fail(err, ENG_ECORRUPT, idx, "lastOffsetDelta + 1 must equal the record count");
+        return batch_fail(err, ENG_EINVRECORD, idx,
+                          "lastOffsetDelta + 1 must equal the record count");
     if (rc && (h->attributes & ~0x7f))
-        return batch_fail(err, rc, idx, "attribute bits 7-15 are set, which Kafka leaves unused");
+        return batch_fail(err, ENG_EINVRECORD, idx,
+                          "attribute bits 7-15 are set, which Kafka leaves unused");
     if (rc && (h->attributes & ENG_ATTR_CODEC_MASK) == ENG_CODEC_NONE) {
         /* Walked again to name the record: a refusal's cold path. */
         eng_record_iter it;
@@ -175,7 +177,8 @@ static int check_producer_batch(const uint8_t *b, size_t size, const eng_batch_h
     if (rc) /* all eng_batch_validate refuses of a compressed batch here */
         return batch_fail(err, rc, idx, "unknown compression codec");
     if (h->attributes & (ENG_ATTR_CONTROL | ENG_ATTR_DELETE_HORIZON))
-        return batch_fail(err, ENG_ECORRUPT, idx, "control or cleaned batches cannot be produced");
+        return batch_fail(err, ENG_EINVRECORD, idx,
+                          "control or cleaned batches cannot be produced");
     /* A Kafka broker takes transactional data only inside a transaction its
      * coordinator began, and only the coordinator's markers end one.  With
      * no coordinator here, such a batch would be an open transaction for
@@ -186,7 +189,7 @@ static int check_producer_batch(const uint8_t *b, size_t size, const eng_batch_h
                           "transactional batches need a transaction coordinator, which logstore "
                           "does not have");
     if (h->producer_id >= 0 && h->base_sequence < 0)
-        return batch_fail(err, ENG_ECORRUPT, idx, "idempotent batch without a base sequence");
+        return batch_fail(err, ENG_EINVRECORD, idx, "idempotent batch without a base sequence");
     if (!eng_codec_supported(h->attributes & ENG_ATTR_CODEC_MASK))
         return batch_fail(err, ENG_ECORRUPT, idx, "unknown compression codec");
     return 0;

@@ -562,21 +562,21 @@ static void test_bad_batches_refused(void **state)
     memcpy(b, ok, len);
     ru_put_be32(b + 23, 5); /* 5 records: 4 is right */
     recrc(b);
-    expect_refused("bad", b, len, 422, "corrupt_record", "batch 0: ", "lastOffsetDelta");
+    expect_refused("bad", b, len, 422, "invalid_record", "batch 0: ", "lastOffsetDelta");
     /* recordsCount 6 and lastOffsetDelta 5 agree, but there are 5 records. */
     ru_put_be32(b + 57, 6);
     recrc(b);
-    expect_refused("bad", b, len, 422, "corrupt_record", "batch 0: ", NULL);
+    expect_refused("bad", b, len, 422, "invalid_record", "batch 0: ", "ends before");
     /* Record framing that lies: record 0's length varint says 2 bytes more. */
     memcpy(b, ok, len);
     b[61] = (uint8_t)(b[61] + 4); /* zigzag: +2 */
     recrc(b);
-    expect_refused("bad", b, len, 422, "corrupt_record", "batch 0: ", NULL);
+    expect_refused("bad", b, len, 422, "invalid_record", "batch 0: record ", NULL);
     /* ... and a key length running past its record. */
     memcpy(b, ok, len);
     b[61 + 4] = 0x7e; /* keyLength 63 */
     recrc(b);
-    expect_refused("bad", b, len, 422, "corrupt_record", "batch 0: ", NULL);
+    expect_refused("bad", b, len, 422, "invalid_record", "batch 0: record 0: ", "key length");
     /* Wrong magic (v1 and v3), in batch 2. */
     for (int magic = 1; magic <= 3; magic += 2) {
         memcpy(m, multi, mlen);
@@ -587,7 +587,7 @@ static void test_bad_batches_refused(void **state)
     memcpy(b, ok, len);
     b[22] |= 0x20;
     recrc(b);
-    expect_refused("bad", b, len, 422, "corrupt_record", "batch 0: ", "control");
+    expect_refused("bad", b, len, 422, "invalid_record", "batch 0: ", "control");
     /* A transactional data batch: with no transaction coordinator it would
      * stay an open transaction for ever (it was stored). */
     memcpy(b, ok, len);
@@ -630,7 +630,7 @@ static void test_bad_batches_refused(void **state)
     uint8_t *idem = copy_of("idempotent.bin", &ilen);
     ru_put_be32(idem + 53, 0xffffffffu);
     recrc(idem);
-    expect_refused("bad", idem, ilen, 422, "corrupt_record", "batch 0: ", NULL);
+    expect_refused("bad", idem, ilen, 422, "invalid_record", "batch 0: ", "base sequence");
     free(idem);
     /* A valid batch followed by bytes that are no batch. */
     memcpy(b, ok, len);

@@ -346,11 +346,11 @@ static void test_producer_header_rules(void **state)
     fixture *f = *state;
     eng_partition *p = open_part(f, true, 0, NULL);
     eng_errdetail err;
-    assert_int_equal(append_with(p, 0, 0, -1, &err), ENG_ECORRUPT);
+    assert_int_equal(append_with(p, 0, 0, -1, &err), ENG_EINVRECORD);
     assert_non_null(strstr(err.message, "base sequence"));
-    assert_int_equal(append_with(p, ENG_ATTR_CONTROL, -1, -1, &err), ENG_ECORRUPT);
+    assert_int_equal(append_with(p, ENG_ATTR_CONTROL, -1, -1, &err), ENG_EINVRECORD);
     assert_non_null(strstr(err.message, "control or cleaned"));
-    assert_int_equal(append_with(p, ENG_ATTR_DELETE_HORIZON, -1, -1, &err), ENG_ECORRUPT);
+    assert_int_equal(append_with(p, ENG_ATTR_DELETE_HORIZON, -1, -1, &err), ENG_EINVRECORD);
     assert_non_null(strstr(err.message, "control or cleaned"));
     assert_int_equal(eng_partition_log_end_offset(p), 0);
 
@@ -395,7 +395,7 @@ static void test_bad_record_named(void **state)
             buf[26] = 2; /* lastOffsetDelta 2 for 3 records */
         eng_batch_update_crc(buf, len);
         eng_errdetail err = {0};
-        assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_ECORRUPT);
+        assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_EINVRECORD);
         if (strncmp(err.message, cases[i].want, strlen(cases[i].want)))
             fail_msg("case %zu: '%s', want '%s...'", i, err.message, cases[i].want);
     }
@@ -659,7 +659,7 @@ static void test_timestamps_past_int64(void **state)
     eng_partition *p = open_part(f, true, 0, NULL);
     eng_errdetail err = {0};
     int64_t wide[3] = {0, INT64_MIN, INT64_MAX}; /* deltas from 0: each fits */
-    assert_int_equal(append_at(p, wide, 3, &err), ENG_ECORRUPT);
+    assert_int_equal(append_at(p, wide, 3, &err), ENG_EINVRECORD);
     assert_non_null(strstr(err.message, "too far apart"));
     /* base INT64_MAX, the second record's delta patched from 0 to +1 */
     eng_record_spec recs[2] = {rec(INT64_MAX, "k", "v"), rec(INT64_MAX, "k", "v")};
@@ -671,7 +671,7 @@ static void test_timestamps_past_int64(void **state)
     buf[second + 2] = 2;                  /* zigzag +1 */
     eng_put_be32(buf + 17, eng_batch_compute_crc(buf, len));
     err = (eng_errdetail){0};
-    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_ECORRUPT);
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), ENG_EINVRECORD);
     assert_int_equal(eng_partition_log_end_offset(p), 0);
     /* Far apart but within int64 is fine. */
     int64_t fine[2] = {0, INT64_MAX};
