@@ -294,10 +294,15 @@ int eng_producers_check(eng_producers *st, const uint8_t *data, size_t len,
         const eng_producer_batch *dup =
             p->used ? NULL : find_duplicate(e, h.producer_epoch, h.base_sequence, last_seq_of(&h));
         if (dup) {
-            if (!dups)
-                v->dup_first_offset = dup->last_offset - dup->offset_delta;
-            v->dup_last_offset = dup->last_offset;
-            v->dup_timestamp = dup->timestamp;
+            /* The span of them all, in whatever order the retry sends them:
+             * the answer's last offset is also what it waits to be durable. */
+            int64_t first = dup->last_offset - dup->offset_delta;
+            if (!dups || first < v->dup_first_offset)
+                v->dup_first_offset = first;
+            if (!dups || dup->last_offset > v->dup_last_offset) {
+                v->dup_last_offset = dup->last_offset;
+                v->dup_timestamp = dup->timestamp;
+            }
             dups++;
             continue;
         }

@@ -59,8 +59,9 @@ typedef struct eng_producer_verdict {
     size_t producer_batches; /* batches with a producerId */
     size_t new_producers;    /* ids not in the state yet (room reserved for them) */
     bool duplicate;          /* every batch repeats one already appended: append nothing */
-    int64_t dup_first_offset, dup_last_offset; /* the offsets they were given */
-    int64_t dup_timestamp;   /* the last one's maxTimestamp (its append time under LogAppendTime) */
+    int64_t dup_first_offset, dup_last_offset; /* the span of the offsets they were given */
+    int64_t dup_timestamp;   /* maxTimestamp of the one given dup_last_offset (its append
+                              * time under LogAppendTime) */
 } eng_producer_verdict;
 
 void eng_producers_init(eng_producers *st);

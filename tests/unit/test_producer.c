@@ -647,6 +647,23 @@ static void test_load_without_snapshots_and_with_expiry(void **state)
     assert_non_null(eng_producers_find(st, 4242));
 }
 
+/* A retry of several batches answers the offsets they span, whatever
+ * order it sends them in: it answered the first one's first offset and
+ * the last one's last, so [B, A] gave a base_offset above its last_offset,
+ * and the append time and the durable wait (up to the last offset) of A,
+ * the earlier batch, not of B. */
+static void test_retry_in_another_order(void **state)
+{
+    eng_producers *st = &((fixture *)*state)->st;
+    append1(st, 1, 0, 0, 2, 100, 10); /* A: offsets 10-11 */
+    append1(st, 2, 0, 0, 3, 200, 12); /* B: offsets 12-14 */
+    req r = {.len = 0};
+    add_batch(&r, 2, 0, 0, 3, 1, 0);
+    add_batch(&r, 1, 0, 0, 2, 1, 0);
+    expect_dup(st, &r, 10, 14);
+    assert_int_equal(r.v.dup_timestamp, 200);
+}
+
 /* A producer id with no epoch (-1), as ProducerAppendInfo takes it: a
  * stored epoch of -1 is no epoch at all, so any sequence follows it and
  * any epoch replaces it, with retries still found; once a real epoch is
@@ -838,6 +855,7 @@ int main(void)
         TEST(test_same_epoch_sequence_must_follow),
         TEST(test_epochs_fence_and_restart_at_zero),
         TEST(test_producer_without_epoch),
+        TEST(test_retry_in_another_order),
         TEST(test_last_five_batches_answer_retries),
         TEST(test_several_batches_in_one_request),
         TEST(test_expire_drops_idle_producers),
