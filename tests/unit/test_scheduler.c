@@ -334,6 +334,10 @@ static void test_one_shots_after_delay(void **state)
     assert_int_equal(job_info(s, "once").pending, 4);
     assert_int_equal(eng_scheduler_start(s), 0);
     assert_int_equal(wait_at_least(&order, 4), 4);
+    /* The last job stores its position after bumping `order`: only the
+     * scheduler's lock, taken when it records the run, orders that store
+     * before the reads below. */
+    eng_job_info ji = wait_idle(s, "once", 4);
     for (int i = 0; i < 4; i++)
         if (a[i].ran_ms - a[i].queued_ms < a[i].delay_ms - 1)
             fail_msg("one-shot %d ran %lld ms after being queued with delay %lld", i,
@@ -343,7 +347,6 @@ static void test_one_shots_after_delay(void **state)
     assert_int_equal(a[1].position, 1);
     assert_int_equal(a[3].position, 2);
     assert_int_equal(a[0].position, 3);
-    eng_job_info ji = wait_idle(s, "once", 4);
     assert_false(ji.periodic);
     assert_int_equal(ji.runs, 4);
     assert_int_equal(ji.pending, 0);
