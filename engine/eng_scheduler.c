@@ -165,6 +165,10 @@ static void *worker(void *arg)
             st->info.pending--;
         st->info.last_start_ms = eng_now_ms();
         st->info.next_run_ms = -1;
+        /* A one-shot of a new name may move s->stats while the job runs
+         * without the lock: the warning below names it from a copy. */
+        char name[sizeof st->info.name];
+        memcpy(name, st->info.name, sizeof name);
         pthread_mutex_unlock(&s->lock);
 
         char note[160] = "";
@@ -172,7 +176,7 @@ static void *worker(void *arg)
         int rc = t.fn(t.arg, note, sizeof note);
         int64_t took = eng_mono_ms() - t0;
         if (rc)
-            ENG_WARN("job %s failed: %s%s%s", s->stats[t.stat].info.name, eng_strerror(rc),
+            ENG_WARN("job %s failed: %s%s%s", name, eng_strerror(rc),
                      note[0] ? ": " : "", note);
 
         pthread_mutex_lock(&s->lock);
