@@ -185,7 +185,7 @@ int eng_fs_mkdir_durable(const char *path)
     return errno == EEXIST ? 0 : -errno;
 }
 
-static int remove_at(int parent_fd, const char *name)
+static int remove_at(int parent_fd, const char *name, _Atomic bool *stop)
 {
     int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
@@ -204,11 +204,17 @@ static int remove_at(int parent_fd, const char *name)
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        int r = remove_at(dirfd(d), e->d_name);
+        if (stop && atomic_load(stop)) {
+            rc = ENG_ESHUTDOWN;
+            break;
+        }
+        int r = remove_at(dirfd(d), e->d_name, stop);
         if (r && !rc)
             rc = r;
     }
     closedir(d);
+    if (rc == ENG_ESHUTDOWN)
+        return rc;
     if (unlinkat(parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && !rc)
         rc = -errno;
     return rc;
@@ -216,7 +222,12 @@ static int remove_at(int parent_fd, const char *name)
 
 int eng_fs_remove_tree(const char *path)
 {
-    return remove_at(AT_FDCWD, path);
+    return remove_at(AT_FDCWD, path, NULL);
+}
+
+int eng_fs_remove_tree_until(const char *path, _Atomic bool *stop)
+{
+    return remove_at(AT_FDCWD, path, stop);
 }
 
 int eng_fs_join(char *buf, size_t len, const char *dir, const char *name)

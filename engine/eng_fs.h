@@ -9,6 +9,7 @@
 #ifndef ENG_FS_H
 #define ENG_FS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +53,10 @@ int eng_fs_mkdir_durable(const char *path);
 
 /* Removes a directory and everything below it (no symlinks followed). */
 int eng_fs_remove_tree(const char *path);
+
+/* The same, giving up with ENG_ESHUTDOWN (what is left stays) once *stop
+ * is set: checked before each entry. */
+int eng_fs_remove_tree_until(const char *path, _Atomic bool *stop);
 
 /* Writes "<dir>/<name>" into buf; ENG_EINVAL if it does not fit. */
 int eng_fs_join(char *buf, size_t len, const char *dir, const char *name);

@@ -163,30 +163,60 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx
     return 0;
 }
 
+typedef struct removal {
+    eng_manager *m;
+    char path[];
+} removal;
+
 static void *remove_tree_thread(void *arg)
 {
-    char *path = arg;
-    int rc = eng_fs_remove_tree(path);
-    if (rc)
-        ENG_WARN("removing %s: %s", path, eng_strerror(rc));
+    removal *r = arg;
+    eng_manager *m = r->m;
+    int rc = eng_fs_remove_tree_until(r->path, &m->removals_stop);
+    if (rc == ENG_ESHUTDOWN)
+        ENG_INFO("stopped removing %s: the next start finishes it", r->path);
+    else if (rc)
+        ENG_WARN("removing %s: %s", r->path, eng_strerror(rc));
     else
-        ENG_INFO("removed %s", path);
-    free(path);
+        ENG_INFO("removed %s", r->path);
+    free(r);
+    /* Last: once the count is down, the manager may be freed under us. */
+    pthread_mutex_lock(&m->removals_lock);
+    m->removals--;
+    pthread_cond_broadcast(&m->removals_done);
+    pthread_mutex_unlock(&m->removals_lock);
     return NULL;
 }
 
-void eng__remove_in_background(const char *path)
+void eng__remove_in_background(eng_manager *m, const char *path)
 {
-    char *copy = strdup(path);
+    size_t len = strlen(path) + 1;
+    removal *r = malloc(sizeof *r + len);
+    if (!r)
+        return; /* the next start removes it */
+    r->m = m;
+    memcpy(r->path, path, len);
+    pthread_mutex_lock(&m->removals_lock);
+    m->removals++;
+    pthread_mutex_unlock(&m->removals_lock);
     pthread_t th;
     pthread_attr_t attr;
-    if (!copy)
-        return;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &attr, remove_tree_thread, copy) != 0)
-        remove_tree_thread(copy);
+    if (pthread_create(&th, &attr, remove_tree_thread, r) != 0)
+        remove_tree_thread(r);
     pthread_attr_destroy(&attr);
+}
+
+/* Stops the removals still running (what is left is removed at the next
+ * start) and waits for their threads to be done with m. */
+static void stop_removals(eng_manager *m)
+{
+    atomic_store(&m->removals_stop, true);
+    pthread_mutex_lock(&m->removals_lock);
+    while (m->removals > 0)
+        pthread_cond_wait(&m->removals_done, &m->removals_lock);
+    pthread_mutex_unlock(&m->removals_lock);
 }
 
 /* The startup error; out of descriptors, it says what to raise. */
@@ -417,7 +447,7 @@ static int load_all(eng_manager *m, bool clean, eng_errdetail *err)
             size_t n = strlen(e->d_name);
             if (n > 7 && strcmp(e->d_name + n - 7, "-delete") == 0 &&
                 eng_fs_join(path, sizeof path, m->dir, e->d_name) == 0)
-                eng__remove_in_background(path);
+                eng__remove_in_background(m, path);
             else if (parse_partition_dir(m->dir, e->d_name, topic, &id) && !owned(m, topic, id))
                 eng__set_aside_stray(m, topic, id, "found at startup");
         }
@@ -428,6 +458,7 @@ static int load_all(eng_manager *m, bool clean, eng_errdetail *err)
 
 static void manager_free(eng_manager *m)
 {
+    stop_removals(m);
     eng_cleaner_stop(m->cleaner);
     eng_scheduler_free(atomic_load(&m->sched));
     for (size_t i = 0; i < m->ntopics; i++)
@@ -440,6 +471,8 @@ static void manager_free(eng_manager *m)
         close(m->lock_fd); /* releases the flock */
     pthread_rwlock_destroy(&m->lock);
     pthread_mutex_destroy(&m->ckpt_lock);
+    pthread_mutex_destroy(&m->removals_lock);
+    pthread_cond_destroy(&m->removals_done);
     free(m->meta_dir);
     free(m->dir);
     free(m);
@@ -453,6 +486,8 @@ int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail 
     m->lock_fd = -1;
     pthread_rwlock_init(&m->lock, NULL);
     pthread_mutex_init(&m->ckpt_lock, NULL);
+    pthread_mutex_init(&m->removals_lock, NULL);
+    pthread_cond_init(&m->removals_done, NULL);
     m->defaults = o->defaults;
     m->codec = o->codec;
     m->on_hw = o->on_hw;

@@ -46,6 +46,14 @@ struct eng_manager {
      * the rename: they share "<name>.tmp", and a delete writes them outside
      * the jobs (eng__manager_write_offsets).  Taken before m->lock. */
     pthread_mutex_t ckpt_lock;
+    /* Directories being removed on threads of their own
+     * (eng__remove_in_background).  Freeing the manager stops and waits
+     * for them: they log, and a thread outliving the close logged through
+     * a sink its owner was already taking down. */
+    pthread_mutex_t removals_lock;
+    pthread_cond_t removals_done;
+    unsigned removals;
+    _Atomic bool removals_stop;
 };
 
 /* ---- eng_topics.c: the topic table (callers hold m->lock) ---- */
@@ -88,9 +96,10 @@ struct load_ctx;
 int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const struct load_ctx *lc,
                         eng_partition **out);
 
-/* Removes a directory on a detached thread; an interrupted removal is
- * finished at the next startup (the name still ends in -delete). */
-void eng__remove_in_background(const char *path);
+/* Removes a directory on a detached thread of m's; an interrupted removal
+ * (a stop, a crash) is finished at the next startup (the name still ends
+ * in -delete). */
+void eng__remove_in_background(eng_manager *m, const char *path);
 
 /* Runs now the delete-file jobs of deleted topics' segments: their unlink
  * is a no-op (the directory goes whole), but until they run they hold the

@@ -477,7 +477,7 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
     release(m, name);
     for (int32_t p = 0; gone && p < t->meta.partitions; p++) {
         if (gone[p])
-            eng__remove_in_background(gone[p]);
+            eng__remove_in_background(m, gone[p]);
         free(gone[p]);
     }
     free(gone);
