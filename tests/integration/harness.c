@@ -266,7 +266,13 @@ int ls_http(ls_server *s, const char *method, const char *path, const char *cont
         snprintf(ct, sizeof ct, "Content-Type: %s", content_type);
         hl = curl_slist_append(hl, ct);
     }
-    hl = curl_slist_append(hl, "Expect:");
+    /* No Expect: 100-continue unless the caller asks for it (curl reads the
+     * first Expect header it is given). */
+    bool expect = false;
+    for (size_t i = 0; extra_headers && extra_headers[i]; i++)
+        expect |= strncasecmp(extra_headers[i], "Expect:", 7) == 0;
+    if (!expect)
+        hl = curl_slist_append(hl, "Expect:");
     for (size_t i = 0; extra_headers && extra_headers[i]; i++)
         hl = curl_slist_append(hl, extra_headers[i]);
     curl_easy_setopt(c, CURLOPT_URL, url);
