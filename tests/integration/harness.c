@@ -767,9 +767,39 @@ long ls_append_json(ls_server *s, const char *topic, int part, const char *body)
     return status;
 }
 
+/* Drops the listing's lines of the top-level checkpoint files (and their
+ * temporary copies), in place: their jobs write them on their own schedule,
+ * whatever a request did, so a job due between two listings must not read
+ * as the request's doing. */
+static void drop_checkpoint_lines(char *listing)
+{
+    static const char *const names[] = {"recovery-point-offset-checkpoint",
+                                        "log-start-offset-checkpoint",
+                                        "cleaner-offset-checkpoint"};
+    char *w = listing;
+    for (char *line = listing; line && *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+        bool drop = false;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            size_t n = strlen(names[i]);
+            drop |= strncmp(line, names[i], n) == 0 && (line[n] == ' ' || line[n] == '.');
+        }
+        if (!drop) {
+            memmove(w, line, len);
+            w += len;
+        }
+        line += len;
+    }
+    if (listing)
+        *w = 0;
+}
+
 int ls_dir_same(const char *dir, char *before)
 {
     char *after = ls_dir_listing(dir);
+    drop_checkpoint_lines(before);
+    drop_checkpoint_lines(after);
     int rc = !before || !after || strcmp(before, after) != 0;
     if (rc)
         fprintf(stderr, "# the data dir changed\n# before:\n%s\n# after:\n%s\n",

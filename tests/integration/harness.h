@@ -114,7 +114,8 @@ int ls_expect_error(ls_server *s, const char *method, const char *path, const ch
 long ls_append_json(ls_server *s, const char *topic, int part, const char *body);
 
 /* 0 when dir's listing (ls_dir_listing) still equals before, else 1 with
- * both printed; frees before. */
+ * both printed; frees before.  The top-level checkpoint files are left out:
+ * background jobs rewrite them whatever a request did. */
 int ls_dir_same(const char *dir, char *before);
 
 /* Status of GET /health/live, 0 when the server does not answer. */
