@@ -208,7 +208,8 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: logstore [--config FILE] [--set name=value]... [--help] [--version]\n"
                  "       logstore --hash-token TOKEN   (prints its sha256, the first field of an auth.tokens.file line)\n"
-                 "       logstore --settings-markdown  (prints every setting, its default and meaning, as README's tables)\n");
+                 "       logstore --settings-markdown  (prints every setting, its default and meaning, as README's tables)\n"
+                 "       logstore --settings-properties  (prints every setting at its default, as deploy/server.properties)\n");
 }
 
 static bool is_http_listener(const char *l, size_t n)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # deploy/server.properties must equal `logstore --settings-properties`, and
-# the binary must start with it (every line parses).  Prints TAP.
+# the binary must start with it (every line parses); --help names every
+# option the binary takes, that one included.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.."
 bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
-echo "1..2"
+echo "1..3"
 if diff -q <("$bin" --settings-properties) deploy/server.properties >/dev/null; then
     echo "ok 1 - deploy/server.properties lists every setting at its default"
 else
@@ -32,3 +33,14 @@ else
     sed 's/^/# /' "$tmp/log" | head -20
 fi
 rm -rf "$tmp"
+help=$("$bin" --help 2>&1)
+missing=""
+for opt in --config --set --help --version --hash-token --settings-markdown --settings-properties; do
+    grep -q -- "$opt" service/svc_settings.c || continue
+    printf '%s\n' "$help" | grep -q -- "$opt\b" || missing="$missing $opt"
+done
+if [ -z "$missing" ]; then
+    echo "ok 3 - --help names every option"
+else
+    echo "not ok 3 - --help does not name:$missing"
+fi
