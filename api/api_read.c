@@ -598,6 +598,11 @@ static read_mode mode_of(const api_request *req)
     return mode;
 }
 
+bool api_read_wants_sse(const api_request *req)
+{
+    return mode_of(req) == MODE_SSE;
+}
+
 /* A 416 whose message gives the range this request could have asked for:
  * a read may start at the high watermark itself (it answers nothing yet, or
  * waits), one record cannot be there.  The bounds are the same either way. */

@@ -37,7 +37,7 @@ static const api_route routes[] = {
     {"GET", TP, api_h_partition_get, API_ROLE_READ, E, NULL},
     {"GET", TP "/offsets", api_h_offsets, API_ROLE_READ, E, "spec timestamp"},
     {"POST", TP "/records", api_h_append, API_ROLE_WRITE, E | B, "expected_offset"},
-    {"GET", TP "/records", api_h_read, API_ROLE_READ, E, READ_QUERY},
+    {"GET", TP "/records", api_h_read, API_ROLE_READ, E | API_ROUTE_SSE, READ_QUERY},
     {"GET", TP "/records/{offset}", api_h_read_one, API_ROLE_READ, E, "encoding"},
     {"GET", TP "/segments", api_h_segments, API_ROLE_READ, E, NULL},
     {"GET", TP "/producers", api_h_producers, API_ROLE_READ, E, NULL},
@@ -184,6 +184,25 @@ static bool identity_encoding(const api_request *req, api_response *resp)
     return false;
 }
 
+/* An EventSource takes any status but 200 as final and never reconnects,
+ * so a restart (a stop draining, then the next start loading its logs)
+ * would end every browser's tail for good.  It reconnects when a 200
+ * stream ends: this one ends at once, after asking for a retry in a
+ * second, and sends no record (Last-Event-ID resumes where it was). */
+static bool sse_come_back(api_response *resp, bool stopping)
+{
+    static const char stop_msg[] = "retry: 1000\n: the server is stopping; reconnect\n\n";
+    static const char load_msg[] = "retry: 1000\n: the server is loading its logs; reconnect\n\n";
+    const char *msg = stopping ? stop_msg : load_msg;
+    if (!(resp->raw = strdup(msg)))
+        return false; /* out of memory: the plain 503 */
+    resp->raw_len = strlen(msg);
+    resp->status = 200;
+    resp->content_type = "text/event-stream";
+    api_resp_header(resp, "Cache-Control", "no-cache");
+    return true;
+}
+
 void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
 {
     api_params params = {0};
@@ -213,11 +232,16 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
     } else if ((r->flags & API_ROUTE_NEEDS_ENGINE) &&
                (atomic_load(&ctx->state) != API_READY || !atomic_load(&ctx->mgr))) {
         int st = atomic_load(&ctx->state);
-        if (st == API_STOPPING)
-            api_error(resp, req, "shutting_down", NULL, "the server is stopping");
-        else
-            api_error(resp, req, "not_ready", NULL, "the server is still loading its logs");
-        api_resp_header(resp, "Retry-After", "1");
+        if ((r->flags & API_ROUTE_SSE) && api_read_wants_sse(req) &&
+            sse_come_back(resp, st == API_STOPPING)) {
+            /* 200, an empty stream asking for a reconnect */
+        } else {
+            if (st == API_STOPPING)
+                api_error(resp, req, "shutting_down", NULL, "the server is stopping");
+            else
+                api_error(resp, req, "not_ready", NULL, "the server is still loading its logs");
+            api_resp_header(resp, "Retry-After", "1");
+        }
     } else {
         r->handler(ctx, req, &params, resp);
     }

@@ -32,6 +32,7 @@ typedef struct api_route {
 
 #define API_ROUTE_BODY 1u        /* takes a request body */
 #define API_ROUTE_NEEDS_ENGINE 2u /* 503 while loading */
+#define API_ROUTE_SSE 4u         /* may answer text/event-stream (see api_read_wants_sse) */
 
 /* The table, terminated by a NULL method (static). */
 const api_route *api_routes(void);
@@ -61,6 +62,8 @@ void api_h_offsets(api_ctx *, const api_request *, const api_params *, api_respo
 void api_h_append(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_append_keyed(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_read(api_ctx *, const api_request *, const api_params *, api_response *);
+/* True if the request's Accept prefers text/event-stream among the read's forms. */
+bool api_read_wants_sse(const api_request *req);
 void api_h_read_one(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_segments(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_producers(api_ctx *, const api_request *, const api_params *, api_response *);

@@ -136,8 +136,8 @@ static void test_head(void **state)
 
 /* While a stop drains (here: an SSE client that stopped reading holds it
  * for its grace period), the listening socket stays open and a new request
- * is answered 503 shutting_down with Connection: close, then the server
- * exits cleanly.  (It used to quiesce the listener, which libmicrohttpd
+ * is answered 503 shutting_down with Connection: close (an SSE read: an
+ * empty 200 stream asking for a reconnect), then the server exits cleanly.  (It used to quiesce the listener, which libmicrohttpd
  * 0.9.75 can turn into an abort.) */
 static void test_requests_during_stop(void **state)
 {
@@ -186,6 +186,16 @@ static void test_requests_during_stop(void **state)
         usleep(20 * 1000);
     }
     assert_int_equal(status, 503);
+    /* An EventSource would take a 503 as final: it gets an empty stream
+     * that asks it to reconnect instead. */
+    const char *const sse[] = {"Accept: text/event-stream", NULL};
+    assert_int_equal(ls_http(&s, "GET", "/v1/topics/big/partitions/0/records?offset=latest", NULL,
+                             NULL, 0, sse, &r), 0);
+    if (r.status != 200 || !strstr(r.body, "retry: 1000\n"))
+        fail_msg("an SSE read during the stop: %ld %s", r.status, r.body);
+    assert_non_null(strstr(r.headers, "text/event-stream"));
+    assert_null(strstr(r.body, "event:"));
+    ls_resp_free(&r);
     close(fd);
     assert_int_equal(ls_stop(&s), 0); /* already stopping: waits for the exit */
     ls_cleanup(&s);
