@@ -383,7 +383,9 @@ static int visit_first_ts(const eng_batch_pos *b, void *vctx)
     const eng_batch_header *h = &b->header;
     if (eng_batch_last_offset(h) < c->from || h->record_count == 0)
         return 0; /* an empty batch is what a clean left of one */
-    if (h->attributes & ENG_ATTR_LOG_APPEND_TIME) {
+    /* A batch from `from` on answers from its header.  One holding `from`
+     * is read: a clean may have left it only records below it. */
+    if (h->base_offset >= c->from && (h->attributes & ENG_ATTR_LOG_APPEND_TIME)) {
         c->ts = h->max_timestamp;
         c->found = true;
         return 1;

@@ -17,7 +17,10 @@
 
 #include "eng_batch.h"
 #include "eng_config.h"
+#include "eng_compact.h"
 #include "eng_error.h"
+#include "eng_fs.h" /* eng_now_ms */
+#include "eng_offset_map.h"
 #include "eng_partition.h"
 #include "eng_retention.h" /* eng_partition_delete_records */
 #include "partition_fixture.h"
@@ -239,6 +242,41 @@ static void test_first_timestamp_delete_horizon(void **state)
     eng_partition_unref(p);
 }
 
+/* A LogAppendTime batch the cleaner rewrote keeps its last offset (here past
+ * the log start offset) and its stamped time, but holds only records below
+ * the log start offset: the first record is the next batch's, and so is its
+ * time.  Seen with tests/unit/test_partition_model.c. */
+static void test_first_timestamp_log_append_time_compacted(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i = ENG_TS_LOG_APPEND_TIME;
+    f->cfg.v[ENG_CFG_CLEANUP_POLICY].i = ENG_POLICY_COMPACT;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    eng_record_spec a[3] = {rec(1000, "a", "1"), rec(1000, "b", "1"), rec(1000, "c", "1")};
+    eng_record_spec b[1] = {rec(1000, "c", "2")};
+    uint8_t buf[256];
+    eng_append_result ra, rb;
+    assert_int_equal(do_append(p, buf, encode(buf, sizeof buf, a, 3), -1, true, &ra, NULL), 0);
+    while (eng_now_ms() <= ra.log_append_time)
+        ; /* the two batches' stamps must differ: at most a millisecond */
+    assert_int_equal(do_append(p, buf, encode(buf, sizeof buf, b, 1), -1, true, &rb, NULL), 0);
+    assert_true(rb.log_append_time > ra.log_append_time);
+    int64_t base, lso;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    eng_offset_map *map;
+    assert_int_equal(eng_offset_map_new(1 << 16, 0.9, &map), 0);
+    eng_clean_opts o = {.map = map, .now_ms = eng_now_ms()};
+    eng_clean_stats st;
+    assert_int_equal(eng_partition_clean(p, -1, &o, &st), 0);
+    eng_offset_map_free(map);
+    assert_int_equal(st.records_removed, 1); /* c at 2; batch 0-2 keeps a, b */
+    assert_int_equal(eng_partition_delete_records(p, 2, &lso, NULL), 0);
+    assert_int_equal(partition_first_ts(p), rb.log_append_time);
+    assert_int_equal(eng_partition_delete_records(p, 4, &lso, NULL), 0);
+    assert_int_equal(partition_first_ts(p), -1);
+    eng_partition_unref(p);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 /* ---- the time index under out-of-order timestamps ------------------------- */
@@ -283,6 +321,7 @@ int main(void)
         T(test_first_timestamp_log_append_time),
         T(test_first_timestamp_from_log_start),
         T(test_first_timestamp_delete_horizon),
+        T(test_first_timestamp_log_append_time_compacted),
         T(test_time_index_takes_max_so_far),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
