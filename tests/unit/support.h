@@ -19,6 +19,11 @@
 /* A new empty directory under /tmp; free() the result after ts_rmtree(). */
 char *ts_tmpdir(void);
 
+/* The same on tmpfs when /dev/shm is writable, else ts_tmpdir(): for suites
+ * that roll and reopen thousands of times, whose fsyncs are not what they
+ * test. */
+char *ts_fast_tmpdir(void);
+
 /* Removes a directory tree. */
 void ts_rmtree(const char *path);
 

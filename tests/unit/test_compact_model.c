@@ -47,21 +47,10 @@ typedef struct fixture {
     char dir[512];
 } fixture;
 
-/* A scratch dir on tmpfs when there is one: these suites fsync thousands of
- * times (every roll and clean), which is not what they test. */
-static char *fast_tmpdir(void)
-{
-    char *t = strdup("/dev/shm/logstore-test-XXXXXX");
-    if (t && access("/dev/shm", W_OK) == 0 && mkdtemp(t))
-        return t;
-    free(t);
-    return ts_tmpdir();
-}
-
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    if (!f || !(f->tmp = fast_tmpdir()))
+    if (!f || !(f->tmp = ts_fast_tmpdir()))
         return -1;
     snprintf(f->dir, sizeof f->dir, "%s/kv-0", f->tmp);
     *state = f;
