@@ -98,6 +98,22 @@ static void value_bytes(uint8_t *v, int len, int64_t off)
         v[i] = (uint8_t)('a' + (off * 7 + i) % 26);
 }
 
+/* partition_fixture's setup, on tmpfs (ts_fast_tmpdir). */
+static int setup_fast(void **state)
+{
+    if (setup(state))
+        return -1;
+    fixture *f = *state;
+    char *t = ts_fast_tmpdir();
+    if (!t)
+        return -1;
+    ts_rmtree(f->dir);
+    free(f->dir);
+    f->dir = t;
+    snprintf(f->pdir, sizeof f->pdir, "%s/orders-0", f->dir);
+    return 0;
+}
+
 static eng_partition *open_model(run *r, bool clean, int64_t rp)
 {
     eng_partition_params pp = {.topic = "orders", .id = 0, .dir = r->f->pdir, .config = r->f->cfg,
@@ -119,6 +135,8 @@ static eng_partition *open_model(run *r, bool clean, int64_t rp)
 static int64_t pick_ts(run *r)
 {
     model *m = &r->m;
+    if (rndn(&r->seed, 60) == 0)
+        return -1; /* NO_TIMESTAMP: in no time index, and no segment's largest */
     switch (rndn(&r->seed, 10)) {
     case 0: case 1: case 2: case 3: case 4:
         return m->cur_ts += rndn(&r->seed, 2000);
@@ -197,6 +215,20 @@ static void op_append(run *r)
     uint8_t buf[8192];
     size_t len = encode(buf, sizeof buf, specs, (size_t)n);
     assert_true(len > 0);
+    /* Now and then a batch compressed as a client sends it. */
+    int codec = 1 + (int)rndn(&r->seed, 4);
+    if (rndn(&r->seed, 4) == 0 && eng_codec_supported(codec)) {
+        eng_batch_header h;
+        eng_buf scratch = {0}, out = {0};
+        assert_int_equal(eng_batch_header_decode(buf, len, &h), 0);
+        assert_int_equal(eng_batch_recode(buf, &h, codec, ENG_CODEC_DEFAULT_LEVEL, &scratch, &out),
+                         0);
+        assert_true(out.len <= sizeof buf);
+        memcpy(buf, out.data, out.len);
+        len = out.len;
+        eng_buf_free(&scratch);
+        eng_buf_free(&out);
+    }
     eng_append_opts o = {.expected_offset = rndn(&r->seed, 2) ? base : -1,
                          .producer_batches = rndn(&r->seed, 2)};
     eng_append_result res;
@@ -277,8 +309,12 @@ static size_t model_retention(const model *m, const seglist *s, const eng_config
             }
         }
     }
+    /* A segment without a timestamp goes by its .log's mtime: the real
+     * clock, well after the `now` of these passes. */
+    int64_t mx;
     if (rms >= 0)
-        while (k < n && DELETABLE(k) && now - model_max_ts(m, s->v[k].base_offset, UPPER(k)) > rms)
+        while (k < n && DELETABLE(k) && (mx = model_max_ts(m, s->v[k].base_offset, UPPER(k))) >= 0 &&
+               now - mx > rms)
             k++;
 #undef DELETABLE
 #undef UPPER
@@ -518,6 +554,7 @@ static void check_timestamp(run *r)
     int64_t t;
     if (m->n > 0 && rndn(&r->seed, 3)) {
         t = m->r[rndn(&r->seed, m->n)].ts + rndn(&r->seed, 3) - 1;
+        t = t < 0 ? 0 : t; /* -1 and -2 name latest and earliest, not a time */
     } else {
         t = m->cur_ts - 40 * DAY_MS + rndn(&r->seed, 41 * DAY_MS);
     }
@@ -547,6 +584,8 @@ static void check_max_timestamp(run *r)
     for (int64_t o = m->lso; o < m->n; o++)
         if (m->r[o].present && (want < 0 || m->r[o].ts > m->r[want].ts))
             want = o;
+    if (want >= 0 && m->r[want].ts < 0)
+        return; /* only NO_TIMESTAMP records: the contract names no answer */
     int64_t off = -7, ts = -7;
     int rc = eng_partition_max_timestamp(r->p, &off, &ts);
     if (want < 0) {
@@ -617,7 +656,7 @@ static void check_all(run *r, bool full)
             o = check_read(r, o, 16384);
 }
 
-static void run_model(fixture *f, uint64_t seed, int ops, bool compact)
+static void run_model(fixture *f, uint64_t seed, int ops, bool compact, int64_t segment_ms)
 {
     eng_config *c = &f->cfg;
     if (compact) {
@@ -625,6 +664,8 @@ static void run_model(fixture *f, uint64_t seed, int ops, bool compact)
         c->v[ENG_CFG_DELETE_RETENTION_MS].i = DRM;
     }
     c->v[ENG_CFG_SEGMENT_BYTES].i = SEG_BYTES;
+    if (segment_ms > 0)
+        c->v[ENG_CFG_SEGMENT_MS].i = segment_ms; /* rolls on the records' timestamps too */
     c->v[ENG_CFG_INDEX_INTERVAL_BYTES].i = 200 + (int64_t)(seed % 300);
     c->v[ENG_CFG_SEGMENT_INDEX_BYTES].i = 240; /* 30 offset, 20 time entries: rolls on full */
     c->v[ENG_CFG_RETENTION_MS].i = -1;
@@ -675,34 +716,34 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
     return s && *s ? strtoull(s, NULL, 0) : dflt;
 }
 
-static void model_case(void **state, uint64_t seed, bool compact)
+static void model_case(void **state, uint64_t seed, bool compact, int64_t segment_ms)
 {
     uint64_t s = env_u64("PARTITION_MODEL_SEED", 0);
     int ops = (int)env_u64("PARTITION_MODEL_OPS", 1000);
-    run_model(*state, s ? s : seed, ops, compact);
+    run_model(*state, s ? s : seed, ops, compact, segment_ms);
 }
 
 static void test_model_delete(void **state)
 {
-    model_case(state, 0x5eed0001ULL, false);
+    model_case(state, 0x5eed0001ULL, false, 0);
 }
 
 static void test_model_delete2(void **state)
 {
-    model_case(state, 0xa5a5a5a5deadbeefULL, false);
+    model_case(state, 0xa5a5a5a5deadbeefULL, false, 20000);
 }
 
 static void test_model_compact(void **state)
 {
-    model_case(state, 0x5eed0002ULL, true);
+    model_case(state, 0x5eed0002ULL, true, 0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_model_delete, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_model_delete2, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_model_compact, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_model_delete, setup_fast, teardown),
+        cmocka_unit_test_setup_teardown(test_model_delete2, setup_fast, teardown),
+        cmocka_unit_test_setup_teardown(test_model_compact, setup_fast, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
