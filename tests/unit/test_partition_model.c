@@ -37,6 +37,7 @@
 #include "eng_retention.h"
 
 #include <inttypes.h>
+#include <unistd.h>
 
 #define NKEYS 40
 #define SEG_BYTES 6144
@@ -538,6 +539,34 @@ static int64_t check_read(run *r, int64_t off, size_t max_bytes)
     return next;
 }
 
+/* A raw read's slice holds the bytes a copying read returns.  Its next
+ * offset may be the base offset of the batch after them where a copying
+ * read answers the end of the last one: after a clean no record lies
+ * between, and neither may skip one. */
+static void check_slice(run *r, int64_t off, size_t max_bytes)
+{
+    eng_fetch ft;
+    eng_slice sl;
+    assert_int_equal(eng_partition_read(r->p, off, max_bytes, &ft, NULL), 0);
+    assert_int_equal(eng_partition_read_slice(r->p, off, max_bytes, &sl, NULL), 0);
+    if (sl.length != ft.len || sl.next_offset < ft.next_offset ||
+        sl.next_offset > next_live(&r->m, ft.next_offset))
+        fail_msg("seed %" PRIu64 " op %d: at %" PRId64 " a slice has %zu bytes to %" PRId64
+                 ", a read %zu to %" PRId64 " (max %zu; next live record %" PRId64 ")",
+                 r->seed0, r->op, off, sl.length, sl.next_offset, ft.len, ft.next_offset,
+                 max_bytes, next_live(&r->m, ft.next_offset));
+    if (sl.length) {
+        uint8_t *b = malloc(sl.length);
+        assert_non_null(b);
+        assert_int_equal(pread(sl.fd, b, sl.length, (off_t)sl.position), (ssize_t)sl.length);
+        assert_memory_equal(b, ft.data, sl.length);
+        free(b);
+    }
+    if (sl.fd >= 0)
+        close(sl.fd);
+    eng_fetch_free(&ft);
+}
+
 static void check_out_of_range(run *r, int64_t off)
 {
     eng_fetch ft;
@@ -645,7 +674,9 @@ static void check_all(run *r, bool full)
     free(s.v);
 
     int64_t off = m->lso + rndn(&r->seed, m->n - m->lso + 1);
-    check_read(r, off, 64 + (size_t)rndn(&r->seed, 6000));
+    size_t max_bytes = 64 + (size_t)rndn(&r->seed, 6000);
+    check_read(r, off, max_bytes);
+    check_slice(r, off, max_bytes);
     if (m->lso > 0)
         check_out_of_range(r, rndn(&r->seed, m->lso));
     check_out_of_range(r, m->n + 1 + rndn(&r->seed, 3));
