@@ -287,14 +287,15 @@ static int64_t model_max_ts(const model *m, int64_t from, int64_t to)
 }
 
 /* kafka-format.md §15 on the model: how many of the listed segments go. */
-static size_t model_retention(const model *m, const seglist *s, const eng_config *c, int64_t now)
+static size_t model_retention(const model *m, const seglist *s, const eng_config *c, int64_t now,
+                              const char **rule)
 {
     size_t k = 0, n = s->n;
     int64_t hw = m->n;
 #define UPPER(i) ((i) + 1 < n ? s->v[(i) + 1].base_offset : m->n)
 #define DELETABLE(i) (UPPER(i) <= hw && !((i) + 1 == n && s->v[i].size_bytes == 0))
     while (k + 1 < n && s->v[k + 1].base_offset <= m->lso && DELETABLE(k))
-        k++;
+        rule[k++] = "log_start_offset";
     if (!(c->v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_DELETE))
         return k;
     int64_t rb = c->v[ENG_CFG_RETENTION_BYTES].i, rms = c->v[ENG_CFG_RETENTION_MS].i;
@@ -306,7 +307,7 @@ static size_t model_retention(const model *m, const seglist *s, const eng_config
             int64_t diff = size - rb;
             while (k < n && DELETABLE(k) && diff - (int64_t)s->v[k].size_bytes >= 0) {
                 diff -= (int64_t)s->v[k].size_bytes;
-                k++;
+                rule[k++] = "retention.bytes";
             }
         }
     }
@@ -316,7 +317,7 @@ static size_t model_retention(const model *m, const seglist *s, const eng_config
     if (rms >= 0)
         while (k < n && DELETABLE(k) && (mx = model_max_ts(m, s->v[k].base_offset, UPPER(k))) >= 0 &&
                now - mx > rms)
-            k++;
+            rule[k++] = "retention.ms";
 #undef DELETABLE
 #undef UPPER
     return k;
@@ -336,7 +337,9 @@ static void op_retention(run *r)
     c.v[ENG_CFG_RETENTION_MS].i = rndn(&r->seed, 2) ? -1 : rndn(&r->seed, 40000);
     eng_partition_set_config(r->p, &c);
     int64_t now = m->cur_ts + rndn(&r->seed, 5000);
-    size_t want = model_retention(m, &s, &c, now);
+    const char **rule = calloc(s.n, sizeof *rule);
+    assert_non_null(rule);
+    size_t want = model_retention(m, &s, &c, now, rule);
     eng_retention_report rep;
     assert_int_equal(eng_partition_retention(r->p, now, false, &rep), 0);
     if (rep.n != want)
@@ -344,11 +347,16 @@ static void op_retention(run *r)
                  ", now %" PRId64 ") deleted %zu of %zu segments, the model %zu",
                  r->seed0, r->op, c.v[ENG_CFG_RETENTION_BYTES].i, c.v[ENG_CFG_RETENTION_MS].i,
                  now, rep.n, s.n, want);
-    for (size_t i = 0; i < want; i++)
+    for (size_t i = 0; i < want; i++) {
         assert_int_equal(rep.segments[i].base_offset, s.v[i].base_offset);
+        assert_string_equal(rep.segments[i].rule, rule[i]);
+    }
+    free(rule);
     int64_t lso = want == s.n ? m->n : s.v[want].base_offset;
     if (lso > m->lso)
         m->lso = lso;
+    assert_int_equal(rep.log_start_offset_after, m->lso);
+    assert_int_equal(rep.rolled, want == s.n);
     eng_retention_report_free(&rep);
     free(s.v);
     r->retentions++;
