@@ -31,7 +31,8 @@ typedef struct task {
 typedef struct job_stat {
     eng_job_info info;
     bool trigger; /* run again as soon as the current run ends */
-    unsigned active; /* runs in progress: one-shot jobs of one name run side by side */
+    unsigned active; /* runs in progress (one-shots of one name run side by side);
+                      * info.running is read from it when jobs are listed */
     eng_job_fn fn; /* periodic jobs: what a trigger runs when none is queued */
     void *arg;
 } job_stat;
@@ -160,7 +161,6 @@ static void *worker(void *arg)
         task t = pop(s);
         job_stat *st = &s->stats[t.stat];
         st->active++;
-        st->info.running = true;
         if (!t.periodic && st->info.pending > 0)
             st->info.pending--;
         st->info.last_start_ms = eng_now_ms();
@@ -181,7 +181,7 @@ static void *worker(void *arg)
 
         pthread_mutex_lock(&s->lock);
         st = &s->stats[t.stat]; /* the array may have moved */
-        st->info.running = --st->active > 0;
+        st->active--;
         st->info.runs++;
         st->info.failures += rc != 0;
         st->info.last_result = rc;
@@ -322,7 +322,7 @@ int eng_scheduler_trigger(eng_scheduler *s, const char *name)
             job_stat *st = &s->stats[i];
             if (!st->info.periodic || strcmp(st->info.name, name) != 0)
                 continue;
-            if (st->info.running) {
+            if (st->active > 0) {
                 st->trigger = true;
                 rc = 0;
             } else if (st->fn && !s->stopping) {
@@ -384,8 +384,10 @@ int eng_scheduler_jobs(eng_scheduler *s, eng_job_info **out, size_t *n)
     pthread_mutex_lock(&s->lock);
     eng_job_info *v = calloc(s->nstats ? s->nstats : 1, sizeof *v);
     if (v) {
-        for (size_t i = 0; i < s->nstats; i++)
+        for (size_t i = 0; i < s->nstats; i++) {
             v[i] = s->stats[i].info;
+            v[i].running = s->stats[i].active > 0;
+        }
         /* Report the earliest pending run of each one-shot name. */
         int64_t now_mono = eng_mono_ms(), now_wall = eng_now_ms();
         for (size_t i = 0; i < s->n; i++) {

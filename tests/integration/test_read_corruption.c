@@ -44,22 +44,30 @@ static ls_server *S = &g_srv;
 
 #define RECORDS "/v1/topics/t/partitions/0/records"
 
-static void damage_middle_value(void)
+/* Reads the partition's first .log, lets edit change its bytes in place,
+ * and writes them back (the server is stopped). */
+static void edit_first_log(void (*edit)(uint8_t *log, size_t len))
 {
     char path[1400];
     snprintf(path, sizeof path, "%s/t-0/00000000000000000000.log", S->dir);
     size_t len;
-    char *log = ls_read_file(path, &len);
+    uint8_t *log = ls_read_file(path, &len);
     assert_non_null(log);
-    char *v = memmem(log, len, "value-one", 9);
-    assert_non_null(v);
-    assert_null(memmem(v + 1, len - (size_t)(v + 1 - log), "value-one", 9));
-    *v = 'V';
+    edit(log, len);
     FILE *fp = fopen(path, "r+b");
     assert_non_null(fp);
     assert_int_equal(fwrite(log, 1, len, fp), len);
     assert_int_equal(fclose(fp), 0);
     free(log);
+}
+
+/* One byte of the middle batch's value changed: its CRC-32C fails. */
+static void damage_value(uint8_t *log, size_t len)
+{
+    uint8_t *v = memmem(log, len, "value-one", 9);
+    assert_non_null(v);
+    assert_null(memmem(v + 1, len - (size_t)(v + 1 - log), "value-one", 9));
+    *v = 'V';
 }
 
 /* Appends each value as a one-record batch (with key when not NULL). */
@@ -95,17 +103,23 @@ static void stream(const char *accept, ls_resp *r)
     assert_non_null(strstr(r->body, "corrupt_record"));
 }
 
-static void test_damaged_batch(void **state)
+/* Three one-record batches (offsets 0, 1, 2) written, the server stopped
+ * cleanly, the .log edited, the server started again. */
+static void three_batches_edited(void (*edit)(uint8_t *log, size_t len))
 {
-    (void)state;
     assert_int_equal(ls_start(S, NULL), 0);
     assert_int_equal(ls_create_topic(S, "t", 1, NULL), 201);
     static const char *const values[] = {"value-zero", "value-one", "value-two"};
     append_each(NULL, values, 3);
     assert_int_equal(ls_stop(S), 0);
-    damage_middle_value();
+    edit_first_log(edit);
     assert_int_equal(ls_restart(S, NULL), 0);
+}
 
+static void test_damaged_batch(void **state)
+{
+    (void)state;
+    three_batches_edited(damage_value);
     ls_resp r;
     assert_int_equal(ls_get(S, RECORDS "?offset=0&max_records=3", &r), 0);
     assert_int_equal(r.status, 200);
@@ -167,13 +181,8 @@ static void test_damaged_batch(void **state)
 /* The middle batch's record length made larger than the batch, under a
  * CRC-32C computed again: the bytes a producer that broke the format would
  * leave in a Kafka log. */
-static void break_middle_record_framing(void)
+static void break_record_framing(uint8_t *log, size_t len)
 {
-    char path[1400];
-    snprintf(path, sizeof path, "%s/t-0/00000000000000000000.log", S->dir);
-    size_t len;
-    uint8_t *log = ls_read_file(path, &len);
-    assert_non_null(log);
     eng_batch_header h;
     assert_int_equal(eng_batch_header_decode(log, len, &h), 0);
     size_t pos = eng_batch_size(&h);
@@ -181,11 +190,6 @@ static void break_middle_record_framing(void)
     assert_int_equal(h.base_offset, 1);
     log[pos + ENG_BATCH_OVERHEAD] = 0x7e; /* zigzag 63: past the batch's end */
     eng_batch_update_crc(log + pos, eng_batch_size(&h));
-    FILE *fp = fopen(path, "r+b");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(log, 1, len, fp), len);
-    assert_int_equal(fclose(fp), 0);
-    free(log);
 }
 
 /* A batch whose CRC holds but whose records do not parse is met as a
@@ -195,14 +199,7 @@ static void break_middle_record_framing(void)
 static void test_unparsable_records(void **state)
 {
     (void)state;
-    assert_int_equal(ls_start(S, NULL), 0);
-    assert_int_equal(ls_create_topic(S, "t", 1, NULL), 201);
-    static const char *const values[] = {"value-zero", "value-one", "value-two"};
-    append_each(NULL, values, 3);
-    assert_int_equal(ls_stop(S), 0);
-    break_middle_record_framing();
-    assert_int_equal(ls_restart(S, NULL), 0);
-
+    three_batches_edited(break_record_framing);
     ls_resp r;
     assert_int_equal(ls_get(S, RECORDS "?offset=0&max_records=3", &r), 0);
     assert_int_equal(r.status, 200);
@@ -244,7 +241,7 @@ static void test_cleaner_refuses_damage(void **state)
     roll();
     assert_int_equal(ls_stop(S), 0);
     ls_resp r;
-    damage_middle_value();
+    edit_first_log(damage_value);
     char pdir[1400], seg[1500];
     snprintf(pdir, sizeof pdir, "%s/t-0", S->dir);
     snprintf(seg, sizeof seg, "%s/00000000000000000000.log", pdir);
