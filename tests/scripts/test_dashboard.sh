@@ -89,9 +89,10 @@ traffic() {
     post /v1/topics "{\"name\":\"$topic\",\"partitions\":2,\"configs\":{\"retention.ms\":\"3600000\"}}" &&
     post "/v1/topics/$topic/partitions/0/records" '{"records":[{"value":"a"},{"value":"b"},{"value":"c"}]}' &&
     post "/v1/topics/$topic/partitions/1/records" \
-        '{"records":[{"value":"1"},{"value":"2"},{"value":"3"},{"value":"4"},{"value":"5"},{"value":"6"},{"value":"7"}]}'
+        '{"records":[{"value":"1"},{"value":"2"},{"value":"3"},{"value":"4"},{"value":"5"},{"value":"6"},{"value":"7"}]}' &&
+    post "/v1/topics/$topic/partitions/0/segments:roll" '{}'
 }
-check "a topic $topic with records in both partitions" traffic
+check "a topic $topic with records in both partitions, partition 0 rolled" traffic
 
 # ---- the rendered page ----------------------------------------------------------------------
 chromium_run "$B/" --dump-dom >"$tmp/dom.html"
@@ -101,6 +102,12 @@ check "the state badge says ready" dom_has 'id="state" class="status ready">read
 check "the topic is listed" dom_has "<h3>$topic <span class=\"muted\">2 partition(s)"
 check "partition 0: log start 0, high watermark 3" dom_has '<tr><td>0</td><td class="num">0</td><td class="num">3</td>'
 check "partition 1: log start 0, high watermark 7" dom_has '<tr><td>1</td><td class="num">0</td><td class="num">7</td>'
+# The empty active segment after the roll covers no offsets: its hover text
+# said "offsets 3–2" (base to next - 1) and an empty time range.
+check "partition 0's sealed segment: offsets 0–2" dom_has ', offsets 0–2, '
+check "partition 0's empty active segment: no records" dom_has 'class="seg active" title="segment 3: 0 B, no records"'
+no_backwards_range() { ! grep -qF 'offsets 3–2' "$tmp/dom.html" || { echo "# a segment shows offsets 3–2"; return 1; }; }
+check "no segment shows a backwards offset range" no_backwards_range
 check "the config override is shown" dom_has 'retention.ms=3600000'
 check "the background jobs are listed" dom_has '<td>log-retention</td>'
 # The periodic jobs have not run yet (log.initial.task.delay.ms): no duration, not "– ms".
