@@ -176,8 +176,10 @@ static void partitions(out *o, eng_manager *m)
     static const char *const traffic[5][2] = {
         {"logstore_records_appended_total", "Records appended, by topic."},
         {"logstore_bytes_appended_total", "Bytes of record batches appended, by topic."},
-        {"logstore_records_read_total", "Records handed to readers, by topic."},
-        {"logstore_bytes_read_total", "Bytes of keys, values and headers (as stored) handed to readers, by topic."},
+        {"logstore_records_read_total",
+         "Records handed to readers, by topic (a raw read: the offsets its batches cover from the one asked for)."},
+        {"logstore_bytes_read_total",
+         "Bytes of keys, values and headers (as stored) handed to readers, by topic (a raw read: the batch bytes sent)."},
         {"logstore_duplicate_batches_total",
          "Idempotent producers' retried batches answered with their first offsets and not written, by topic."}};
     for (int k = 0; k < 5; k++) {
