@@ -34,9 +34,11 @@ static const int statuses[NSTATUS] = {200, 201, 204, 207, 400, 401, 403, 404, 40
 static const int64_t lat_us[NLAT] = {250,    500,    1000,   2500,    5000,    10000,    25000,
                                      50000, 100000, 250000, 1000000, 5000000, INT64_MAX};
 
-static _Atomic uint64_t req_count[MAX_ROUTES + 1][NSTATUS];
-static _Atomic uint64_t req_lat[MAX_ROUTES + 1][NLAT];
-static _Atomic uint64_t req_lat_sum_us[MAX_ROUTES + 1];
+/* The second index is 1 for a HEAD answered by a GET route: labelled
+ * method="HEAD", not counted as the GETs whose bodies it leaves out. */
+static _Atomic uint64_t req_count[MAX_ROUTES + 1][2][NSTATUS];
+static _Atomic uint64_t req_lat[MAX_ROUTES + 1][2][NLAT];
+static _Atomic uint64_t req_lat_sum_us[MAX_ROUTES + 1][2];
 static _Atomic int64_t open_streams;
 static _Atomic uint64_t corrupt_records;
 
@@ -50,15 +52,18 @@ static int status_slot(int status)
 
 void api_metrics_request(int route, const char *method, int status, int64_t us)
 {
-    (void)method;
     int r = route >= 0 && route < MAX_ROUTES ? route : MAX_ROUTES;
-    atomic_fetch_add_explicit(&req_count[r][status_slot(status)], 1, memory_order_relaxed);
+    /* Unmatched requests keep method="" whatever they sent: any token is a
+     * method, and labels stay bounded. */
+    int h = r < MAX_ROUTES && method && !strcmp(method, "HEAD");
+    atomic_fetch_add_explicit(&req_count[r][h][status_slot(status)], 1, memory_order_relaxed);
     for (int i = 0; i < NLAT; i++)
         if (us <= lat_us[i]) {
-            atomic_fetch_add_explicit(&req_lat[r][i], 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&req_lat[r][h][i], 1, memory_order_relaxed);
             break;
         }
-    atomic_fetch_add_explicit(&req_lat_sum_us[r], (uint64_t)(us > 0 ? us : 0), memory_order_relaxed);
+    atomic_fetch_add_explicit(&req_lat_sum_us[r][h], (uint64_t)(us > 0 ? us : 0),
+                              memory_order_relaxed);
 }
 
 void api_metrics_streams(int delta)
@@ -119,12 +124,13 @@ static void requests(out *o)
     while (nroutes < MAX_ROUTES && routes[nroutes].method)
         nroutes++;
     help(o, "logstore_http_requests_total", "counter", "HTTP requests answered, by route and status.");
-    for (int r = 0; r <= MAX_ROUTES; r++) {
+    for (int k = 0; k < 2 * (MAX_ROUTES + 1); k++) {
+        int r = k / 2, h = k % 2;
         bool known = r < nroutes;
         if (r < MAX_ROUTES && !known)
             continue;
         for (int s = 0; s < NSTATUS - 1; s++) {
-            uint64_t n = atomic_load(&req_count[r][s]);
+            uint64_t n = atomic_load(&req_count[r][h][s]);
             if (!n)
                 continue;
             char st[8];
@@ -133,13 +139,14 @@ static void requests(out *o)
             else
                 snprintf(st, sizeof st, "other");
             put(o, "logstore_http_requests_total{method=\"%s\",route=\"%s\",status=\"%s\"} %llu\n",
-                known ? routes[r].method : "", known ? routes[r].pattern : "unmatched", st,
-                (unsigned long long)n);
+                !known ? "" : h ? "HEAD" : routes[r].method, known ? routes[r].pattern : "unmatched",
+                st, (unsigned long long)n);
         }
     }
     help(o, "logstore_http_request_duration_seconds", "histogram",
          "Time from the request's arrival to its answer, by route.");
-    for (int r = 0; r <= MAX_ROUTES; r++) {
+    for (int k = 0; k < 2 * (MAX_ROUTES + 1); k++) {
+        int r = k / 2, h = k % 2;
         bool known = r < nroutes;
         if (r < MAX_ROUTES && !known)
             continue;
@@ -147,10 +154,11 @@ static void requests(out *o)
          * leave _count apart from the +Inf bucket, which quantiles rely on. */
         uint64_t lat[NLAT], cum = 0, total = 0;
         for (int i = 0; i < NLAT; i++)
-            total += lat[i] = atomic_load(&req_lat[r][i]);
+            total += lat[i] = atomic_load(&req_lat[r][h][i]);
         if (!total)
             continue;
-        const char *m = known ? routes[r].method : "", *pat = known ? routes[r].pattern : "unmatched";
+        const char *m = !known ? "" : h ? "HEAD" : routes[r].method;
+        const char *pat = known ? routes[r].pattern : "unmatched";
         for (int i = 0; i < NLAT; i++) {
             cum += lat[i];
             if (lat_us[i] == INT64_MAX)
@@ -161,7 +169,7 @@ static void requests(out *o)
                     m, pat, (double)lat_us[i] / 1e6, (unsigned long long)cum);
         }
         put(o, "logstore_http_request_duration_seconds_sum{method=\"%s\",route=\"%s\"} %.6f\n", m, pat,
-            (double)atomic_load(&req_lat_sum_us[r]) / 1e6);
+            (double)atomic_load(&req_lat_sum_us[r][h]) / 1e6);
         put(o, "logstore_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n", m,
             pat, (unsigned long long)total);
     }

@@ -156,6 +156,36 @@ static void test_head_reads_not_counted(void **state)
     assert_int_equal(metric("logstore_bytes_read_total{topic=\"heads\"}"), 4);
 }
 
+/* A HEAD is counted as a HEAD: it was labelled method="GET", so a load
+ * balancer's HEAD checks looked like reads in the request rates, and the
+ * GET latency histogram mixed in answers with no body. */
+#define LIST_GET "logstore_http_requests_total{method=\"GET\",route=\"/v1/topics\",status=\"200\"}"
+#define LIST_HEAD "logstore_http_requests_total{method=\"HEAD\",route=\"/v1/topics\",status=\"200\"}"
+#define LIST_HEAD_COUNT \
+    "logstore_http_request_duration_seconds_count{method=\"HEAD\",route=\"/v1/topics\"}"
+#define LIST_GET_COUNT \
+    "logstore_http_request_duration_seconds_count{method=\"GET\",route=\"/v1/topics\"}"
+
+static void test_head_counted_as_head(void **state)
+{
+    (void)state;
+    long long get = metric(LIST_GET), head = metric(LIST_HEAD), get_n = metric(LIST_GET_COUNT),
+              head_n = metric(LIST_HEAD_COUNT);
+    ls_resp r;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ls_http(S, "HEAD", "/v1/topics", NULL, NULL, 0, NULL, &r), 0);
+        assert_int_equal(r.status, 200);
+        ls_resp_free(&r);
+    }
+    assert_int_equal(ls_get(S, "/v1/topics", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(metric(LIST_HEAD) - head, 3);
+    assert_int_equal(metric(LIST_GET) - get, 1);
+    assert_int_equal(metric(LIST_HEAD_COUNT) - head_n, 3);
+    assert_int_equal(metric(LIST_GET_COUNT) - get_n, 1);
+}
+
 /* Requests refused from their headers, before any body is read, are counted
  * under the route they asked for and their own status: a 414 on a read and
  * a 413 on an append were counted as route="unmatched", method="" and (for
@@ -216,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_request_counts_by_route_and_status),
         cmocka_unit_test(test_traffic_bytes_and_reads),
         cmocka_unit_test(test_head_reads_not_counted),
+        cmocka_unit_test(test_head_counted_as_head),
         cmocka_unit_test(test_refused_from_headers_counted_by_route),
         cmocka_unit_test(test_zz_clean_stop),
     };
