@@ -324,6 +324,21 @@ static void test_workload_figures(void **state)
     ls_resp_free(&r);
     long long auc_after = log_files("auc", 0, &nc);
     assert_true(auc_after < auc_before);
+    /* One more segment, dirty: the ratio is its bytes over all the bytes
+     * up to the active segment (the cleaned ones and it). */
+    long long dirty = append("auc", 0, "{\"records\":[{\"key\":\"w\",\"value\":\"4\"}]}");
+    auc_bytes += dirty;
+    call_json("POST", "/v1/topics/auc/partitions/0/segments:roll", "{}", 200);
+    assert_int_equal(log_files("auc", 0, &nc), auc_after + dirty);
+    call("GET", "/v1/cleaner", NULL, NULL, 0, NULL, 200, &r);
+    json_t *cp = ls_jfind(ls_jget(&r, "partitions"), "topic", "auc");
+    assert_non_null(cp);
+    assert_int_equal(json_integer_value(json_object_get(cp, "clean_bytes")), auc_after);
+    assert_int_equal(json_integer_value(json_object_get(cp, "cleanable_bytes")), dirty);
+    double ratio = (double)dirty / (double)(auc_after + dirty);
+    double listed = json_real_value(json_object_get(cp, "dirty_ratio"));
+    assert_true(listed > ratio - 1e-9 && listed < ratio + 1e-9);
+    ls_resp_free(&r);
 
     /* Bad requests of several kinds. */
     call_json("GET", "/v1/topics/nope", NULL, 404);
@@ -342,7 +357,7 @@ static void test_workload_figures(void **state)
     const expect xs[] = {
         {"au", 0, 6, 7, T + 10, T + 10},
         {"au", 1, 0, 6, T, T + 5},
-        {"auc", 0, 0, 3, -2, -2},
+        {"auc", 0, 0, 4, -2, -2},
         {"aur", 0, 1, 1, -1, -1},
     };
     long long total = 0;
@@ -362,10 +377,13 @@ static void test_workload_figures(void **state)
     assert_int_equal(json_integer_value(json_object_get(json_array_get(dirs, 0), "size_bytes")), total);
     ls_resp_free(&ld);
 
+    double mratio = series(m, "logstore_cleaner_dirty_ratio{topic=\"auc\",partition=\"0\"}");
+    assert_true(mratio > ratio - 1e-5 && mratio < ratio + 1e-5); /* printed with %g */
+
     /* Traffic per topic. */
     assert_true(series(m, "logstore_records_appended_total{topic=\"au\"}") == 13);
     assert_true(series(m, "logstore_bytes_appended_total{topic=\"au\"}") == (double)appended_bytes);
-    assert_true(series(m, "logstore_records_appended_total{topic=\"auc\"}") == 3);
+    assert_true(series(m, "logstore_records_appended_total{topic=\"auc\"}") == 4);
     assert_true(series(m, "logstore_bytes_appended_total{topic=\"auc\"}") == (double)auc_bytes);
     assert_true(series(m, "logstore_records_appended_total{topic=\"aur\"}") == 1);
     assert_true(series(m, "logstore_records_read_total{topic=\"au\"}") == 6 + 3 + 1 + 2 + 1);
