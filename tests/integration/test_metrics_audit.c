@@ -12,7 +12,8 @@
  *     work, and requests by status equal the test's own counts;
  *   - a deleted topic leaves no series and no cleaner entry behind;
  *   - the startup figures (/v1/info and /metrics) equal the data dir after
- *     a clean stop and the bytes cut off after a crash.
+ *     a clean stop and the bytes cut off after a crash; the recovery point
+ *     is the log end after either.
  *
  * One server serves the whole group; the last test requires a clean exit
  * (the sanitizer build fails it on a leak, e.g. from the create/delete
@@ -517,6 +518,11 @@ static void check_startup(bool clean, long long truncated)
     assert_int_equal(ls_jint(&r, "startup.segments"), segs);
     ls_resp_free(&t);
     ls_resp_free(&r);
+    /* Everything was flushed by the clean stop, or recovered: the recovery
+     * point is the log end. */
+    for (int p = 0; p < 2; p++)
+        assert_int_equal(ls_partition_field(S, "au", p, "recovery_point"),
+                         ls_partition_field(S, "au", p, "log_end_offset"));
     /* Traffic counters start at 0 with the server. */
     assert_true(series(m, "logstore_records_appended_total{topic=\"au\"}") == 0);
     free(m);
