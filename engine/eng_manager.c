@@ -280,15 +280,22 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc, eng_
          * (or retention.ms=-1) topic whose min.compaction.lag.ms passes a
          * newly lowered log.cleaner.max.compaction.lag.ms into a delete
          * topic with the default retention, while its listing still showed
-         * the overrides. */
+         * the overrides.  One that does not parse is dropped, not kept:
+         * the listing showed it as the topic's value (TOPIC_CONFIG) while
+         * the broker's was in force, and every later config change was
+         * refused for it.  The next change rewrites the file without it. */
         ENG_WARN("topic %s: %s; keeping its overrides that parse", t->meta.name, cfg_err.message);
         t->cfg = m->defaults.cfg;
-        for (int k = 0; k < ENG_CFG_COUNT; k++)
-            if (t->meta.overrides.text[k] &&
-                eng_config_parse((eng_config_id)k, t->meta.overrides.text[k], &t->cfg.v[k], NULL))
-                ENG_WARN("topic %s: %s='%.64s' does not parse; using the broker default",
-                         t->meta.name, eng_config_def_at((eng_config_id)k)->name,
-                         t->meta.overrides.text[k]);
+        for (int k = 0; k < ENG_CFG_COUNT; k++) {
+            if (!t->meta.overrides.text[k] ||
+                !eng_config_parse((eng_config_id)k, t->meta.overrides.text[k], &t->cfg.v[k], NULL))
+                continue;
+            ENG_WARN("topic %s: %s='%.64s' does not parse; dropped, the broker's value applies",
+                     t->meta.name, eng_config_def_at((eng_config_id)k)->name,
+                     t->meta.overrides.text[k]);
+            free(t->meta.overrides.text[k]);
+            t->meta.overrides.text[k] = NULL;
+        }
     }
     t->parts = calloc((size_t)t->meta.partitions, sizeof *t->parts);
     if (!t->parts) {
