@@ -258,10 +258,12 @@ static int open_new_partitions(eng_manager *m, const eng_topic *t, eng_partition
     return rc;
 }
 
-/* The name of a topic (loaded, or being created) that equals name once
- * '.' and '_' are taken as one character, as Kafka's Topic.hasCollision
- * does, or NULL; callers hold m->lock. */
-static const char *collides(const eng_manager *m, const char *name)
+/* The name of a topic (loaded, or being created or deleted) that equals
+ * name once '.' and '_' are taken as one character, as Kafka's
+ * Topic.hasCollision does, or NULL; *settled says whether it is a loaded
+ * topic rather than one whose create or delete is under way.  Callers hold
+ * m->lock. */
+static const char *collides(const eng_manager *m, const char *name, bool *settled)
 {
     for (size_t i = 0; i < m->ntopics + m->nreserved; i++) {
         const char *other = i < m->ntopics ? m->topics[i]->meta.name : m->reserved[i - m->ntopics];
@@ -270,8 +272,10 @@ static const char *collides(const eng_manager *m, const char *name)
                (name[k] == other[k] ||
                 ((name[k] == '.' || name[k] == '_') && (other[k] == '.' || other[k] == '_'))))
             k++;
-        if (!name[k] && !other[k] && strcmp(name, other) != 0)
+        if (!name[k] && !other[k] && strcmp(name, other) != 0) {
+            *settled = i < m->ntopics;
             return other;
+        }
     }
     return NULL;
 }
@@ -310,9 +314,17 @@ int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partition
     }
     pthread_rwlock_wrlock(&m->lock);
     const char *twin = NULL;
+    bool settled = false;
     if (eng__topic_find(m, name, NULL) >= 0)
         rc = eng_fail(err, ENG_ETOPICEXISTS, "topic '%s' already exists", name);
-    else if ((twin = collides(m, name)))
+    else if ((twin = collides(m, name, &settled)) && !settled)
+        /* Only a create or delete under way holds that name: which of the
+         * two it is decides the answer, so it is not final (422) yet. */
+        rc = eng_fail(err, ENG_EBUSY,
+                      "topic '%s' collides with topic '%s', which is being created or deleted; "
+                      "retry shortly",
+                      name, twin);
+    else if (twin)
         rc = eng_fail(err, ENG_ETOPICNAME,
                       "topic '%s' collides with topic '%s': names that differ only in '.' and "
                       "'_' are refused, as in Kafka (their metric names would be the same)",

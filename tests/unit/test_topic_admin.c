@@ -14,7 +14,10 @@
  *     threads: by its return each has logged its last line, so no engine
  *     thread logs through a sink its owner is taking down (under TSan the
  *     fixture's teardown raced with "removed ..."); the next start finishes
- *     a removal cut short.
+ *     a removal cut short;
+ *   - a name that collides ('.' vs '_') only with a topic whose create or
+ *     delete is under way is busy (retriable), not an invalid name: once
+ *     the delete is done the same create succeeds.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +25,7 @@
 #include <cmocka.h>
 
 #include "eng_error.h"
+#include "eng_fault.h"
 #include "eng_logger.h"
 #include "eng_manager.h"
 #include "manager_fixture.h"
@@ -156,12 +160,61 @@ static void test_close_stops_background_removals(void **state)
     eng_manager_close(m);
 }
 
+typedef struct twin_try {
+    eng_manager *m;
+    const char *name;
+    int rc;
+    char message[256];
+} twin_try;
+
+/* A hook: creates the colliding name while the other's change is under
+ * way (once). */
+static void create_twin(void *arg)
+{
+    twin_try *t = arg;
+    eng_fault_hook(NULL, NULL, NULL);
+    eng_errdetail err = {0};
+    t->rc = eng_manager_create_topic(t->m, t->name, 1, NULL, NULL, 0, &err);
+    snprintf(t->message, sizeof t->message, "%s", err.message);
+}
+
+static void test_collision_with_a_change_under_way_is_busy(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    assert_int_equal(eng_manager_create_topic(m, "metrics.eu", 1, NULL, NULL, 0, NULL), 0);
+
+    /* being deleted: busy, then free */
+    twin_try t = {.m = m, .name = "metrics_eu", .rc = 1};
+    eng_fault_hook("checkpoint.after_list", create_twin, &t);
+    assert_int_equal(eng_manager_delete_topic(m, "metrics.eu", NULL), 0);
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(t.rc, ENG_EBUSY);
+    assert_non_null(strstr(t.message, "metrics.eu"));
+    assert_int_equal(eng_manager_create_topic(m, "metrics_eu", 1, NULL, NULL, 0, NULL), 0);
+
+    /* being created: busy; once it exists, the collision is final */
+    twin_try u = {.m = m, .name = "logs.us", .rc = 1};
+    eng_fault_hook("topic.sync_dir", create_twin, &u);
+    assert_int_equal(eng_manager_create_topic(m, "logs_us", 1, NULL, NULL, 0, NULL), 0);
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(u.rc, ENG_EBUSY);
+    assert_int_equal(eng_manager_create_topic(m, "logs.us", 1, NULL, NULL, 0, NULL),
+                     ENG_ETOPICNAME);
+    /* and a loaded twin is an invalid name, as before */
+    assert_int_equal(eng_manager_create_topic(m, "metrics.eu", 1, NULL, NULL, 0, NULL),
+                     ENG_ETOPICNAME);
+    eng_manager_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_engine_bounds_partition_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_startup_removes_interrupted_leftovers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_stops_background_removals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collision_with_a_change_under_way_is_busy, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
