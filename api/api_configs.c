@@ -13,6 +13,7 @@
 #include "api_common.h"
 #include "api_errors.h"
 #include "api_router.h"
+#include "eng_fault.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -49,20 +50,15 @@ static json_t *entry_json(const eng_config_defaults *d, const eng_config_overrid
     return o;
 }
 
-static void answer_configs(api_ctx *ctx, const api_request *req, const char *topic,
-                           api_response *resp)
+/* Answers the listing of a described topic d (cleared here). */
+static void answer_desc(api_ctx *ctx, eng_topic_desc *d, api_response *resp)
 {
-    eng_topic_desc d;
-    if (eng_manager_describe_topic(api_mgr(ctx), topic, &d)) {
-        api_error(resp, req, "unknown_topic", NULL, "topic '%.200s' does not exist", topic);
-        return;
-    }
     const eng_config_defaults *defs = eng_manager_defaults(api_mgr(ctx));
     json_t *arr = json_array();
     for (int i = 0; i < ENG_CFG_COUNT; i++)
-        json_array_append_new(arr, entry_json(defs, &d.meta.overrides, &d.config, (eng_config_id)i));
-    api_resp_json(resp, 200, json_pack("{s:s,s:o}", "topic", topic, "configs", arr));
-    eng_topic_desc_clear(&d);
+        json_array_append_new(arr, entry_json(defs, &d->meta.overrides, &d->config, (eng_config_id)i));
+    api_resp_json(resp, 200, json_pack("{s:s,s:o}", "topic", d->meta.name, "configs", arr));
+    eng_topic_desc_clear(d);
 }
 
 void api_h_configs_get(api_ctx *ctx, const api_request *req, const api_params *params,
@@ -71,22 +67,25 @@ void api_h_configs_get(api_ctx *ctx, const api_request *req, const api_params *p
     eng_topic_desc d;
     if (!api_describe_topic(ctx, req, resp, api_param(params, "topic"), &d))
         return;
-    eng_topic_desc_clear(&d);
-    answer_configs(ctx, req, api_param(params, "topic"), resp);
+    answer_desc(ctx, &d, resp);
 }
 
-/* Applies ov to the topic; answers the new listing or the error. */
+/* Applies ov to the topic; answers the new listing, taken with the change
+ * (described again by name, a delete right after a change made it answer
+ * 404), or the error. */
 static void apply(api_ctx *ctx, const api_request *req, const eng_topic_meta *meta,
                   api_response *resp)
 {
     eng_errdetail d = {0};
-    const char *topic = meta->name;
-    int rc = eng_manager_set_topic_overrides(api_mgr(ctx), topic, meta->topic_id, &meta->overrides,
-                                             &d);
-    if (rc)
+    eng_topic_desc changed;
+    int rc = eng_manager_set_topic_overrides_desc(api_mgr(ctx), meta->name, meta->topic_id,
+                                                  &meta->overrides, &changed, &d);
+    if (rc) {
         api_error_from_engine(resp, req, rc, &d);
-    else
-        answer_configs(ctx, req, topic, resp);
+    } else {
+        (void)ENG_FAULT("configs.answer");
+        answer_desc(ctx, &changed, resp);
+    }
 }
 
 static void config_put_locked(api_ctx *ctx, const api_request *req, const api_params *params,

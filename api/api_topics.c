@@ -49,27 +49,44 @@ static json_t *overrides_json(const eng_config_overrides *ov)
     return o;
 }
 
+/* Full description of a held topic (cleared here). */
+static json_t *held_json(eng_topic_held *h)
+{
+    json_t *parts = json_array();
+    for (size_t i = 0; i < h->n; i++)
+        json_array_append_new(parts, partition_json(h->parts[i]));
+    const eng_topic_meta *meta = &h->desc.meta;
+    json_t *o = json_pack("{s:s,s:s,s:i,s:I,s:o,s:o}", "name", meta->name, "topic_id",
+                          meta->topic_id, "partition_count", (int)meta->partitions, "created_ms",
+                          (json_int_t)meta->created_ms, "configs", overrides_json(&meta->overrides),
+                          "partitions", parts);
+    eng_topic_held_clear(h);
+    return o;
+}
+
 /* Full description of a topic, or NULL with resp filled. */
 static json_t *describe(api_ctx *ctx, const api_request *req, const char *name, api_response *resp)
 {
     /* The partitions with the description, of one incarnation: not the
      * id of a topic deleted meanwhile beside its successor's offsets. */
-    eng_topic_desc d;
-    eng_partition **held;
-    size_t n;
-    if (!api_topic_partitions(ctx, req, resp, name, &d, &held, &n))
+    eng_topic_held h;
+    if (!api_topic_partitions(ctx, req, resp, name, &h.desc, &h.parts, &h.n))
         return NULL;
     (void)ENG_FAULT("describe.topic_read");
-    json_t *parts = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(parts, partition_json(held[i]));
-    eng_partitions_release(held, n);
-    json_t *o = json_pack("{s:s,s:s,s:i,s:I,s:o,s:o}", "name", d.meta.name, "topic_id",
-                          d.meta.topic_id, "partition_count", (int)d.meta.partitions, "created_ms",
-                          (json_int_t)d.meta.created_ms, "configs", overrides_json(&d.meta.overrides),
-                          "partitions", parts);
-    eng_topic_desc_clear(&d);
-    return o;
+    return held_json(&h);
+}
+
+/* Answers a successful create (201) or grow (200) with the topic as the
+ * change left it (h, cleared here): described again by name, a delete
+ * right after the change made it answer 404, or the next topic's state. */
+static void answer_changed(api_response *resp, int status, eng_topic_held *h)
+{
+    if (status == 201) {
+        char loc[300];
+        snprintf(loc, sizeof loc, "/v1/topics/%s", h->desc.meta.name);
+        api_resp_header(resp, "Location", loc);
+    }
+    api_resp_json(resp, status, held_json(h));
 }
 
 void api_h_topics_list(api_ctx *ctx, const api_request *req, const api_params *params,
@@ -164,18 +181,14 @@ void api_h_topic_create(api_ctx *ctx, const api_request *req, const api_params *
         }
     }
     eng_errdetail d = {0};
-    int rc = eng_manager_create_topic(api_mgr(ctx), json_string_value(name), (int32_t)nparts,
-                                      keys, vals, n, &d);
+    eng_topic_held h;
+    int rc = eng_manager_create_topic_held(api_mgr(ctx), json_string_value(name), (int32_t)nparts,
+                                           keys, vals, n, &h, &d);
     if (rc) {
         api_error_from_engine(resp, req, rc, &d);
     } else {
-        json_t *o = describe(ctx, req, json_string_value(name), resp);
-        if (o) {
-            char loc[300];
-            snprintf(loc, sizeof loc, "/v1/topics/%s", json_string_value(name));
-            api_resp_header(resp, "Location", loc);
-            api_resp_json(resp, 201, o);
-        }
+        (void)ENG_FAULT("create.answer");
+        answer_changed(resp, 201, &h);
     }
 free_arrays:
     free(keys);
@@ -240,16 +253,17 @@ void api_h_topic_patch(api_ctx *ctx, const api_request *req, const api_params *p
                   "partitions must be between 1 and %d", ENG_TOPIC_PARTITIONS_MAX);
     } else {
         eng_errdetail d = {0};
-        int rc = eng_manager_add_partitions(api_mgr(ctx), name, (int32_t)json_integer_value(parts), &d);
+        eng_topic_held h;
+        int rc = eng_manager_add_partitions_held(api_mgr(ctx), name,
+                                                 (int32_t)json_integer_value(parts), &h, &d);
         if (rc == ENG_EINVAL) {
             api_error(resp, req, "invalid_partitions", json_pack("{s:s}", "key", "partitions"),
                       "%s", d.message);
         } else if (rc) {
             api_error_from_engine(resp, req, rc, &d);
         } else {
-            json_t *o = describe(ctx, req, name, resp);
-            if (o)
-                api_resp_json(resp, 200, o);
+            (void)ENG_FAULT("grow.answer");
+            answer_changed(resp, 200, &h);
         }
     }
     json_decref(body);

@@ -133,11 +133,31 @@ const char *eng_manager_log_dir(const eng_manager *m);
 /* True if name is a legal topic name: [A-Za-z0-9._-]{1,249}, not . or .. */
 bool eng_topic_name_valid(const char *name);
 
+/* A topic as a change left it: its description and every partition,
+ * referenced, taken under the table's lock in the same step as the change.
+ * Described afterwards, by name, a successful change could answer 404 (a
+ * delete came in between) or describe the next topic of that name.  Free
+ * with eng_topic_held_clear. */
+typedef struct eng_topic_held {
+    eng_topic_desc desc;
+    eng_partition **parts;
+    size_t n;
+} eng_topic_held;
+
+void eng_topic_held_clear(eng_topic_held *h);
+
 /* Creates a topic.  keys/values: n config overrides (validated, the bad key
- * named in err).  ENG_ETOPICEXISTS, ENG_ETOPICNAME, ENG_ECONFIG, ENG_EINVAL. */
+ * named in err).  ENG_ETOPICEXISTS, ENG_ETOPICNAME, ENG_ECONFIG, ENG_EINVAL,
+ * ENG_EBUSY (a create or delete of that name, or of one colliding with it,
+ * is under way). */
 int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partitions,
                              const char *const *keys, const char *const *values, size_t n,
                              eng_errdetail *err);
+/* The same, and the new topic as created in *out (when out is not NULL).
+ * -ENOMEM with the topic created when there is no memory for *out. */
+int eng_manager_create_topic_held(eng_manager *m, const char *name, int32_t partitions,
+                                  const char *const *keys, const char *const *values, size_t n,
+                                  eng_topic_held *out, eng_errdetail *err);
 
 /* Deletes a topic: metadata first, then partition dirs renamed
  * <topic>-<p>.<uuid>-delete and removed in the background. */
@@ -145,6 +165,10 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
 
 /* Grows a topic to `total` partitions (never fewer). */
 int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, eng_errdetail *err);
+/* The same, and the topic as grown in *out (when out is not NULL); -ENOMEM
+ * with the topic grown when there is no memory for *out. */
+int eng_manager_add_partitions_held(eng_manager *m, const char *name, int32_t total,
+                                    eng_topic_held *out, eng_errdetail *err);
 
 /* Sorted topic names; free with eng_strv_free. */
 int eng_manager_list_topics(eng_manager *m, char ***names, size_t *n);
@@ -160,6 +184,12 @@ void eng_topic_desc_clear(eng_topic_desc *d);
  * carry the old topic's overrides into the new one (ENG_ENOTOPIC then). */
 int eng_manager_set_topic_overrides(eng_manager *m, const char *name, const char *topic_id,
                                     const eng_config_overrides *ov, eng_errdetail *err);
+/* The same, and the topic's description as changed in *out (when out is
+ * not NULL; eng_topic_desc_clear); -ENOMEM with the change made when there
+ * is no memory for *out. */
+int eng_manager_set_topic_overrides_desc(eng_manager *m, const char *name, const char *topic_id,
+                                         const eng_config_overrides *ov, eng_topic_desc *out,
+                                         eng_errdetail *err);
 
 /* A referenced partition (eng_partition_unref when done).  ENG_ENOTOPIC or
  * ENG_ENOPARTITION. */

@@ -280,9 +280,48 @@ static const char *collides(const eng_manager *m, const char *name, bool *settle
     return NULL;
 }
 
+void eng_topic_held_clear(eng_topic_held *h)
+{
+    eng_topic_desc_clear(&h->desc);
+    eng_partitions_release(h->parts, h->n);
+    h->parts = NULL;
+    h->n = 0;
+}
+
+static int copy_desc(const eng_topic *t, eng_topic_desc *out);
+
+/* t as it is now into *out (eng_topic_held); callers hold m->lock. */
+static int hold(const eng_topic *t, eng_topic_held *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t n = (size_t)t->meta.partitions;
+    eng_partition **v = calloc(n ? n : 1, sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    if (copy_desc(t, &out->desc)) {
+        memset(out, 0, sizeof *out); /* copy_desc left t's strings there */
+        free(v);
+        return -ENOMEM;
+    }
+    for (size_t k = 0; k < n; k++) {
+        v[k] = t->parts[k];
+        eng_partition_ref(v[k]);
+    }
+    out->parts = v;
+    out->n = n;
+    return 0;
+}
+
 int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partitions,
                              const char *const *keys, const char *const *values, size_t n,
                              eng_errdetail *err)
+{
+    return eng_manager_create_topic_held(m, name, partitions, keys, values, n, NULL, err);
+}
+
+int eng_manager_create_topic_held(eng_manager *m, const char *name, int32_t partitions,
+                                  const char *const *keys, const char *const *values, size_t n,
+                                  eng_topic_held *out, eng_errdetail *err)
 {
     if (!eng_topic_name_valid(name))
         return eng_fail(err, ENG_ETOPICNAME,
@@ -339,11 +378,14 @@ int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partition
     /* The topic is invisible until inserted; a crash after the metadata
      * is written makes startup finish it (missing partitions are made). */
     char path[PATH_MAX];
+    int held_rc = 0;
     if ((rc = write_meta(m, &t->meta))) {
         eng_fail(err, rc, "writing metadata of topic '%s': %s", name, eng_strerror(rc));
     } else if (!(rc = open_new_partitions(m, t, t->parts, 0, partitions, err))) {
         pthread_rwlock_wrlock(&m->lock);
         rc = eng__topic_insert(m, t);
+        if (!rc && out)
+            held_rc = hold(t, out);
         pthread_rwlock_unlock(&m->lock);
         if (rc) /* out of memory: take it all back */
             undo_new_partitions(m, name, t->parts, 0, partitions);
@@ -357,6 +399,9 @@ int eng_manager_create_topic(eng_manager *m, const char *name, int32_t partition
         return rc;
     }
     ENG_INFO("created topic %s with %d partitions", name, partitions);
+    if (held_rc)
+        return eng_fail(err, held_rc, "topic '%s' was created, but describing it failed: %s",
+                        name, eng_strerror(held_rc));
     return 0;
 }
 
@@ -500,6 +545,12 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
 
 int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, eng_errdetail *err)
 {
+    return eng_manager_add_partitions_held(m, name, total, NULL, err);
+}
+
+int eng_manager_add_partitions_held(eng_manager *m, const char *name, int32_t total,
+                                    eng_topic_held *out, eng_errdetail *err)
+{
     pthread_rwlock_wrlock(&m->lock);
     ssize_t i = eng__topic_find(m, name, NULL);
     int rc = 0;
@@ -521,10 +572,14 @@ int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, 
     } else if (total > old && !(rc = check_fd_budget(name, total - old, err))) {
         rc = reserve(m, name, err);
     }
+    int held_rc = !rc && total == old && out ? hold(t, out) : 0;
     /* A copy to open the new partitions from: t's own fields may change
      * under the lock meanwhile (configs), and the reservation keeps t. */
     eng_topic proto = {.meta = t->meta, .cfg = t->cfg};
     pthread_rwlock_unlock(&m->lock);
+    if (held_rc)
+        return eng_fail(err, held_rc, "describing topic '%s' failed: %s", name,
+                        eng_strerror(held_rc));
     if (rc || total == old)
         return rc;
     eng_partition **parts = calloc((size_t)total, sizeof *parts);
@@ -546,6 +601,8 @@ int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, 
             for (int32_t p = old; p < total; p++)
                 eng_partition_set_config(parts[p], &t->cfg);
             parts = NULL;
+            if (out)
+                held_rc = hold(t, out);
         }
         pthread_rwlock_unlock(&m->lock);
         if (rc)
@@ -553,6 +610,9 @@ int eng_manager_add_partitions(eng_manager *m, const char *name, int32_t total, 
     }
     free(parts);
     release(m, name);
+    if (!rc && held_rc)
+        return eng_fail(err, held_rc, "topic '%s' was grown, but describing it failed: %s", name,
+                        eng_strerror(held_rc));
     return rc;
 }
 
@@ -608,6 +668,13 @@ int eng_manager_describe_topic(eng_manager *m, const char *name, eng_topic_desc 
 int eng_manager_set_topic_overrides(eng_manager *m, const char *name, const char *topic_id,
                                     const eng_config_overrides *ov, eng_errdetail *err)
 {
+    return eng_manager_set_topic_overrides_desc(m, name, topic_id, ov, NULL, err);
+}
+
+int eng_manager_set_topic_overrides_desc(eng_manager *m, const char *name, const char *topic_id,
+                                         const eng_config_overrides *ov, eng_topic_desc *out,
+                                         eng_errdetail *err)
+{
     eng_config cfg;
     int rc = eng_config_resolve(&m->defaults, ov, &cfg, err);
     if (rc)
@@ -640,6 +707,11 @@ int eng_manager_set_topic_overrides(eng_manager *m, const char *name, const char
     t->cfg = cfg;
     for (int32_t p = 0; p < t->meta.partitions; p++)
         eng_partition_set_config(t->parts[p], &cfg);
+    if (out && (rc = copy_desc(t, out))) {
+        memset(&out->meta.overrides, 0, sizeof out->meta.overrides); /* t's strings */
+        eng_fail(err, rc, "the configs of topic '%s' were changed, but describing them failed: %s",
+                 name, eng_strerror(rc));
+    }
 unlock:
     pthread_rwlock_unlock(&m->lock);
     return rc;

@@ -4,8 +4,10 @@
  * of a request (a fault-point hook runs the delete and create at exactly
  * that step): a keyed append, a retention run and a topic description stay
  * on the topic they started with or answer that it was deleted, never split
- * or mix the two; and a deleted topic's segments use no path that may by
- * then name the new topic's files.
+ * or mix the two; a create, a partition increase or a config change
+ * answers with the topic it changed, not 404 or the next topic of that name;
+ * and a deleted topic's segments use no path that may by then name the new
+ * topic's files.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -339,12 +341,93 @@ static void test_retired_partition_opens_nothing_by_path(void **state)
     free(tmp);
 }
 
+/* Runs method path body with the topic deleted and created again (one
+ * partition, no overrides) at fault point `at`, after the change was made
+ * and before it is answered; returns the answer's body (a new reference),
+ * asserted to be status. */
+static json_t *change_then_recreate(api_ctx *ctx, eng_manager *m, const char *at,
+                                    const char *method, const char *path, const char *body,
+                                    int status)
+{
+    recreate r = {.m = m, .name = "ct", .partitions = 1, .rc = -1};
+    eng_fault_hook(at, recreate_topic, &r);
+    api_response resp;
+    run_api(ctx, method, path, body, &resp);
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(r.rc, 0);
+    json_t *o = resp_body(&resp);
+    assert_non_null(o);
+    if (resp.status != status)
+        fail_msg("%s %s answered %d: %s", method, path, resp.status, json_dumps(o, JSON_COMPACT));
+    api_response_clear(&resp);
+    return o;
+}
+
+/* The topic id the name has now. */
+static void current_id(eng_manager *m, char id[32])
+{
+    eng_topic_desc d;
+    assert_int_equal(eng_manager_describe_topic(m, "ct", &d), 0);
+    snprintf(id, 32, "%s", d.meta.topic_id);
+    eng_topic_desc_clear(&d);
+}
+
+/* A create, a partition increase and a config change that succeed answer
+ * with the topic they changed, even when it is deleted (and created again)
+ * before the answer is built: they described it afterwards, by name, and
+ * answered 404 for a change that was made, or the next topic's state. */
+static void test_changes_answer_their_own_topic(void **state)
+{
+    (void)state;
+    api_ctx ctx;
+    char *tmp;
+    eng_manager *m = api_setup(&ctx, &tmp);
+    char now[32];
+
+    json_t *o = change_then_recreate(&ctx, m, "create.answer", "POST", "/v1/topics",
+                                     "{\"name\":\"ct\",\"partitions\":2,"
+                                     "\"configs\":{\"retention.ms\":\"5000\"}}",
+                                     201);
+    current_id(m, now);
+    assert_string_not_equal(json_string_value(json_object_get(o, "topic_id")), now);
+    assert_int_equal(json_integer_value(json_object_get(o, "partition_count")), 2);
+    assert_int_equal(json_array_size(json_object_get(o, "partitions")), 2);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "configs"),
+                                                          "retention.ms")),
+                        "5000");
+    json_decref(o);
+
+    o = change_then_recreate(&ctx, m, "grow.answer", "PATCH", "/v1/topics/ct",
+                             "{\"partitions\":3}", 200);
+    current_id(m, now);
+    assert_string_not_equal(json_string_value(json_object_get(o, "topic_id")), now);
+    assert_int_equal(json_integer_value(json_object_get(o, "partition_count")), 3);
+    assert_int_equal(json_array_size(json_object_get(o, "partitions")), 3);
+    json_decref(o);
+
+    o = change_then_recreate(&ctx, m, "configs.answer", "PUT", "/v1/topics/ct/configs/segment.ms",
+                             "{\"value\":\"60000\"}", 200);
+    json_t *e = NULL;
+    size_t i;
+    json_array_foreach(json_object_get(o, "configs"), i, e)
+        if (!strcmp(json_string_value(json_object_get(e, "name")), "segment.ms"))
+            break;
+    assert_non_null(e);
+    assert_string_equal(json_string_value(json_object_get(e, "value")), "60000");
+    assert_string_equal(json_string_value(json_object_get(e, "source")), "TOPIC_CONFIG");
+    json_decref(o);
+    eng_manager_close(m);
+    ts_rmtree(tmp);
+    free(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keyed_append_stays_on_its_topic),
         cmocka_unit_test(test_retention_run_stays_on_its_topic),
         cmocka_unit_test(test_describe_stays_on_its_topic),
+        cmocka_unit_test(test_changes_answer_their_own_topic),
         cmocka_unit_test(test_retired_partition_opens_nothing_by_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
