@@ -166,8 +166,13 @@ static int list_op(const char *current, const char *value, bool append, char *ou
             k++;
         if (append && k == n && n < 16)
             snprintf(items[n++], sizeof items[0], "%s", t);
-        else if (!append && k < n)
+        /* Every occurrence, as Kafka filters the list: a list stored with
+         * a duplicate (older metadata) kept the item otherwise. */
+        while (!append && k < n) {
             memmove(items[k], items[k + 1], (n-- - k - 1) * sizeof items[0]);
+            while (k < n && strcmp(items[k], t) != 0)
+                k++;
+        }
     }
     size_t used = 0;
     out[0] = 0;

@@ -656,6 +656,43 @@ static void test_unparsable_stored_override_dropped(void **state)
     assert_true(ls_file_contains(meta, "2097152"));
 }
 
+/* SUBTRACT takes out every occurrence of an item, as Kafka's filter does:
+ * from a list stored with a duplicate by an older logstore
+ * ("compact,delete,compact"), subtracting compact left "delete,compact",
+ * and the topic stayed compacted. */
+static void test_subtract_removes_every_occurrence(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "dupes", 1, "{\"cleanup.policy\":\"compact,delete\"}"),
+                     201);
+    char meta[400];
+    snprintf(meta, sizeof meta, "%.255s/meta/dupes.json", S->dir);
+    size_t len;
+    char *text = ls_read_file(meta, &len);
+    assert_non_null(text);
+    char *at = strstr(text, "\"compact,delete\"");
+    assert_non_null(at);
+    size_t cap = len + 16;
+    char *edited = malloc(cap);
+    assert_non_null(edited);
+    snprintf(edited, cap, "%.*s\"compact,delete,compact\"%s", (int)(at - text), text,
+             at + strlen("\"compact,delete\""));
+    free(text);
+    assert_int_equal(ls_stop(S), 0);
+    assert_int_equal(ls_write_file(meta, edited), 0);
+    free(edited);
+    assert_int_equal(ls_restart(S, GROUP_SETTINGS), 0);
+
+    json_t *arr = listing(S, "dupes");
+    expect(arr, "cleanup.policy", "compact,delete,compact", "TOPIC_CONFIG");
+    json_decref(arr);
+    arr = alter_ok("dupes", "[{\"name\":\"cleanup.policy\",\"op\":\"SUBTRACT\",\"value\":\"compact\"}]");
+    expect(arr, "cleanup.policy", "delete", "TOPIC_CONFIG");
+    json_decref(arr);
+    /* no longer compacted: a record without a key is taken */
+    assert_int_equal(ls_append_json(S, "dupes", 0, "{\"records\":[{\"value\":\"v\"}]}"), 200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -670,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_changes_survive_restart),
         cmocka_unit_test(test_overrides_kept_when_broker_defaults_clash),
         cmocka_unit_test(test_unparsable_stored_override_dropped),
+        cmocka_unit_test(test_subtract_removes_every_occurrence),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
