@@ -31,8 +31,67 @@ static pthread_mutex_t change_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *const source_names[] = {"DEFAULT_CONFIG", "STATIC_BROKER_CONFIG", "TOPIC_CONFIG"};
 static const char *const type_names[] = {"INT", "LONG", "DOUBLE", "BOOLEAN", "STRING", "LIST"};
 
-static json_t *entry_json(const eng_config_defaults *d, const eng_config_overrides *ov,
-                          const eng_config *c, eng_config_id id)
+/* The value server setting name was given (file, environment or flag), or
+ * NULL when it was not set. */
+static const char *set_value(json_t *server, const char *name)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(server, i, e) {
+        const char *n = json_string_value(json_object_get(e, "name"));
+        const char *src = json_string_value(json_object_get(e, "source"));
+        if (n && src && !strcmp(n, name) && strcmp(src, "DEFAULT") != 0)
+            return json_string_value(json_object_get(e, "value"));
+    }
+    return NULL;
+}
+
+static json_t *synonym(const char *name, const char *value, const char *source)
+{
+    return json_pack("{s:s,s:s,s:s}", "name", name, "value", value, "source", source);
+}
+
+/* Kafka's DescribeConfigs synonyms of config id, highest priority first:
+ * the topic's override, each broker synonym that was set, then the
+ * broker synonym that holds Kafka's default (log.retention.hours=168, not
+ * log.retention.ms, which has none).  server (may be NULL: in-process
+ * callers) is the settings as given; without it the synonym in force is
+ * shown with its resolved value. */
+static json_t *synonyms_json(json_t *server, const eng_config_defaults *d,
+                             const eng_config_overrides *ov, eng_config_id id)
+{
+    const eng_config_def *def = eng_config_def_at(id);
+    json_t *syn = json_array();
+    if (ov && ov->text[id])
+        json_array_append_new(syn, synonym(def->name, ov->text[id], "TOPIC_CONFIG"));
+    int last = 0;
+    for (int k = 0; k < 4 && def->synonyms[k].name; k++) {
+        last = k;
+        const char *given = server ? set_value(server, def->synonyms[k].name) : NULL;
+        char resolved[128];
+        if (!server && d->synonym_rank[id] == k) {
+            if (def->synonyms[k].factor == 1)
+                eng_config_format(id, d->cfg.v[id], resolved, sizeof resolved);
+            else
+                snprintf(resolved, sizeof resolved, "%lld",
+                         (long long)(d->cfg.v[id].i / def->synonyms[k].factor));
+            given = resolved;
+        }
+        if (given)
+            json_array_append_new(syn, synonym(def->synonyms[k].name, given, "STATIC_BROKER_CONFIG"));
+    }
+    char dflt[128];
+    if (def->synonyms[last].factor == 1)
+        snprintf(dflt, sizeof dflt, "%s", def->default_text);
+    else
+        snprintf(dflt, sizeof dflt, "%lld",
+                 strtoll(def->default_text, NULL, 10) / (long long)def->synonyms[last].factor);
+    json_array_append_new(syn, synonym(def->synonyms[last].name, dflt, "DEFAULT_CONFIG"));
+    return syn;
+}
+
+static json_t *entry_json(json_t *server, const eng_config_defaults *d,
+                          const eng_config_overrides *ov, const eng_config *c, eng_config_id id)
 {
     const eng_config_def *def = eng_config_def_at(id);
     char value[128];
@@ -42,10 +101,7 @@ static json_t *entry_json(const eng_config_defaults *d, const eng_config_overrid
                           src == ENG_SRC_TOPIC ? ov->text[id] : value, "source", source_names[src],
                           "type", type_names[def->type], "is_default", src == ENG_SRC_DEFAULT,
                           "doc", def->doc);
-    json_t *syn = json_array();
-    for (int k = 0; k < 4 && def->synonyms[k].name; k++)
-        json_array_append_new(syn, json_string(def->synonyms[k].name));
-    json_object_set_new(o, "synonyms", syn);
+    json_object_set_new(o, "synonyms", synonyms_json(server, d, ov, id));
     json_object_set_new(o, "default", json_string(def->default_text));
     return o;
 }
@@ -56,7 +112,8 @@ static void answer_desc(api_ctx *ctx, eng_topic_desc *d, api_response *resp)
     const eng_config_defaults *defs = eng_manager_defaults(api_mgr(ctx));
     json_t *arr = json_array();
     for (int i = 0; i < ENG_CFG_COUNT; i++)
-        json_array_append_new(arr, entry_json(defs, &d->meta.overrides, &d->config, (eng_config_id)i));
+        json_array_append_new(arr, entry_json(ctx->server_settings, defs, &d->meta.overrides,
+                                              &d->config, (eng_config_id)i));
     api_resp_json(resp, 200, json_pack("{s:s,s:o}", "topic", d->meta.name, "configs", arr));
     eng_topic_desc_clear(d);
 }

@@ -153,6 +153,46 @@ static void test_listing_every_config(void **state)
     json_decref(arr);
 }
 
+/* Asserts entry name's synonyms in arr: n (name, value, source) triples,
+ * in Kafka's DescribeConfigs order. */
+static void expect_synonyms(json_t *arr, const char *name, size_t n, const char *const want[][3])
+{
+    json_t *syn = json_object_get(entry(arr, name), "synonyms");
+    char *got = json_dumps(syn, JSON_COMPACT);
+    bool same = json_array_size(syn) == n;
+    for (size_t i = 0; same && i < n; i++) {
+        json_t *e = json_array_get(syn, i);
+        same = json_is_string(json_object_get(e, "name")) && !strcmp(estr(e, "name"), want[i][0]) &&
+               json_is_string(json_object_get(e, "value")) && !strcmp(estr(e, "value"), want[i][1]) &&
+               json_is_string(json_object_get(e, "source")) && !strcmp(estr(e, "source"), want[i][2]);
+    }
+    if (!same)
+        fprintf(stderr, "# %s synonyms: %s\n", name, got ? got : "(none)");
+    free(got);
+    assert_true(same);
+}
+
+/* synonyms as Kafka's DescribeConfigs lists them: the topic's override,
+ * the broker settings that were set, then the broker default (they were
+ * the names of every broker synonym, set or not). */
+static void test_listing_synonyms_as_kafka(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "syn", 1, "{\"segment.ms\":\"60000\"}"), 201);
+    json_t *arr = listing(S, "syn");
+    expect_synonyms(arr, "retention.ms", 2,
+                    (const char *const[][3]){{"log.retention.hours", "24", "STATIC_BROKER_CONFIG"},
+                                             {"log.retention.hours", "168", "DEFAULT_CONFIG"}});
+    expect_synonyms(arr, "segment.ms", 2,
+                    (const char *const[][3]){{"segment.ms", "60000", "TOPIC_CONFIG"},
+                                             {"log.roll.hours", "168", "DEFAULT_CONFIG"}});
+    expect_synonyms(arr, "segment.bytes", 1,
+                    (const char *const[][3]){{"log.segment.bytes", "1073741824", "DEFAULT_CONFIG"}});
+    expect_synonyms(arr, "cleanup.policy", 1,
+                    (const char *const[][3]){{"log.cleanup.policy", "delete", "DEFAULT_CONFIG"}});
+    json_decref(arr);
+}
+
 /* ---- PUT and DELETE ---------------------------------------------------------- */
 
 static void test_put_segment_bytes_rolls_without_restart(void **state)
@@ -697,6 +737,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_listing_every_config),
+        cmocka_unit_test(test_listing_synonyms_as_kafka),
         cmocka_unit_test(test_put_segment_bytes_rolls_without_restart),
         cmocka_unit_test(test_put_timestamp_type_changes_new_appends),
         cmocka_unit_test(test_put_and_delete_revert),
