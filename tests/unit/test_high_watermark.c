@@ -11,7 +11,12 @@
  *     nothing, and so does max_timestamp (Kafka filters ListOffsets results
  *     at or past the last fetchable offset);
  *   - once the fsync ran, the same reads see everything (so the assertions
- *     above are not met by reads that see nothing at all).
+ *     above are not met by reads that see nothing at all);
+ *   - flush.messages changed on the live partition applies to the next
+ *     append: lowered to 1 the next append waits for an fsync that covers
+ *     the earlier unflushed records too; raised again while that append
+ *     still waits, the append after it is acknowledged at once and the
+ *     waiting one is still answered by its fsync.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -138,11 +143,51 @@ static void test_timestamp_lookups_stop_at_high_watermark(void **state)
     eng_partition_unref(p);
 }
 
+static void on_durable_count(void *ctx, int rc)
+{
+    int *calls = ctx;
+    assert_int_equal(rc, 0);
+    (*calls)++;
+}
+
+static void test_flush_messages_changes_apply_to_next_append(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL); /* flush.messages: Long.MAX */
+    eng_append_result res;
+    eng_partition_info in;
+    append_at(p, 0, 10, T0, true, &res);
+    assert_false(res.durable_pending);
+    assert_int_equal(eng_partition_high_watermark(p), 10);
+
+    eng_config cfg = f->cfg;
+    cfg.v[ENG_CFG_FLUSH_MESSAGES].i = 1;
+    eng_partition_set_config(p, &cfg);
+    append_at(p, 10, 10, T0, true, &res);
+    assert_true(res.durable_pending);
+    assert_int_equal(res.durable_upto, 20);
+    assert_int_equal(eng_partition_high_watermark(p), 10);
+
+    cfg.v[ENG_CFG_FLUSH_MESSAGES].i = INT64_MAX;
+    eng_partition_set_config(p, &cfg);
+    append_at(p, 20, 5, T0, true, &res);
+    assert_false(res.durable_pending);
+    int calls = 0;
+    eng_partition_when_durable(p, 20, on_durable_count, &calls); /* commits inline */
+    assert_int_equal(calls, 1);
+    eng_partition_info_get(p, &in);
+    assert_true(in.recovery_point >= 20); /* the fsync covered [0, 10) too */
+    assert_int_equal(in.high_watermark, 25);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_read_stops_at_high_watermark, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_slice_stops_at_high_watermark, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush_messages_changes_apply_to_next_append, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_timestamp_lookups_stop_at_high_watermark, setup,
                                         teardown),
     };
