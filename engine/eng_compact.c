@@ -683,6 +683,14 @@ static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, siz
     return 0;
 }
 
+/* Whether p's config, as it is now, still compacts it. */
+static bool still_compacted(eng_partition *p)
+{
+    eng_config cfg;
+    eng_partition_get_config(p, &cfg);
+    return (cfg.v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT) != 0;
+}
+
 static int clean_locked(round *rd)
 {
     eng_partition *p = rd->p;
@@ -726,6 +734,15 @@ static int clean_locked(round *rd)
         st->segments_before += (uint32_t)(to - from);
         st->segments_after++;
         rc = clean_group(rd, v->segs + from, to - from, &cleaned);
+        if (!rc && cleaned && !still_compacted(p)) {
+            /* As Kafka aborts the cleaning of a log whose config stops
+             * compacting it: records of a topic no longer compacted are not
+             * removed by a round that began before the change. */
+            eng_segment_unlink(cleaned);
+            eng_segment_unref(cleaned);
+            cleaned = NULL;
+            rc = ENG_ENOTCOMPACT;
+        }
         if (!rc && cleaned) {
             rc = swap_in(rd, cleaned, v->segs + from, to - from);
             eng_segment_unref(cleaned); /* the view holds it now */

@@ -11,6 +11,9 @@
  *   - a corrupt batch in a sealed segment (a length running past the
  *     segment, or broken record framing) fails the clean and changes
  *     nothing, instead of silently dropping what follows it;
+ *   - a round during which compaction is turned off (cleanup.policy set to
+ *     delete) swaps nothing in and answers ENG_ENOTCOMPACT, as Kafka aborts
+ *     the cleaning when a topic stops being compacted;
  *   - refusals: ENG_ENOTCOMPACT on a delete-policy partition, ENG_EBUSY while
  *     another clean holds the partition (retention reports busy too); a dry
  *     run changes nothing on disk and predicts what the real run removes;
@@ -25,6 +28,7 @@
 #include <cmocka.h>
 
 #include "compact_util.h"
+#include "eng_fault.h"
 #include "eng_index.h"
 #include "eng_offset_map.h"
 #include "eng_retention.h"
@@ -526,12 +530,59 @@ static void test_clean_range(void **state)
     eng_partition_unref(p);
 }
 
+/* A hook: the topic stops being compacted as the round begins (it has
+ * read its config already). */
+static void policy_to_delete(void *ctx)
+{
+    eng_partition *p = ctx;
+    eng_fault_hook(NULL, NULL, NULL);
+    eng_config cfg;
+    eng_partition_get_config(p, &cfg);
+    cfg.v[ENG_CFG_CLEANUP_POLICY].i = ENG_POLICY_DELETE;
+    eng_partition_set_config(p, &cfg);
+}
+
+/* Turned off while a round runs, compaction must not remove records after
+ * all: the round swapped its cleaned segment in regardless, deleting
+ * superseded values of a topic that is no longer compacted. */
+static void test_policy_turned_off_during_round(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = cu_open(f->dir, &f->cfg, &f->trash, false, 0, NULL);
+    cu_kv a1 = {"a", "1", 0}, a2 = {"a", "2", 0}, b1 = {"b", "1", 0};
+    cu_append(p, &a1, 1, CU_T0);
+    cu_append(p, &a2, 1, CU_T0);
+    cu_append(p, &b1, 1, CU_T0);
+    cu_roll(p);
+    char *before = cu_listing(f->dir);
+    eng_clean_stats st;
+    eng_fault_hook("compact.round_start", policy_to_delete, p);
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0, false, &st), ENG_ENOTCOMPACT);
+    eng_fault_hook(NULL, NULL, NULL);
+    cu_recs got;
+    cu_read_ok(p, &got);
+    assert_int_equal(got.n, 3);
+    cu_recs_free(&got);
+    char *after = cu_listing(f->dir);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+
+    /* compacted again: the next round cleans */
+    eng_partition_set_config(p, &f->cfg);
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0, false, &st), 0);
+    assert_int_equal(st.records_removed, 1);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_swap_files_indexes, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_sealed_segment, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_refusals_busy_dry_run, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_policy_turned_off_during_round, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_clean_range, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_max_lag_past_min_lag_cutoff, cu_setup, cu_teardown),
     };
