@@ -431,8 +431,9 @@ int eng_config_overrides_copy(eng_config_overrides *dst, const eng_config_overri
     return 0;
 }
 
-/* Validates a new, trimmed value for config id and takes it (owned) into
- * ov; on failure the caller still owns text. */
+/* Validates a new, trimmed value for config id and takes it (owned, or
+ * freed for its normalized copy) into ov; on failure the caller still owns
+ * text. */
 static int set_trimmed(eng_config_overrides *ov, int id, char *text, eng_errdetail *err)
 {
     eng_config_value v;
@@ -450,8 +451,38 @@ static int set_trimmed(eng_config_overrides *ov, int id, char *text, eng_errdeta
     if (defs[id].type == ENG_CFG_STRING && defs[id].choices &&
         choice_index(defs[id].choices, text, strlen(text), true) < 0)
         return bad(err, &defs[id], text, "not in the allowed values' letter case");
+    /* Kept as Kafka's DescribeConfigs lists it, the parsed value printed
+     * back ("+100" is 100, "TRUE" true, "compact , delete" compact,delete),
+     * not as typed.  A list keeps its order; a double its text (Java's
+     * Double.toString, 1.0 or 1.0E-5, is not what %g prints). */
+    char norm[256];
+    if (defs[id].type == ENG_CFG_LIST) {
+        size_t used = 0;
+        norm[0] = 0;
+        for (const char *p = text; text[strspn(text, " ")];) {
+            while (*p == ' ')
+                p++;
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            while (len && p[len - 1] == ' ')
+                len--;
+            used += (size_t)snprintf(norm + used, used < sizeof norm ? sizeof norm - used : 0,
+                                     "%s%.*s", used ? "," : "", (int)len, p);
+            if (!e)
+                break;
+            p = e + 1;
+        }
+    } else if (defs[id].type != ENG_CFG_DOUBLE) {
+        eng_config_format((eng_config_id)id, v, norm, sizeof norm);
+    }
+    char *kept = text;
+    if (defs[id].type != ENG_CFG_DOUBLE) {
+        if (!(kept = strdup(norm)))
+            return -ENOMEM;
+        free(text);
+    }
     free(ov->text[id]);
-    ov->text[id] = text;
+    ov->text[id] = kept;
     return 0;
 }
 

@@ -5,7 +5,8 @@
  * Kafka's priority (log.retention.ms > .minutes > .hours) whatever the order
  * they are applied in, with their unit factors; the min/max compaction lag
  * cross-check; cleanup.policy lists; unknown and inapplicable keys; layered
- * resolution and the source of each value.
+ * resolution and the source of each value; a new override kept in the form
+ * Kafka's DescribeConfigs lists it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -512,6 +513,36 @@ static void test_timestamp_limit_fallback(void **state)
     assert_int_equal(eng_config_ts_after_max(&c), 70);
 }
 
+/* A new override is kept (and so listed and stored) as Kafka's
+ * DescribeConfigs lists it, the parsed value printed back: "+100" was
+ * listed as "+100", "TRUE" as "TRUE", "compact , delete" with its blanks.
+ * A list keeps its order; a double keeps its text (Java prints 1.0 and
+ * 1.0E-5, which %g does not). */
+static void test_overrides_kept_as_kafka_lists_them(void **state)
+{
+    (void)state;
+    static const char *const cases[][3] = {{"retention.bytes", "+100", "100"},
+                                           {"segment.ms", "007", "7"},
+                                           {"index.interval.bytes", "-0", "0"},
+                                           {"preallocate", "TRUE", "true"},
+                                           {"preallocate", "False", "false"},
+                                           {"cleanup.policy", "compact , delete", "compact,delete"},
+                                           {"cleanup.policy", " delete,compact", "delete,compact"},
+                                           {"cleanup.policy", " ", ""},
+                                           {"compression.type", "gzip", "gzip"},
+                                           {"min.cleanable.dirty.ratio", "0.50", "0.50"}};
+    eng_config_overrides ov = {{0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        eng_errdetail err = {0};
+        if (eng_config_overrides_set(&ov, cases[i][0], cases[i][1], &err))
+            fail_msg("%s=%s: %s", cases[i][0], cases[i][1], err.message);
+        const char *kept = ov.text[eng_config_lookup(cases[i][0])];
+        if (strcmp(kept, cases[i][2]))
+            fail_msg("%s='%s' kept as '%s', not '%s'", cases[i][0], cases[i][1], kept, cases[i][2]);
+    }
+    eng_config_overrides_clear(&ov);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -523,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_compaction_lag_cross_check),
         cmocka_unit_test(test_overrides_set_and_resolve),
         cmocka_unit_test(test_timestamp_limit_fallback),
+        cmocka_unit_test(test_overrides_kept_as_kafka_lists_them),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
