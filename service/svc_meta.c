@@ -3,6 +3,8 @@
  */
 #include "svc_meta.h"
 
+#include "eng_logger.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -64,13 +66,31 @@ static int decode(const char *buf, size_t len, eng_topic_meta *m, void *ctx)
         const char *k;
         json_t *v;
         /* Kept as written even if a value no longer validates: the engine then
-         * falls back to defaults with a warning instead of hiding the topic. */
+         * falls back to defaults with a warning instead of hiding the topic.
+         * A number or boolean (a hand edit: "retention.ms": 5000) is taken
+         * as the API takes it; it, and a name this version does not know,
+         * was skipped without a word, the broker's value silently in force. */
         json_object_foreach(cfg, k, v) {
             int cfg_id = eng_config_lookup(k);
-            if (cfg_id < 0 || !json_is_string(v))
+            char num[64];
+            const char *text = json_is_string(v) ? json_string_value(v) : NULL;
+            if (json_is_integer(v)) {
+                snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
+                text = num;
+            } else if (json_is_real(v)) {
+                eng_format_double(json_real_value(v), num, sizeof num);
+                text = num;
+            } else if (json_is_boolean(v)) {
+                text = json_is_true(v) ? "true" : "false";
+            }
+            if (cfg_id < 0 || !text) {
+                ENG_WARN("topic %s: config '%.100s' in its metadata is %s; ignored (the next "
+                         "config change of the topic rewrites the file without it)",
+                         name, k, cfg_id < 0 ? "unknown" : "not a string, number or boolean");
                 continue;
+            }
             free(m->overrides.text[cfg_id]);
-            if (!(m->overrides.text[cfg_id] = strdup(json_string_value(v)))) {
+            if (!(m->overrides.text[cfg_id] = strdup(text))) {
                 eng_config_overrides_clear(&m->overrides);
                 rc = -ENOMEM;
                 goto done;

@@ -662,7 +662,9 @@ static void test_overrides_kept_when_broker_defaults_clash(void **state)
  * listing said TOPIC_CONFIG with the bad text, and every later change was
  * refused naming it.  Now it is dropped at load: the listing shows the value
  * in force, a change to another config succeeds and rewrites the file
- * without it, and the overrides that parse stay. */
+ * without it, and the overrides that parse stay.  A number there is taken
+ * as the API takes one, and a name no version knows is logged (both were
+ * skipped without a word). */
 static void test_unparsable_stored_override_dropped(void **state)
 {
     (void)state;
@@ -677,10 +679,23 @@ static void test_unparsable_stored_override_dropped(void **state)
     char *at = strstr(text, "\"5000\"");
     assert_non_null(at);
     memcpy(at, "\"soon\"", 6); /* same length: "5000" -> "soon" */
-    assert_int_equal(ls_stop(S), 0);
-    assert_int_equal(ls_write_file(meta, text), 0);
+    /* and by hand: a number where a string was, a name no version knows
+     * (both were skipped without a word, the broker's value in force) */
+    char *num = strstr(text, "\"2097152\"");
+    char *cfgs = strstr(text, "\"configs\": {");
+    assert_true(num && cfgs && cfgs < num);
+    cfgs += strlen("\"configs\": {");
+    size_t cap = len + 64;
+    char *edited = malloc(cap);
+    assert_non_null(edited);
+    snprintf(edited, cap, "%.*s\"no.such.config\": \"1\",%.*s2097152%s", (int)(cfgs - text), text,
+             (int)(num - cfgs), cfgs, num + strlen("\"2097152\""));
     free(text);
+    assert_int_equal(ls_stop(S), 0);
+    assert_int_equal(ls_write_file(meta, edited), 0);
+    free(edited);
     assert_int_equal(ls_restart(S, GROUP_SETTINGS), 0);
+    assert_true(ls_file_contains(S->log_path, "no.such.config"));
 
     json_t *arr = listing(S, "badmeta");
     expect(arr, "retention.ms", "86400000", "STATIC_BROKER_CONFIG");
