@@ -39,6 +39,8 @@ struct api_stream {
     _Atomic bool gone; /* the client left: nothing more is written */
     int64_t last_send_ms;
     api_waiter w;
+    api_live live; /* in ws's live list from bind to free */
+    bool live_added;
     void (*resume)(void *conn);
     void *conn;
     int fd;
@@ -85,6 +87,11 @@ void api_stream_bind(api_stream *s, void (*resume)(void *conn), void *conn, int 
     s->resume = resume;
     s->conn = conn;
     s->fd = client_fd;
+    if (client_fd >= 0) {
+        s->live = (api_live){.p = s->p, .fd = client_fd};
+        api_live_add(s->ws, &s->live);
+        s->live_added = true;
+    }
 }
 
 void api_stream_free(api_stream *s)
@@ -92,6 +99,8 @@ void api_stream_free(api_stream *s)
     if (!s)
         return;
     api_metrics_streams(-1);
+    if (s->live_added)
+        api_live_remove(s->ws, &s->live);
     eng_partition_unref(s->p);
     if (s->fetched)
         eng_fetch_free(&s->f);

@@ -48,7 +48,10 @@ typedef struct api_stream_opts {
 /* Creates a stream over p (referenced here; released by api_stream_free). */
 api_stream *api_stream_new(eng_partition *p, api_waiters *ws, const api_stream_opts *o);
 
-/* How the transport is woken: resume(conn) after the stream was parked. */
+/* How the transport is woken: resume(conn) after the stream was parked.
+ * client_fd (if >= 0) must stay open until api_stream_free: a topic delete
+ * shuts it down if the stream has not ended on its own within
+ * API_LIVE_GRACE_MS (its client stopped reading). */
 void api_stream_bind(api_stream *s, void (*resume)(void *conn), void *conn, int client_fd);
 
 /* Fills buf with up to max bytes; or API_STREAM_END; or API_STREAM_PARK. */

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,9 @@ struct api_waiters {
     unsigned nthreads;
     int64_t last_gone_check;
     int64_t next_sweep_ms; /* monotonic: when a worker sweeps next */
+    api_live *live;         /* every stream (api_live_add) */
+    _Atomic size_t nlive;
+    size_t ncut;            /* live streams with a cut pending: the sweep looks */
 };
 
 static size_t bucket_of(const eng_partition *p)
@@ -117,11 +121,63 @@ int api_waiter_park(api_waiters *ws, api_waiter *w)
     return rc;
 }
 
+/* Marks the live streams of p to be cut off after the grace (lock held). */
+static void doom_live(api_waiters *ws, const eng_partition *p)
+{
+    int64_t at = eng_mono_ms() + API_LIVE_GRACE_MS;
+    for (api_live *l = ws->live; l; l = l->next) {
+        if (l->p == p && l->cut_at_ms == 0) {
+            l->cut_at_ms = at;
+            ws->ncut++;
+        }
+    }
+}
+
+void api_live_add(api_waiters *ws, api_live *l)
+{
+    pthread_mutex_lock(&ws->lock);
+    l->cut_at_ms = 0;
+    l->prev = NULL;
+    l->next = ws->live;
+    if (ws->live)
+        ws->live->prev = l;
+    ws->live = l;
+    atomic_fetch_add(&ws->nlive, 1);
+    /* Its topic deleted after the stream looked the partition up: the
+     * delete's notify did not see it. */
+    if (eng_partition_retired(l->p))
+        doom_live(ws, l->p);
+    pthread_mutex_unlock(&ws->lock);
+}
+
+void api_live_remove(api_waiters *ws, api_live *l)
+{
+    pthread_mutex_lock(&ws->lock);
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        ws->live = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    l->next = l->prev = NULL;
+    if (l->cut_at_ms != 0 && l->cut_at_ms != INT64_MAX)
+        ws->ncut--;
+    atomic_fetch_sub(&ws->nlive, 1);
+    pthread_mutex_unlock(&ws->lock);
+}
+
 void api_waiters_notify(api_waiters *ws, eng_partition *p, int64_t hw)
 {
-    if (!ws || atomic_load_explicit(&ws->parked, memory_order_relaxed) == 0)
+    if (!ws)
+        return;
+    /* The engine says INT64_MAX only when the topic is deleted. */
+    bool deleted = hw == INT64_MAX && eng_partition_retired(p);
+    if (atomic_load_explicit(&ws->parked, memory_order_relaxed) == 0 &&
+        !(deleted && atomic_load(&ws->nlive) > 0))
         return;
     pthread_mutex_lock(&ws->lock);
+    if (deleted)
+        doom_live(ws, p);
     wlist *b = &ws->buckets[bucket_of(p)];
     bool any = false;
     for (api_waiter *w = b->head, *next; w; w = next) {
@@ -141,10 +197,28 @@ size_t api_waiters_parked(api_waiters *ws)
     return ws ? atomic_load(&ws->parked) : 0;
 }
 
+/* Shuts down the sockets of live streams whose grace is over (lock held):
+ * libmicrohttpd then sees the connection end and frees the stream, which
+ * releases the deleted partition.  The fd is still the stream's: it is
+ * closed only after api_live_remove, which takes the lock. */
+static void cut_live(api_waiters *ws, int64_t now)
+{
+    for (api_live *l = ws->live; l && ws->ncut > 0; l = l->next) {
+        if (l->cut_at_ms == 0 || l->cut_at_ms == INT64_MAX || l->cut_at_ms > now)
+            continue;
+        if (l->fd >= 0 && shutdown(l->fd, SHUT_RDWR) != 0 && errno != ENOTCONN)
+            ENG_WARN("http: ending a stream of a deleted topic: %s", strerror(errno));
+        l->cut_at_ms = INT64_MAX;
+        ws->ncut--;
+    }
+}
+
 /* Deadlines, and each second the sockets of parked clients (lock held). */
 static void sweep(api_waiters *ws)
 {
     int64_t now = eng_mono_ms();
+    if (ws->ncut > 0)
+        cut_live(ws, now);
     bool check_gone = now - ws->last_gone_check >= GONE_CHECK_MS;
     if (check_gone)
         ws->last_gone_check = now;

@@ -52,6 +52,29 @@ struct api_waiter {
     api_wake_reason why;
 };
 
+/* A stream for its whole life, parked or not.  One whose client stopped
+ * reading is not parked (its socket is full, not its log), so a topic
+ * delete's wake-up never reached it, and it held the deleted partition (its
+ * open segment files) until the connection went: at http.idle.timeout.ms,
+ * or never with the timeout off.  Once its partition is retired, a live
+ * stream still there after API_LIVE_GRACE_MS has its socket shut down, which
+ * makes the HTTP layer close the connection and free the stream.  Embedded
+ * in its owner, which fills p and fd. */
+typedef struct api_live api_live;
+struct api_live {
+    eng_partition *p; /* borrowed: the owner keeps a reference */
+    int fd;           /* the client's socket; valid until api_live_remove */
+    int64_t cut_at_ms; /* registry: 0, or when to shut the socket down */
+    api_live *next, *prev;
+};
+
+/* Long enough for a client that reads to get the stream's error event. */
+#define API_LIVE_GRACE_MS 1000
+
+/* Tracks l until api_live_remove, which must come before its fd closes. */
+void api_live_add(api_waiters *ws, api_live *l);
+void api_live_remove(api_waiters *ws, api_live *l);
+
 int api_waiters_start(unsigned threads, size_t max, api_waiters **out);
 
 /* Wakes every parked reader with SHUTDOWN and waits for the wake callbacks
@@ -65,7 +88,9 @@ void api_waiters_free(api_waiters *ws);
  * stopping.  It may be woken (on another thread) before this returns. */
 int api_waiter_park(api_waiters *ws, api_waiter *w);
 
-/* A partition's high watermark moved to hw. */
+/* A partition's high watermark moved to hw; INT64_MAX when its topic was
+ * deleted (every waiter wakes, and its live streams are cut off after the
+ * grace). */
 void api_waiters_notify(api_waiters *ws, eng_partition *p, int64_t hw);
 
 /* Readers parked right now. */

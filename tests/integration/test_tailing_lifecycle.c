@@ -1,0 +1,231 @@
+/*
+ * test_tailing_lifecycle.c - streams and long-polls while the log under them
+ * changes shape: a topic deleted (and recreated) under readers that have
+ * stopped reading, and the files those readers must not keep open.
+ *
+ * A stream whose client stops reading is not parked (its socket is full,
+ * not its log), so a topic delete's wake-up of parked readers does not
+ * reach it: checked through /proc/<server pid>/fd, the deleted partition's
+ * segment files must be closed within seconds of the DELETE, not at
+ * http.idle.timeout.ms (or never, with the timeout off).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "read_util.h"
+#include "tail_util.h"
+
+#include "eng_batch.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static ls_server g_srv;
+static ls_server *S = &g_srv;
+
+/* The idle timeout off: nothing but the delete may close the streams. */
+static const char *const settings[] = {"http.sse.heartbeat.ms=300", "http.idle.timeout.ms=0",
+                                       "log.initial.task.delay.ms=3600000", NULL};
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return ls_start(S, settings);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    int rc = ls_stop(S);
+    ls_cleanup(S);
+    return rc == 0 ? 0 : -1;
+}
+
+/* nbatches binary appends of 100 records with 10,000-byte values. */
+static void append_big(const char *topic, int nbatches)
+{
+    enum { N = 100, V = 10000 };
+    uint8_t *value = malloc(V);
+    assert_non_null(value);
+    memset(value, 'x', V);
+    eng_record_spec recs[N];
+    for (int i = 0; i < N; i++)
+        recs[i] = (eng_record_spec){.timestamp = ru_now_ms(), .key = (const uint8_t *)"big", .key_len = 3,
+                                    .value = value, .value_len = V};
+    size_t cap = eng_batch_encoded_size(recs, N);
+    uint8_t *b = malloc(cap);
+    assert_non_null(b);
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    size_t len = eng_batch_encode(b, cap, &bp, recs, N);
+    assert_true(len > 0);
+    char path[256];
+    snprintf(path, sizeof path, "/v1/topics/%s/partitions/0/records", topic);
+    for (int i = 0; i < nbatches; i++) {
+        ls_resp r;
+        assert_int_equal(ls_http(S, "POST", path, "application/octet-stream", b, len, NULL, &r), 0);
+        assert_int_equal(r.status, 200);
+        ls_resp_free(&r);
+    }
+    free(b);
+    free(value);
+}
+
+/* Descriptors the server holds on files of partition dir `<topic>-0`
+ * (before or after its delete renamed it to `<topic>-0.<uuid>-delete`). */
+static int open_partition_files(const char *topic)
+{
+    char dir[64], link[PATH_MAX], needle[300];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)S->pid);
+    snprintf(needle, sizeof needle, "/%s-0", topic);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t len = readlink(path, link, sizeof link - 1);
+        if (len <= 0)
+            continue;
+        link[len] = 0;
+        const char *at = strstr(link, needle);
+        if (at && (at[strlen(needle)] == '/' || at[strlen(needle)] == '.'))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Waits until the server holds no file of topic's partition; the count
+ * left at the end. */
+static int wait_files_closed(const char *topic, int timeout_ms)
+{
+    long long end = ru_mono_ms() + timeout_ms;
+    int n;
+    while ((n = open_partition_files(topic)) > 0 && ru_mono_ms() < end)
+        ru_sleep_ms(50);
+    return n;
+}
+
+/* Bytes the server has queued on its side of the client's connection
+ * (tx_queue in /proc/net/tcp), or -1 if it is not found. */
+static long server_send_queue(int client_fd)
+{
+    struct sockaddr_in a;
+    socklen_t alen = sizeof a;
+    if (getsockname(client_fd, (struct sockaddr *)&a, &alen))
+        return -1;
+    unsigned client_port = ntohs(a.sin_port);
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    long q = -1;
+    while (q < 0 && fgets(line, sizeof line, f)) {
+        unsigned lport, rport;
+        unsigned long tx;
+        if (sscanf(line, " %*d: %*8x:%x %*8x:%x %*x %lx:", &lport, &rport, &tx) == 3 &&
+            lport == (unsigned)S->port && rport == client_port)
+            q = (long)tx;
+    }
+    fclose(f);
+    return q;
+}
+
+/* Waits until the server has stopped writing to a client that does not
+ * read: its send queue is full and stays put.  Rendering megabytes of JSON
+ * under ASan takes a while, and a stream still rendering when its topic is
+ * deleted ends on its own. */
+static bool wait_stalled(int client_fd, int timeout_ms)
+{
+    long long end = ru_mono_ms() + timeout_ms;
+    long last = -1;
+    int same = 0;
+    while (ru_mono_ms() < end && same < 3) {
+        ru_sleep_ms(100);
+        long q = server_send_queue(client_fd);
+        same = q > 0 && q == last ? same + 1 : 0;
+        last = q;
+    }
+    return same >= 3;
+}
+
+/* Reads until the stream is over: EOF (or a reset), or the last chunk of
+ * its chunked body; false on timeout. */
+static bool drain_to_end(int fd, int timeout_ms)
+{
+    char buf[65536], tail[8] = {0};
+    long long end = ru_mono_ms() + timeout_ms;
+    while (ru_mono_ms() < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n <= 0)
+            return true;
+        size_t keep = n >= 7 ? 0 : 7 - (size_t)n;
+        memmove(tail, tail + 7 - keep, keep);
+        memcpy(tail + keep, buf + n - (7 - keep), 7 - keep);
+        if (!memcmp(tail + 2, "0\r\n\r\n", 5))
+            return true;
+    }
+    return false;
+}
+
+/* Streams (SSE, NDJSON) whose clients stopped reading, over a topic that is
+ * then deleted: the server lets go of the partition's files at once and ends
+ * the streams, with the idle timeout off.  Then the name is created again
+ * and reads as a new, empty topic. */
+static void test_delete_under_stalled_streams(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "stalled", 1, "{\"segment.bytes\":\"1048576\"}"), 201);
+    append_big("stalled", 16); /* ~16 MB in 16 segments: more than the sockets hold */
+    const char *accepts[] = {"text/event-stream", "application/x-ndjson"};
+    int fds[2];
+    char head[4096];
+    for (int i = 0; i < 2; i++) {
+        fds[i] = raw_get(S, "/v1/topics/stalled/partitions/0/records?offset=0", accepts[i], 4096);
+        assert_true(fds[i] >= 0);
+        assert_true(raw_read(fds[i], head, sizeof head, 2000) > 0);
+    }
+    for (int i = 0; i < 2; i++)
+        assert_true(wait_stalled(fds[i], 20000));
+    assert_true(open_partition_files("stalled") > 0);
+    long long t = ru_mono_ms();
+    ls_resp r;
+    assert_int_equal(ls_delete(S, "/v1/topics/stalled", &r), 0);
+    assert_int_equal(r.status, 204);
+    ls_resp_free(&r);
+    int left = wait_files_closed("stalled", 8000);
+    fprintf(stderr, "# %d descriptors on the deleted partition after %lld ms\n", left,
+            ru_mono_ms() - t);
+    assert_int_equal(left, 0);
+    /* The streams ended: their clients reach the end of what was sent. */
+    for (int i = 0; i < 2; i++) {
+        assert_true(drain_to_end(fds[i], 20000));
+        close(fds[i]);
+    }
+    assert_int_equal(ls_create_topic(S, "stalled", 1, NULL), 201);
+    assert_int_equal(ls_get(S, "/v1/topics/stalled/partitions/0/records?offset=0", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(json_array_size(ls_jget(&r, "records")), 0);
+    ls_resp_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_delete_under_stalled_streams),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
