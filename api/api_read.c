@@ -346,6 +346,8 @@ static void answer_raw(eng_partition *p, const read_req *rr, const api_request *
         resp->file_fd = sl.fd;
         resp->file_offset = sl.position;
         resp->file_length = sl.length;
+        eng_partition_ref(p);
+        resp->file_part = p;
     }
 }
 

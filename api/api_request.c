@@ -126,6 +126,8 @@ void api_response_clear(api_response *resp)
     free(resp->raw);
     if (resp->has_file)
         close(resp->file_fd);
+    if (resp->file_part)
+        eng_partition_unref(resp->file_part);
     api_stream_free(resp->stream);
     memset(resp, 0, sizeof *resp);
 }

@@ -77,6 +77,10 @@ typedef struct api_response {
     bool has_file;
     uint64_t file_offset;
     size_t file_length;
+    /* The partition the file belongs to (a reference, or NULL): while the
+     * range is sent, a delete of its topic must be able to end the
+     * connection of a client that stopped reading (api_live). */
+    struct eng_partition *file_part;
     /* A body produced while it is sent (SSE, NDJSON); owned. */
     struct api_stream *stream;
     /* A HEAD of a stream: the stream's headers, no length, no body. */

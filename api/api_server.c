@@ -204,6 +204,14 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
             return MHD_NO;
         resp->has_file = false; /* the response closes the descriptor */
         len = resp->file_length;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (resp->file_part && s->ctx->waiters && ci && !st->live_added) {
+            st->live = (api_live){.p = resp->file_part, .fd = ci->connect_fd};
+            resp->file_part = NULL; /* the reference is the request's now */
+            api_live_add(s->ctx->waiters, &st->live);
+            st->live_added = true;
+        }
     } else {
         if (resp->json) {
             body = json_dumps(resp->json, API_JSON_FLAGS);
@@ -414,6 +422,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         if (large)
             malloc_trim(0);
         async_free(st->async);
+        if (st->live_added) {
+            /* Before libmicrohttpd closes the socket the registry may shut. */
+            api_live_remove(s->ctx->waiters, &st->live);
+            eng_partition_unref(st->live.p);
+        }
         if (st->early) {
             api_response_clear(st->early);
             free(st->early);

@@ -9,6 +9,7 @@
 #include "api_ctx.h"
 #include "api_request.h"
 #include "api_server.h"
+#include "api_wait.h"
 
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -61,6 +62,12 @@ typedef struct conn_state {
     api_async *async;
     /* The answer to a body read in place, waiting for the body's end. */
     api_response *early;
+    /* A file range being sent (a raw read): in the waiter registry's live
+     * list until the request ends, holding live.p, so that a delete of its
+     * topic cuts off a client that stopped reading rather than leave the
+     * deleted segment open until the idle timeout. */
+    api_live live;
+    bool live_added;
 } conn_state;
 
 typedef struct kv_list {

@@ -7,7 +7,8 @@
  * not its log), so a topic delete's wake-up of parked readers does not
  * reach it: checked through /proc/<server pid>/fd, the deleted partition's
  * segment files must be closed within seconds of the DELETE, not at
- * http.idle.timeout.ms (or never, with the timeout off).
+ * http.idle.timeout.ms (or never, with the timeout off).  The same for a
+ * raw read whose sendfile waits on a client that stopped reading.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -222,10 +223,36 @@ static void test_delete_under_stalled_streams(void **state)
     ls_resp_free(&r);
 }
 
+/* The same for a raw read sent with sendfile from the deleted segment: its
+ * client stops reading, and the connection held a descriptor of the
+ * deleted file (its disk space) until the idle timeout. */
+static void test_delete_under_stalled_raw_read(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "stalled-raw", 1, NULL), 201);
+    append_big("stalled-raw", 16); /* one segment of ~16 MB */
+    int fd = raw_get(S, "/v1/topics/stalled-raw/partitions/0/records?offset=0&max_bytes=67108864",
+                     "application/octet-stream", 4096);
+    assert_true(fd >= 0);
+    char head[4096];
+    assert_true(raw_read(fd, head, sizeof head, 2000) > 0);
+    assert_true(wait_stalled(fd, 20000));
+    ls_resp r;
+    assert_int_equal(ls_delete(S, "/v1/topics/stalled-raw", &r), 0);
+    assert_int_equal(r.status, 204);
+    ls_resp_free(&r);
+    int left = wait_files_closed("stalled-raw", 8000);
+    fprintf(stderr, "# %d descriptors on the deleted partition\n", left);
+    assert_int_equal(left, 0);
+    assert_true(drain_to_end(fd, 20000));
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_delete_under_stalled_streams),
+        cmocka_unit_test(test_delete_under_stalled_raw_read),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
