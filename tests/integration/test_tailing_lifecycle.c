@@ -11,6 +11,8 @@
  * raw read whose sendfile waits on a client that stopped reading.  Many
  * such readers at once, beside parked ones, hold memory that does not grow
  * with the log, and a stop ends them all, cleanly and in bounded time.
+ * Clients leaving mid-event or mid-sendfile (some with a reset) leave no
+ * stream behind.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -250,6 +252,50 @@ static void test_delete_under_stalled_raw_read(void **state)
     close(fd);
 }
 
+#define LEAVERS 24
+
+/* Clients that leave in the middle of an event or of a sendfile, half of
+ * them with a reset: every stream is freed (the open-streams gauge goes
+ * back to 0), the server stays up, and its stop at the end of the group
+ * finds nothing for the sanitizers to report. */
+static void test_clients_leave_mid_event(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "leavers", 1, NULL), 201);
+    append_big("leavers", 4);
+    static const char *const accepts[] = {"text/event-stream", "application/x-ndjson",
+                                          "application/octet-stream"};
+    int fds[LEAVERS];
+    for (int i = 0; i < LEAVERS; i++) {
+        fds[i] = raw_get(S,
+                         i % 3 == 2 ? "/v1/topics/leavers/partitions/0/records?offset=0&max_bytes=67108864"
+                                    : "/v1/topics/leavers/partitions/0/records?offset=0",
+                         accepts[i % 3], 4096);
+        assert_true(fds[i] >= 0);
+    }
+    char *buf = malloc(1 << 20);
+    assert_non_null(buf);
+    for (int i = 0; i < LEAVERS; i++) {
+        /* Odd amounts, so most stop inside an event or a batch. */
+        size_t want = 1000 + (size_t)i * 37519 % (900 << 10);
+        assert_true(raw_read(fds[i], buf, want, 3000) > 0);
+        if (i % 2) {
+            struct linger l = {.l_onoff = 1, .l_linger = 0}; /* close with a reset */
+            setsockopt(fds[i], SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        }
+        close(fds[i]);
+    }
+    free(buf);
+    long long end = ru_mono_ms() + 10000, open = -1;
+    while (ru_mono_ms() < end && (open = ls_metric(S, "logstore_open_streams", -1)) != 0)
+        ru_sleep_ms(50);
+    assert_int_equal(open, 0);
+    ls_resp r;
+    assert_int_equal(ls_get(S, "/health/live", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+}
+
 #define STALLED 8
 #define PARKED 30
 
@@ -344,6 +390,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_delete_under_stalled_streams),
         cmocka_unit_test(test_delete_under_stalled_raw_read),
+        cmocka_unit_test(test_clients_leave_mid_event),
         cmocka_unit_test(test_stalled_readers_memory_and_stop),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
