@@ -8,7 +8,9 @@
  * takes with it the ready waiters of the same group (same partition, offset
  * and question), so their owner can compute one answer for all.  One worker
  * also sweeps every 20 ms for deadlines and every second for clients that
- * went away.
+ * went away.  Beside them, a plain list holds every live stream and raw
+ * send (api_live), walked only when a topic is deleted and, by the sweep,
+ * while one of them waits out its grace.
  */
 #include "api_wait.h"
 

@@ -13,7 +13,9 @@
  *   SHUTDOWN the server is stopping.
  * A small pool of threads serves the ready list, so one slow read does not
  * hold up the others.  Past `max` parked readers, parking fails and the
- * caller answers 429.
+ * caller answers 429.  The registry also knows every stream and raw file
+ * send while it lasts, parked or not (api_live), to end those of a deleted
+ * topic.
  */
 #ifndef API_WAIT_H
 #define API_WAIT_H
