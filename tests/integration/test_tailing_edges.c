@@ -19,7 +19,8 @@
  *
  * Last-Event-ID: the largest int64 (whose next offset does not exist) is
  * past the high watermark like any other: 416, or the high watermark with
- * clamp=true.  A stream's start has the bounds of any read: one past the
+ * clamp=true; one that is not an offset (text, -5, past int64) is ignored.
+ * A stream's start has the bounds of any read: one past the
  * high watermark (by offset or Last-Event-ID) or below the log start offset
  * is 416, for SSE and NDJSON.  A stream opens with the ID of the offset
  * before its start, so an idle `offset=latest` reader that reconnects with
@@ -454,6 +455,43 @@ static void test_last_event_id_at_int64_max(void **state)
     mset_free(&ms);
 }
 
+/* README: "A Last-Event-ID that is not an offset (another server's ids, a
+ * proxy's) is ignored: the stream starts where its query says."  Text, a
+ * fraction, hex, a number below -1 and one past int64 all start at
+ * offset=1; -1 (the id a stream from offset 0 opens with) resumes at 0. */
+static void test_last_event_id_not_an_offset(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "leid-junk", 1, NULL), 201);
+    assert_int_equal(ls_append_json(S, "leid-junk", 0,
+                                    "{\"records\":[{\"value\":\"a\"},{\"value\":\"b\"},{\"value\":\"c\"}]}"),
+                     200);
+    static const struct {
+        const char *header;
+        long long first;
+    } cases[] = {{"Last-Event-ID: abc", 1},      {"Last-Event-ID: 1.5", 1},
+                 {"Last-Event-ID: 0x1", 1},      {"Last-Event-ID: -5", 1},
+                 {"Last-Event-ID: 99999999999999999999", 1},
+                 {"Last-Event-ID: -1", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ls_resp r;
+        assert_int_equal(ru_get_accept(S, "/v1/topics/leid-junk/partitions/0/records?offset=1&max_records=1",
+                                       "text/event-stream", cases[i].header, &r),
+                         0);
+        assert_int_equal(r.status, 200);
+        int comments;
+        json_t *ev = ru_sse_parse(r.body, r.len, &comments);
+        if (json_array_size(ev) != 2 ||
+            json_integer_value(json_object_get(json_array_get(ev, 0), "id")) != cases[i].first)
+            fprintf(stderr, "# %s: %s\n", cases[i].header, r.body);
+        assert_int_equal(json_array_size(ev), 2);
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(ev, 0), "id")), cases[i].first);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(ev, 1), "event")), "end");
+        json_decref(ev);
+        ls_resp_free(&r);
+    }
+}
+
 /* A stream starts like any read: from the log start offset to the high
  * watermark itself, both ends in (DESIGN §6).  One past the high watermark,
  * by offset or by a Last-Event-ID naming the last record there is, and one
@@ -579,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_deadlines_kept_under_traffic),
         cmocka_unit_test(test_empty_record_satisfies_min_bytes),
         cmocka_unit_test(test_last_event_id_at_int64_max),
+        cmocka_unit_test(test_last_event_id_not_an_offset),
         cmocka_unit_test(test_stream_start_bounds),
         cmocka_unit_test(test_idle_stream_resumes_where_it_started),
         cmocka_unit_test(test_cut_page_answers_at_once),
