@@ -175,7 +175,8 @@ static bool parse_read(const api_request *req, api_response *resp, eng_partition
         !api_query_i64(req, resp, "until_timestamp", INT64_MAX, 0, INT64_MAX, &rr->until_ts) ||
         !api_query_bool(req, resp, "clamp", false, &rr->clamp) ||
         !api_query_i64(req, resp, "wait_ms", 0, 0, INT64_MAX, &rr->wait_ms) ||
-        !api_query_i64(req, resp, "min_bytes", 1, 1, INT32_MAX, &rr->min_bytes))
+        /* 0 is Kafka's fetch.min.bytes=0: answer at once, whatever wait_ms says */
+        !api_query_i64(req, resp, "min_bytes", 1, 0, INT32_MAX, &rr->min_bytes))
         return false;
     rr->bounded = api_query_count(req, "max_records") || api_query_count(req, "until_timestamp");
     int64_t lso = eng_partition_log_start_offset(p), hw = eng_partition_high_watermark(p);

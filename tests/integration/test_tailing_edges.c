@@ -197,6 +197,32 @@ static void test_empty_record_satisfies_min_bytes(void **state)
     mset_free(&ms);
 }
 
+/* min_bytes=0 is Kafka's fetch.min.bytes=0: the read is answered at once,
+ * empty at the high watermark, however long wait_ms is (it was refused with
+ * 400). */
+static void test_min_bytes_zero_answers_at_once(void **state)
+{
+    (void)state;
+    settle();
+    assert_int_equal(ls_create_topic(S, "zero", 1, NULL), 201);
+    assert_int_equal(ls_append_json(S, "zero", 0, "{\"records\":[{\"value\":\"a\"}]}"), 200);
+    poll_req q;
+    assert_int_equal(poll_start(&q, S, "/v1/topics/zero/partitions/0/records?offset=latest&wait_ms=30000&min_bytes=0"), 0);
+    pthread_join(q.th, NULL);
+    assert_int_equal(q.rc, 0);
+    assert_int_equal(q.r.status, 200);
+    assert_int_equal(json_array_size(ls_jget(&q.r, "records")), 0);
+    assert_int_equal(ls_jint(&q.r, "next_offset"), 1);
+    assert_true(q.t1 - q.t0 < 15000); /* not parked for its wait_ms: generous */
+    ls_resp_free(&q.r);
+    /* Below the high watermark it answers what is there, as any read. */
+    assert_int_equal(poll_start(&q, S, "/v1/topics/zero/partitions/0/records?offset=0&wait_ms=30000&min_bytes=0"), 0);
+    pthread_join(q.th, NULL);
+    assert_int_equal(q.r.status, 200);
+    assert_int_equal(json_array_size(ls_jget(&q.r, "records")), 1);
+    ls_resp_free(&q.r);
+}
+
 /* ---- a page already cut short ----------------------------------------------------------- */
 
 /* A long-poll whose page stops below the high watermark (max_records,
@@ -616,6 +642,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deadlines_kept_under_traffic),
         cmocka_unit_test(test_empty_record_satisfies_min_bytes),
+        cmocka_unit_test(test_min_bytes_zero_answers_at_once),
         cmocka_unit_test(test_last_event_id_at_int64_max),
         cmocka_unit_test(test_last_event_id_not_an_offset),
         cmocka_unit_test(test_stream_start_bounds),
