@@ -23,6 +23,7 @@ typedef struct token {
 
 struct api_auth {
     token *tokens;
+    int *lines; /* each token's line in the file, to name a repeat */
     size_t n;
 };
 
@@ -82,6 +83,12 @@ int api_auth_load(const char *text, size_t len, api_auth **out, char *err, size_
             snprintf(err, err_len, "tokens file line %d is too long", lineno);
             goto fail;
         }
+        /* A NUL would end the line early: "<hash> admin\0 orders" read as
+         * an unscoped admin token. */
+        if (memchr(p, 0, n)) {
+            snprintf(err, err_len, "tokens file line %d holds a NUL byte", lineno);
+            goto fail;
+        }
         memcpy(line, p, n);
         line[n] = 0;
         p = eol ? eol + 1 : end;
@@ -126,11 +133,35 @@ int api_auth_load(const char *text, size_t len, api_auth **out, char *err, size_
         /* The length was checked above (snprintf here trips
          * -Werror=format-truncation in the -O1 sanitizer build). */
         memcpy(t.prefix, f[2], strlen(f[2]) + 1);
+        /* A token is looked up by its hash alone: of two lines with the same
+         * hash one would never apply, and which one is not what the file says. */
+        for (size_t i = 0; i < a->n; i++) {
+            if (!memcmp(a->tokens[i].hash, t.hash, sizeof t.hash)) {
+                snprintf(err, err_len,
+                         "tokens file line %d has the same token (hash) as line %d; give each "
+                         "token one line",
+                         lineno, a->lines[i]);
+                goto fail;
+            }
+        }
+        int *nl = realloc(a->lines, (a->n + 1) * sizeof *nl);
+        if (!nl)
+            goto fail;
+        a->lines = nl;
+        a->lines[a->n] = lineno;
         token *nt = realloc(a->tokens, (a->n + 1) * sizeof *nt);
         if (!nt)
             goto fail;
         a->tokens = nt;
         a->tokens[a->n++] = t;
+    }
+    if (!a->n) {
+        /* Authentication on with no token refuses every request but health
+         * and the page: an emptied or truncated file, not a wish. */
+        snprintf(err, err_len,
+                 "the tokens file holds no token; add a '<sha256 hex> <roles> [topic prefix]' "
+                 "line, or unset auth.tokens.file to turn authentication off");
+        goto fail;
     }
     *out = a;
     return 0;
@@ -145,6 +176,7 @@ void api_auth_free(api_auth *a)
         return;
     OPENSSL_cleanse(a->tokens, a->n * sizeof *a->tokens);
     free(a->tokens);
+    free(a->lines);
     free(a);
 }
 

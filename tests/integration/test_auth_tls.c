@@ -435,6 +435,8 @@ static int start_refused(const char *settings, char *out, size_t len)
     return st;
 }
 
+#define ABC_HASH "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
 static void test_bad_tokens_file_refuses_start(void **state)
 {
     (void)state;
@@ -446,6 +448,23 @@ static void test_bad_tokens_file_refuses_start(void **state)
     assert_non_null(strstr(out, "line 2"));
     assert_int_equal(ls_write_file(file, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad root\n"), 0);
     assert_int_equal(start_refused(set, out, sizeof out), 2);
+    /* The same token twice: one of the two lines would be ignored. */
+    assert_int_equal(ls_write_file(file, "# two\n" ABC_HASH " read\n\n" ABC_HASH " admin\n"), 0);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+    assert_non_null(strstr(out, "line 4"));
+    assert_non_null(strstr(out, "line 2"));
+    /* A NUL byte ended the line early: "admin orders" read as "admin". */
+    static const char nul[] = ABC_HASH " admin\0 orders\n";
+    FILE *f = fopen(file, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(nul, 1, sizeof nul - 1, f), sizeof nul - 1);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+    assert_non_null(strstr(out, "line 1"));
+    /* No token at all: every request but health would be refused. */
+    assert_int_equal(ls_write_file(file, "# nothing yet\n\n"), 0);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+    assert_non_null(strstr(out, "no token"));
     snprintf(set, sizeof set, "--set auth.tokens.file=%s.missing", file);
     assert_int_equal(start_refused(set, out, sizeof out), 2);
 }
