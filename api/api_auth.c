@@ -201,9 +201,22 @@ static const token *find(const api_auth *a, const char *presented, size_t len)
     return found;
 }
 
-/* The request's valid token, or NULL with a 401 in resp. */
+/* The request's valid token, or NULL with a 401 (a 400 for two tokens) in
+ * resp, its WWW-Authenticate as RFC 6750 §3 says. */
 static const token *authenticate(const api_auth *a, const api_request *req, api_response *resp)
 {
+    /* Authorization is a single-value field: with two, a proxy reading the
+     * last and this server the first would disagree on who is asking. */
+    size_t count = 0;
+    for (size_t i = 0; i < req->nheaders; i++)
+        count += strcasecmp(req->headers[i].key, "Authorization") == 0;
+    if (count > 1) {
+        api_error(resp, req, "invalid_request", NULL,
+                  "the request has %zu Authorization headers; send one", count);
+        api_resp_header(resp, "WWW-Authenticate",
+                        "Bearer realm=\"logstore\", error=\"invalid_request\"");
+        return NULL;
+    }
     const char *h = api_header(req, "Authorization");
     const char *presented = NULL;
     size_t len = 0;
@@ -221,7 +234,10 @@ static const token *authenticate(const api_auth *a, const api_request *req, api_
     if (!t) {
         api_error(resp, req, "unauthorized", NULL,
                   presented ? "the bearer token is not valid" : "a bearer token is required");
-        api_resp_header(resp, "WWW-Authenticate", "Bearer realm=\"logstore\"");
+        /* No error attribute without a token (RFC 6750 §3.1). */
+        api_resp_header(resp, "WWW-Authenticate",
+                        presented ? "Bearer realm=\"logstore\", error=\"invalid_token\""
+                                  : "Bearer realm=\"logstore\"");
     }
     return t;
 }
@@ -230,6 +246,9 @@ bool api_auth_known(const api_auth *a, const api_request *req, api_response *res
 {
     return !a || authenticate(a, req, resp) != NULL;
 }
+
+/* A known token without the right (RFC 6750 §3.1). */
+#define INSUFFICIENT "Bearer realm=\"logstore\", error=\"insufficient_scope\""
 
 bool api_auth_check(const api_auth *a, const api_request *req, const api_route *r,
                     const api_params *params, api_response *resp)
@@ -244,6 +263,7 @@ bool api_auth_check(const api_auth *a, const api_request *req, const api_route *
     static const char *const names[] = {"", "read", "write", "admin"};
     if (!(t->roles & need)) {
         api_error(resp, req, "forbidden", NULL, "this route needs the %s role", names[r->role]);
+        api_resp_header(resp, "WWW-Authenticate", INSUFFICIENT);
         return false;
     }
     if (t->prefix[0]) {
@@ -251,6 +271,7 @@ bool api_auth_check(const api_auth *a, const api_request *req, const api_route *
         if (!topic[0] || strncmp(topic, t->prefix, strlen(t->prefix)) != 0) {
             api_error(resp, req, "forbidden", NULL,
                       "this token only reaches topics whose names start with '%s'", t->prefix);
+            api_resp_header(resp, "WWW-Authenticate", INSUFFICIENT);
             return false;
         }
     }
