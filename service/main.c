@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,6 +93,15 @@ static int load_security(const svc_settings *s, api_ctx *ctx, char **cert, char 
             return -1;
         }
         ENG_INFO("authentication is on: %zu tokens from %s", api_auth_count(ctx->auth), tokens);
+        /* Whoever can write the file can add a token of their own with any
+         * role; a warning, not a refusal, since a shared group may be meant. */
+        struct stat sb;
+        if (stat(tokens, &sb) != 0)
+            ENG_WARN("cannot check who may write auth.tokens.file %s: %s", tokens, strerror(errno));
+        else if (sb.st_mode & (S_IWGRP | S_IWOTH))
+            ENG_WARN("auth.tokens.file %s is writable by other users (%s): whoever can write it "
+                     "can give themselves any role; chmod go-w it",
+                     tokens, sb.st_mode & S_IWOTH ? "everyone" : "its group");
     }
     if (s->tls) {
         size_t klen = 0;

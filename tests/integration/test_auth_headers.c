@@ -8,7 +8,8 @@
  * role or outside its prefix gets 403 with error="insufficient_scope".  Two
  * Authorization headers are 400 invalid_request whichever comes first: the
  * first used to win, so a proxy reading the last one and this server
- * disagreed on who was asking.
+ * disagreed on who was asking.  A tokens file others may write is warned
+ * about at start.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define CHECK_ERR(r, st, code) assert_int_equal(ls_check_error(&(r), (st), (code)), 0)
 
@@ -47,7 +49,7 @@ static int setup(void **state)
     hash_token(TOK_ORDERS, o);
     snprintf(text, sizeof text, "%s read\n%s read orders\n", r, o);
     ls_scratch_path(file, sizeof file, "tokens");
-    if (ls_write_file(file, text))
+    if (ls_write_file(file, text) || chmod(file, 0600))
         return -1;
     snprintf(setting, sizeof setting, "auth.tokens.file=%s", file);
     const char *const extra[] = {setting, NULL};
@@ -155,11 +157,34 @@ static void test_two_authorization_headers(void **state)
     ls_resp_free(&r);
 }
 
+/* Whoever can write the tokens file can give themselves admin: the start
+ * says so when others can, and is quiet when they cannot. */
+static void test_writable_tokens_file_warns(void **state)
+{
+    (void)state;
+    assert_false(ls_file_contains(S->log_path, "writable by"));
+    char file[300], setting[400], text[128], hex[65];
+    hash_token(TOK_READ, hex);
+    snprintf(text, sizeof text, "%s read\n", hex);
+    ls_scratch_path(file, sizeof file, "tokens-shared");
+    assert_int_equal(ls_write_file(file, text), 0);
+    assert_int_equal(chmod(file, 0666), 0);
+    snprintf(setting, sizeof setting, "auth.tokens.file=%s", file);
+    const char *const extra[] = {setting, NULL};
+    ls_server s;
+    assert_int_equal(ls_start(&s, extra), 0);
+    bool warned = ls_file_contains(s.log_path, "writable by other users");
+    ls_stop(&s);
+    ls_cleanup(&s);
+    assert_true(warned);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_challenges),
         cmocka_unit_test(test_two_authorization_headers),
+        cmocka_unit_test(test_writable_tokens_file_warns),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
