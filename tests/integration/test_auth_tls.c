@@ -21,7 +21,9 @@
  * batches).  TLS 1.2 and 1.3 work; TLS 1.1 is refused (the client is allowed
  * TLS 1.1 with @SECLEVEL=0, and `openssl s_server -tls1_1`, when installed,
  * shows that client does speak it); plain HTTP to the TLS port fails; an
- * https listener without a key pair, or a key pair without one, exits 2.
+ * https listener without a key pair, or a key pair without one, or a key
+ * of another pair, exits 2.  A client stalling in the handshake holds no
+ * worker and is closed after http.idle.timeout.ms.
  *
  * The HTTP limits (header size, records per request, connections, idle
  * timeout) are in test_http_limits.c.
@@ -702,6 +704,74 @@ static void test_tls_settings_checked(void **state)
                               "--set tls.key.file=%s", g_cert, g_cert);
     assert_int_equal(start_refused(set, out, sizeof out), 2);
     assert_non_null(strstr(out, "tls.key.file holds no unencrypted PEM private key"));
+    /* Another pair's key: both files are PEM, but they do not match. */
+    char other_cert[300], other_key[300];
+    ls_scratch_path(other_cert, sizeof other_cert, "other-cert.pem");
+    ls_scratch_path(other_key, sizeof other_key, "other-key.pem");
+    make_cert(other_cert, other_key);
+    snprintf(set, sizeof set, "--set listeners=https://127.0.0.1:0 --set tls.cert.file=%s "
+                              "--set tls.key.file=%s", g_cert, other_key);
+    assert_int_equal(start_refused(set, out, sizeof out), 2);
+    assert_non_null(strstr(out, "does not belong to the certificate"));
+    assert_non_null(strstr(out, other_key));
+}
+
+/* True when the server closes fd within ms, whatever it sends first (a
+ * TLS alert, say). */
+static bool closed_within(int fd, int ms)
+{
+    char buf[512];
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        int left = ms - (int)((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, left) <= 0)
+            return false;
+        if (recv(fd, buf, sizeof buf, 0) <= 0)
+            return true;
+    }
+}
+
+/* A client that connects and stalls in the handshake (nothing sent, or
+ * half a ClientHello) holds no worker: with one thread another client is
+ * served meanwhile, and http.idle.timeout.ms closes the stalled ones. */
+static void test_tls_handshake_stall(void **state)
+{
+    (void)state;
+    char c[400], k[400];
+    snprintf(c, sizeof c, "tls.cert.file=%s", g_cert);
+    snprintf(k, sizeof k, "tls.key.file=%s", g_key);
+    const char *const extra[] = {c, k, "http.idle.timeout.ms=1000", "http.threads=1", NULL};
+    ls_opts o = {.extra = extra, .listener = "https://127.0.0.1:0", .ca_file = g_cert};
+    ls_server s;
+    assert_int_equal(ls_start_opts(&s, &o), 0);
+    int fds[2];
+    static const unsigned char hello_start[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc};
+    for (int i = 0; i < 2; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s.port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert_true(fds[i] >= 0);
+        assert_int_equal(connect(fds[i], (struct sockaddr *)&a, sizeof a), 0);
+    }
+    assert_int_equal(send(fds[1], hello_start, sizeof hello_start, MSG_NOSIGNAL),
+                     (ssize_t)sizeof hello_start);
+    long st;
+    char err[CURL_ERROR_SIZE];
+    assert_int_equal(tls_get(s.port, g_cert, 0, NULL, &st, err), CURLE_OK);
+    assert_int_equal(st, 200);
+    /* a generous bound: the timeout is 1 s, the machine may be loaded */
+    for (int i = 0; i < 2; i++) {
+        bool closed = closed_within(fds[i], 20000);
+        if (!closed)
+            fprintf(stderr, "# stalled handshake %d still open after 20 s\n", i);
+        assert_true(closed);
+        close(fds[i]);
+    }
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
 }
 
 int main(void)
@@ -716,6 +786,7 @@ int main(void)
         cmocka_unit_test(test_bad_tokens_file_refuses_start),
         cmocka_unit_test(test_tls_serves_the_api),
         cmocka_unit_test(test_tls_versions),
+        cmocka_unit_test(test_tls_handshake_stall),
         cmocka_unit_test(test_tls_settings_checked),
     };
     return cmocka_run_group_tests(tests, auth_setup, auth_teardown);
