@@ -15,7 +15,8 @@
  *     batch lies within its segment (base <= offset, offset < next base,
  *     last - base <= 2^31-1);
  *   - .index and .timeindex exist; every offset-index entry points at a batch
- *     boundary whose batch's last offset equals the entry's offset, entries
+ *     boundary whose batch's last offset (or, for a multi-batch append, a
+ *     later batch's: the chunk's) equals the entry's offset, entries
  *     strictly increasing; time-index timestamps strictly increasing, offsets
  *     non-decreasing, each entry naming a batch (its last offset) whose
  *     maxTimestamp is the entry's timestamp; an inactive segment's indexes
@@ -329,6 +330,18 @@ static inline const cc_batch *cc_batch_at(const cc_batch *v, size_t n, uint64_t 
     return NULL;
 }
 
+/* True if an offset-index entry for offset `off` may point at batch bt: a
+ * batch's entry is keyed by its last offset, and a multi-batch append (a
+ * request of several batches, a cleaner's chunk) makes one entry at the
+ * first batch keyed by the last offset of the chunk (kafka-format.md §13.1),
+ * so off must be the last offset of bt or of a batch after it. */
+static inline bool cc_chunk_ends_at(const cc_batch *v, size_t n, const cc_batch *bt, int64_t off)
+{
+    for (; bt < v + n && bt->last < off; bt++)
+        ;
+    return bt < v + n && bt->last == off;
+}
+
 /* Checks one segment's three files; *prev_last is the last offset so far. */
 static inline int cc_segment(cc_part *p, const char *dir, int64_t base, int64_t next_base,
                              bool active, int64_t *prev_last)
@@ -420,7 +433,7 @@ static inline int cc_segment(cc_part *p, const char *dir, int64_t base, int64_t 
             rc = cc_fail(p, "%s.index: entry %zu offset %lld not increasing", seg, i, (long long)off);
         else if (!bt)
             rc = cc_fail(p, "%s.index: entry %zu position %u is not a batch boundary", seg, i, pos);
-        else if (bt->last != off)
+        else if (!cc_chunk_ends_at(bv, nb, bt, off))
             rc = cc_fail(p, "%s.index: entry %zu says %lld but the batch at %u ends at %lld", seg, i,
                          (long long)off, pos, (long long)bt->last);
         prev = off;
