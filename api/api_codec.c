@@ -159,9 +159,13 @@ static int parse_record(json_t *rec, size_t i, int64_t now_ms, api_append_body *
         return fail(err, "invalid_request", "record %zu: timestamp must be an integer (ms)", i);
     } else {
         r->timestamp = json_integer_value(ts);
-        if (r->timestamp < 0)
+        if (r->timestamp < 0) {
+            /* Named in details as the window's refusal names it (README). */
+            err->has_record_index = true;
+            err->record_index = i;
             return fail(err, "invalid_timestamp", "record %zu: timestamp %lld is negative", i,
                         (long long)r->timestamp);
+        }
     }
     b->partitions[i] = -1;
     if (part && !json_is_null(part)) {
@@ -407,6 +411,8 @@ json_t *api_codec_err_details(const api_codec_err *e)
      * to re-read it with encoding=base64, or to skip it. */
     if (e->code && e->has_record_offset && strcmp(e->code, "invalid_utf8") == 0)
         return json_pack("{s:I}", "offset", (json_int_t)e->record_offset);
+    if (e->code && e->has_record_index && strcmp(e->code, "invalid_timestamp") == 0)
+        return json_pack("{s:I}", "record", (json_int_t)e->record_index);
     if (!e->code || strcmp(e->code, "corrupt_record") != 0 || e->last_offset < e->first_offset ||
         e->last_offset < 0)
         return NULL;

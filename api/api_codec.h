@@ -31,11 +31,15 @@ typedef struct api_codec_err {
     /* invalid_utf8 on a read: the record that cannot be read as utf8 */
     bool has_record_offset;
     int64_t record_offset;
+    /* invalid_timestamp in an append body: the record's place in the request */
+    bool has_record_index;
+    size_t record_index;
 } api_codec_err;
 
 /* The error's details object ({"first_offset","last_offset","next_offset"}
- * for a damaged batch, {"offset"} for a record a utf8 read cannot show), or
- * NULL when it has none.  A new reference. */
+ * for a damaged batch, {"offset"} for a record a utf8 read cannot show,
+ * {"record"} for an append's record with a bad timestamp), or NULL when it
+ * has none.  A new reference. */
 json_t *api_codec_err_details(const api_codec_err *e);
 
 typedef struct api_append_body {

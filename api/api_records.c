@@ -92,10 +92,10 @@ static bool parse_body(api_ctx *ctx, const api_request *req, api_response *resp,
 {
     if (!api_json_content_type(req, resp))
         return false;
-    api_codec_err cerr;
+    api_codec_err cerr = {0};
     if (api_parse_append(req->body, req->body_len, eng_now_ms(), ctx->limits.max_records_per_request,
                          body, &cerr)) {
-        api_error(resp, req, cerr.code, NULL, "%s", cerr.message);
+        api_error(resp, req, cerr.code, api_codec_err_details(&cerr), "%s", cerr.message);
         return false;
     }
     return true;

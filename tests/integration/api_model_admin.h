@@ -44,7 +44,13 @@ static const char *rand_config(const char **value)
     static const char *const policies[] = {"delete", "compact", "compact,delete", "delete,compact", ""};
     static const char *const codecs[] = {"producer", "gzip", "snappy", "lz4", "zstd", "uncompressed"};
     static const char *const rms[] = {"-1", "3600000", "86400000", "604800000"};
-    switch (rndn(8)) {
+    switch (rndn(10)) {
+    case 8:
+        *value = chance(50) ? "1" : chance(50) ? "64" : "4096";
+        return "index.interval.bytes";
+    case 9:
+        *value = chance(70) ? "96" : "10485760";
+        return "segment.index.bytes";
     case 7:
         *value = chance(50) ? "0" : "86400000";
         return "delete.retention.ms";
@@ -107,7 +113,7 @@ static void op_create(int idx)
     am_topic *t = &T[idx];
     int np = 1 + (int)rndn(3);
     json_t *cfg = json_object();
-    int nc = (int)rndn(4);
+    int nc = (int)rndn(6);
     if (chance(50)) {
         static const char *const policies[] = {"compact", "compact,delete", "delete"};
         json_object_set_new(cfg, "cleanup.policy", json_string(policies[rndn(3)]));
@@ -342,9 +348,27 @@ static void op_invalid(void)
         }
         case 7:
             part_path(path, sizeof path, t, p, "/records");
-            expect_req_err("POST", path, "application/json",
-                           "{\"encoding\":\"base64\",\"records\":[{\"key\":\"a2V5\",\"value\":\"not base64!\"}]}",
-                           422, "invalid_base64");
+            if (chance(50)) {
+                expect_req_err("POST", path, "application/json",
+                               "{\"encoding\":\"base64\",\"records\":[{\"key\":\"a2V5\",\"value\":\"not base64!\"}]}",
+                               422, "invalid_base64");
+            } else {
+                /* A negative timestamp: refused naming the record (README,
+                 * "Appending": details.record). */
+                int at = (int)rndn(3);
+                snprintf(body, sizeof body, "{\"records\":[%s{\"key\":\"k1\",\"value\":\"v\",\"timestamp\":-%d}]}",
+                         at == 0 ? "" : at == 1 ? "{\"key\":\"k1\",\"value\":\"a\"}," :
+                         "{\"key\":\"k1\",\"value\":\"a\"},{\"key\":\"k2\",\"value\":null},",
+                         1 + (int)rndn(1000));
+                ls_resp r;
+                req_json("POST", path, body, &r);
+                expect_err(&r, 422, "invalid_timestamp");
+                json_t *rec = jget(jget(r.json, "details"), "record");
+                CHECK(json_is_integer(rec) && json_integer_value(rec) == at,
+                      "a negative timestamp's refusal: details %s, expected record %d",
+                      json_dumps(jget(r.json, "details"), JSON_COMPACT), at);
+                ls_resp_free(&r);
+            }
             break;
         case 8:
             if (t->policy & AM_POLICY_COMPACT) {
