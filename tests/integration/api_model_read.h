@@ -238,6 +238,10 @@ static void check_all(am_topic *t, int p)
 }
 
 /* NDJSON or SSE from off, bounded by max_records so it ends without waiting. */
+/* NDJSON or SSE from off, bounded so it ends without waiting: by
+ * max_records, or by until_timestamp below a record still to come (the
+ * stream stops before the first record later than it).  An SSE stream may
+ * start from Last-Event-ID instead (it resumes after that id). */
 static void check_stream(am_topic *t, int p, int64_t off, bool sse, bool b64)
 {
     am_part *mp = &t->p[p];
@@ -246,12 +250,42 @@ static void check_stream(am_topic *t, int p, int64_t off, bool sse, bool b64)
         return;
     int max = 1 + (int)rndn(avail < 20 ? avail : 20);
     g_stats.streams++;
-    char path[256], q[96];
-    snprintf(q, sizeof q, "/records?offset=%lld&max_records=%d%s", (long long)off, max,
-             b64 ? "&encoding=base64" : "");
+    char path[256], q[160], bound[64], last_id[64] = "";
+    int64_t until = -1, stop = INT64_MAX; /* the first offset with a timestamp past until */
+    if (chance(30)) {
+        int64_t x = am_next_live(mp, off);
+        for (int64_t k = rndn(avail); k > 0; k--)
+            x = am_next_live(mp, x + 1);
+        if (mp->r[x].ts_lo >= 1) {
+            until = mp->r[x].ts_lo - 1;
+            for (int64_t o = am_next_live(mp, off); o < mp->n; o = am_next_live(mp, o + 1))
+                if (mp->r[o].ts_lo > until) {
+                    stop = o;
+                    break;
+                }
+        }
+    }
+    int n = 0; /* records the stream sends */
+    for (int64_t o = am_next_live(mp, off); o < mp->n && o < stop && (until >= 0 || n < max);
+         o = am_next_live(mp, o + 1))
+        n++;
+    if (until >= 0)
+        snprintf(bound, sizeof bound, "until_timestamp=%lld", (long long)until);
+    else
+        snprintf(bound, sizeof bound, "max_records=%d", max);
+    bool resume = sse && off > 0 && chance(30);
+    if (resume) {
+        snprintf(last_id, sizeof last_id, "Last-Event-ID: %lld", (long long)(off - 1));
+        snprintf(q, sizeof q, "/records?%s%s", bound, b64 ? "&encoding=base64" : "");
+    } else {
+        snprintf(q, sizeof q, "/records?offset=%lld&%s%s", (long long)off, bound,
+                 b64 ? "&encoding=base64" : "");
+    }
     part_path(path, sizeof path, t, p, q);
     ls_resp r;
-    req("GET", path, NULL, NULL, 0, sse ? "text/event-stream" : "application/x-ndjson", &r);
+    CHECK(ru_get_accept(S, path, sse ? "text/event-stream" : "application/x-ndjson",
+                        resume ? last_id : NULL, &r) == 0,
+          "GET %s: no answer", path);
     expect_ok(&r, 200);
     json_t *items;
     if (sse) {
@@ -260,10 +294,10 @@ static void check_stream(am_topic *t, int p, int64_t off, bool sse, bool b64)
     } else {
         items = ru_ndjson_parse(r.body, r.len);
     }
-    CHECK(json_array_size(items) == (size_t)max + 1, "%s %s: %zu items, expected %d records and the end",
-          sse ? "SSE" : "NDJSON", path, json_array_size(items), max);
+    CHECK(json_array_size(items) == (size_t)n + 1, "%s %s%s%s: %zu items, expected %d records and the end",
+          sse ? "SSE" : "NDJSON", path, resume ? " with " : "", last_id, json_array_size(items), n);
     int64_t o = am_next_live(mp, off), last = off - 1;
-    for (int i = 0; i < max; i++, o = am_next_live(mp, o + 1)) {
+    for (int i = 0; i < n; i++, o = am_next_live(mp, o + 1)) {
         json_t *it = json_array_get(items, (size_t)i);
         if (sse) {
             CHECK(!strcmp(json_string_value(jget(it, "event")), "record"), "SSE event %d is %s", i,
@@ -274,13 +308,17 @@ static void check_stream(am_topic *t, int p, int64_t off, bool sse, bool b64)
         check_record(mp, it, o, b64);
         last = o;
     }
-    json_t *end = json_array_get(items, (size_t)max);
+    json_t *end = json_array_get(items, (size_t)n);
     if (sse) {
         CHECK(!strcmp(json_string_value(jget(end, "event")), "end"), "SSE's last event is %s",
               json_string_value(jget(end, "event")));
         end = jget(end, "data");
     }
-    check_cursor(mp, jint(end, "next_offset"), off, last);
+    long long next = jint(end, "next_offset");
+    check_cursor(mp, next, off, last);
+    if (until >= 0)
+        CHECK(next <= stop, "next_offset %lld past the record at %lld, later than until_timestamp", next,
+              (long long)stop);
     json_decref(items);
     ls_resp_free(&r);
 }
@@ -370,6 +408,9 @@ static void check_raw(am_topic *t, int p, int64_t off)
     else if (am_live_count(mp, off, mp->n) > 0)
         CHECK(nb > 0, "raw: no batch from %lld below the high watermark %lld", (long long)off,
               (long long)mp->n);
+    if (nb > 1)
+        CHECK(r.len <= (size_t)max_bytes, "raw: %zu bytes in %zu batches, max_bytes %ld", r.len, nb,
+              max_bytes);
     if (nb > 0)
         CHECK_EQ(xnext, batch_end, "X-Next-Offset");
     else
@@ -455,6 +496,14 @@ static void check_partition(am_topic *t, int p)
     CHECK_EQ(jint(r.json, "log_start_offset"), mp->lso, "log_start_offset");
     CHECK_EQ(jint(r.json, "high_watermark"), mp->n, "high_watermark");
     CHECK_EQ(jint(r.json, "log_end_offset"), mp->n, "log_end_offset");
+    int64_t maxts = -1;
+    for (int64_t k = am_next_live(mp, 0); k < mp->n; k = am_next_live(mp, k + 1))
+        maxts = mp->r[k].ts_lo > maxts ? mp->r[k].ts_lo : maxts;
+    json_t *mt = jget(r.json, "max_timestamp");
+    CHECK(maxts < 0 ? json_is_null(mt) || json_integer_value(mt) >= 0
+                    : json_is_integer(mt) && json_integer_value(mt) >= maxts,
+          "max_timestamp %s, the live records' largest is %lld", json_dumps(mt, JSON_ENCODE_ANY),
+          (long long)maxts);
     int64_t o = am_next_live(mp, mp->lso);
     json_t *ft = jget(r.json, "first_timestamp");
     if (o < mp->n && mp->r[o].ts_lo == mp->r[o].ts_hi && mp->r[o].ts_lo >= 0)
@@ -491,9 +540,17 @@ static json_t *segments(am_topic *t, int p, long long *total)
         if (i == 0)
             CHECK(base <= mp->lso, "the first segment starts at %lld, past the log start %lld", base,
                   (long long)mp->lso);
-        if (base >= mp->lso)
+        if (base >= mp->lso) {
             CHECK_EQ(jint(s, "record_count"), am_live_count(mp, base, next),
                      "record_count of a segment");
+            /* Its first record's timestamp, as a reader sees it. */
+            int64_t f = am_next_live(mp, base);
+            json_t *ft = jget(s, "first_timestamp");
+            if (f < next && mp->r[f].ts_lo >= 0)
+                CHECK(json_is_integer(ft) && json_integer_value(ft) == mp->r[f].ts_lo,
+                      "segment %lld: first_timestamp %s, its first record (%lld) has %lld", base,
+                      json_dumps(ft, JSON_ENCODE_ANY), (long long)f, (long long)mp->r[f].ts_lo);
+        }
     }
     return segs;
 }
