@@ -656,10 +656,22 @@ static void test_api_model(void **state)
     ls_cleanup(S);
 }
 
+/* After a failure too: a server left running would outlive the suite.
+ * Its data dir stays then, for the post-mortem the failure asks for. */
+static int teardown(void **state)
+{
+    (void)state;
+    if (S->pid > 0) {
+        fprintf(stderr, "# the server's data dir is kept: %s\n", S->dir);
+        ls_kill9(S);
+    }
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_api_model),
+        cmocka_unit_test_teardown(test_api_model, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
