@@ -22,7 +22,8 @@
  * is unchanged.  Every append is read back at once.
  *
  * The seed is printed; API_MODEL_SEED=<n> runs that seed, API_MODEL_OPS=<n>
- * changes the number of operations.  The periodic jobs and the cleaner
+ * changes the number of operations; API_MODEL_TRACE=1 prints each
+ * operation, API_MODEL_VERBOSE=1 what retention and compaction predict.  The periodic jobs and the cleaner
  * threads are held off so only requests change the data.
  */
 #include <stdarg.h>
