@@ -39,7 +39,7 @@ static const api_route routes[] = {
     {"POST", TP "/records", api_h_append, API_ROLE_WRITE, E | B, "expected_offset"},
     {"GET", TP "/records", api_h_read, API_ROLE_READ, E | API_ROUTE_SSE, READ_QUERY},
     {"GET", TP "/records/{offset}", api_h_read_one, API_ROLE_READ, E, "encoding"},
-    {"GET", TP "/segments", api_h_segments, API_ROLE_READ, E, NULL},
+    {"GET", TP "/segments", api_h_segments, API_ROLE_READ, E, "start limit"},
     {"GET", TP "/producers", api_h_producers, API_ROLE_READ, E, NULL},
     {"POST", TP "/segments:roll", api_h_segment_roll, API_ROLE_ADMIN, E | B, NULL},
     {"GET", TP "/segments/{base}/index", api_h_segment_index, API_ROLE_READ, E, "start limit"},

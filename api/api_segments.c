@@ -18,12 +18,18 @@ static json_t *ts_or_null(int64_t ts)
 void api_h_segments(api_ctx *ctx, const api_request *req, const api_params *params,
                     api_response *resp)
 {
+    /* Paged as the dumps are: a listing scans every batch header of the
+     * segments it shows, so all of a long log's was seconds and megabytes. */
+    int64_t start, limit;
+    if (!api_query_i64(req, resp, "start", 0, 0, INT64_MAX, &start) ||
+        !api_query_i64(req, resp, "limit", 1000, 1, 100000, &limit))
+        return;
     eng_partition *p;
     if (!api_lookup_partition(ctx, req, params, resp, &p))
         return;
     eng_segment_info *si;
-    size_t n;
-    int rc = eng_partition_segments(p, &si, &n);
+    size_t n, total;
+    int rc = eng_partition_segments_page(p, (size_t)start, (size_t)limit, &si, &n, &total);
     if (rc) {
         eng_errdetail d = {0};
         if (rc == ENG_ENOTOPIC)
@@ -56,8 +62,9 @@ void api_h_segments(api_ctx *ctx, const api_request *req, const api_params *para
         json_array_append_new(arr, o);
     }
     free(si);
-    api_resp_json(resp, 200, json_pack("{s:s,s:i,s:o}", "topic", eng_partition_topic(p),
-                                       "partition", (int)eng_partition_id(p), "segments", arr));
+    api_resp_json(resp, 200, json_pack("{s:s,s:i,s:I,s:o}", "topic", eng_partition_topic(p),
+                                       "partition", (int)eng_partition_id(p), "segment_count",
+                                       (json_int_t)total, "segments", arr));
     eng_partition_unref(p);
 }
 

@@ -244,6 +244,12 @@ void eng_partition_info_get(eng_partition *p, eng_partition_info *out);
  * topic was deleted: its indexes are no longer opened by path. */
 int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n);
 
+/* The same for at most limit segments from the start'th (0 is the oldest);
+ * *total is how many the partition has.  Only those listed are scanned, so
+ * a page costs its own segments' reads, not the whole log's. */
+int eng_partition_segments_page(eng_partition *p, size_t start, size_t limit,
+                                eng_segment_info **out, size_t *n, size_t *total);
+
 /* A referenced segment by base offset (eng_segment_unref when done);
  * ENG_ENOTFOUND, or ENG_ENOTOPIC once the topic was deleted. */
 int eng_partition_segment(eng_partition *p, int64_t base, eng_segment **out);

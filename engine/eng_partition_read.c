@@ -14,6 +14,7 @@
 #include "eng_logger.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -499,16 +500,25 @@ static int visit_count(const eng_batch_pos *b, void *vctx)
 
 int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
 {
+    size_t total;
+    return eng_partition_segments_page(p, 0, SIZE_MAX, out, n, &total);
+}
+
+int eng_partition_segments_page(eng_partition *p, size_t start, size_t limit,
+                                eng_segment_info **out, size_t *n, size_t *total)
+{
     if (atomic_load(&p->retired))
         return ENG_ENOTOPIC;
     eng_segview *v = eng__segview_acquire(p);
     /* Read the count while the view is held: once released, a roll may have
      * dropped the last reference and freed it. */
-    size_t count = v->n;
+    size_t all = v->n;
+    size_t first = start < all ? start : all;
+    size_t count = all - first < limit ? all - first : limit;
     eng_segment_info *arr = calloc(count ? count : 1, sizeof *arr);
     int rc = arr ? 0 : -ENOMEM;
-    for (size_t k = 0; k < v->n && !rc; k++) {
-        eng_segment *seg = v->segs[k];
+    for (size_t k = 0; k < count && !rc; k++) {
+        eng_segment *seg = v->segs[first + k];
         eng_segment_info *si = &arr[k];
         si->base_offset = eng_segment_base(seg);
         si->next_offset = eng_segment_next_offset(seg);
@@ -548,6 +558,7 @@ int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
     }
     *out = arr;
     *n = count;
+    *total = all;
     return 0;
 }
 

@@ -734,6 +734,44 @@ static void test_unclean_restart(void **state)
     check_files_match_disk();
 }
 
+/* The listing pages as the dumps do: a partition of thousands of segments
+ * answered them all, every batch header of the log read for one request. */
+static void test_listing_pages(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "pg", 1, "{\"segment.bytes\":1048576}"), 201);
+    ls_resp r;
+    for (int b = 0; b < 4; b++) {
+        append_batch("pg", b);
+        assert_int_equal(ls_post(S, "/v1/topics/pg/partitions/0/segments:roll", "", &r), 0);
+        assert_int_equal(r.status, 200);
+        ls_resp_free(&r);
+    }
+    /* 4 sealed segments (bases 0, 10, 20, 30) and the empty active one at 40 */
+    assert_int_equal(ls_get(S, "/v1/topics/pg/partitions/0/segments?start=1&limit=2", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ls_jint(&r, "segment_count"), 5);
+    assert_int_equal(json_array_size(ls_jget(&r, "segments")), 2);
+    assert_int_equal(jint(segment(&r, 0), "base_offset"), 10);
+    assert_int_equal(jint(segment(&r, 0), "record_count"), 10);
+    assert_int_equal(jint(segment(&r, 1), "base_offset"), 20);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, "/v1/topics/pg/partitions/0/segments?start=4", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(json_array_size(ls_jget(&r, "segments")), 1);
+    assert_int_equal(jint(segment(&r, 0), "base_offset"), 40);
+    assert_true(json_is_true(json_object_get(segment(&r, 0), "active")));
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, "/v1/topics/pg/partitions/0/segments?start=9", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ls_jint(&r, "segment_count"), 5);
+    assert_int_equal(json_array_size(ls_jget(&r, "segments")), 0);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(S, "/v1/topics/pg/partitions/0/segments?limit=0", &r), 0);
+    assert_int_equal(ls_check_error(&r, 400, "invalid_request"), 0);
+    ls_resp_free(&r);
+}
+
 static void test_zz_clean_stop(void **state)
 {
     (void)state;
@@ -750,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_matches_sample_segment),
         cmocka_unit_test(test_roll),
         cmocka_unit_test(test_automatic_rolls),
+        cmocka_unit_test(test_listing_pages),
         cmocka_unit_test(test_segment_not_found),
         cmocka_unit_test(test_files_match_disk),
         cmocka_unit_test(test_restart_keeps_everything),
