@@ -59,6 +59,7 @@ static const err_def table[] = {
     {"overloaded", 503, "THROTTLING_QUOTA_EXCEEDED", 89, true},
     {"disk_full", 507, "KAFKA_STORAGE_ERROR", 56, true},
     {"too_many_open_files", 507, "KAFKA_STORAGE_ERROR", 56, true},
+    {"out_of_memory", 507, "KAFKA_STORAGE_ERROR", 56, true},
 };
 
 static const err_def *find_def(const char *code)
@@ -170,6 +171,7 @@ const char *api_error_code_for(int rc)
     case -EDQUOT: return "disk_full";
     case -EMFILE:
     case -ENFILE: return "too_many_open_files";
+    case -ENOMEM: return "out_of_memory";
     default: return "internal_error";
     }
 }

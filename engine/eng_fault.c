@@ -64,6 +64,8 @@ static void parse(const char *spec)
             f->action = -ENOSPC;
         else if (!strcmp(eq + 1, "edquot"))
             f->action = -EDQUOT;
+        else if (!strcmp(eq + 1, "enomem"))
+            f->action = -ENOMEM;
         else if (!strcmp(eq + 1, "stall"))
             f->action = FAULT_STALL;
         else

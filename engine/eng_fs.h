@@ -80,6 +80,13 @@ int eng_fs_fd_headroom(long *headroom, long *limit);
 #define ENG_FD_LIMIT_HINT \
     "raise the open-files limit (ulimit -n, LimitNOFILE, docker run --ulimit nofile=...)"
 
+/* What an error that ran out of memory tells the operator to check: each
+ * segment maps its two indexes, and mmap fails with ENOMEM at the kernel's
+ * per-process limit long before memory runs out. */
+#define ENG_MAP_LIMIT_HINT \
+    "every segment maps its 2 index files: if the process's maps (/proc/PID/maps) are near " \
+    "vm.max_map_count, raise it (sysctl -w vm.max_map_count=262144)"
+
 
 /* Wall clock in milliseconds since the epoch. */
 int64_t eng_now_ms(void);

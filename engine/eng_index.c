@@ -137,6 +137,9 @@ int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, s
     atomic_init(&idx->dirty, writable);
     atomic_store_explicit(&idx->entries, existing, memory_order_relaxed);
     if (len > 0) {
+        /* mmap fails with ENOMEM once vm.max_map_count is reached */
+        if ((rc = ENG_FAULT("index.map")) != 0)
+            goto fail;
         idx->map = mmap(NULL, len, idx->store_mapped ? PROT_READ | PROT_WRITE : PROT_READ,
                         MAP_SHARED, idx->fd, 0);
         if (idx->map == MAP_FAILED) {

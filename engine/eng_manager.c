@@ -228,6 +228,9 @@ static int load_failed(const eng_manager *m, int rc, eng_errdetail *err)
                         "loading %s failed: %s: this process may open %ld files; every "
                         "segment holds 1 (an active one 3); " ENG_FD_LIMIT_HINT,
                         m->dir, eng_strerror(rc), limit);
+    if (rc == -ENOMEM)
+        return eng_fail(err, rc, "loading %s failed: %s: " ENG_MAP_LIMIT_HINT, m->dir,
+                        eng_strerror(rc));
     return eng_fail(err, rc, "loading %s failed: %s", m->dir, eng_strerror(rc));
 }
 

@@ -309,11 +309,12 @@ void eng__set_hw(eng_partition *p, int64_t hw)
 
 /* Errors that say the process or the disk is out of room, not that the dir
  * went bad: the append is refused and the next one tries again.  Running
- * out of descriptors can only fail a segment's create, which leaves no
+ * out of descriptors, or of memory maps (vm.max_map_count: each segment
+ * maps its two indexes), can only fail a segment's create, which leaves no
  * file behind (eng_segment_create). */
 static bool out_of_room(int rc)
 {
-    return rc == -ENOSPC || rc == -EMFILE || rc == -ENFILE;
+    return rc == -ENOSPC || rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM;
 }
 
 static bool dir_is_offline(const eng_partition *p)
@@ -388,9 +389,10 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
             return rc;
         }
         ENG_ERROR("%s-%d: cannot create segment %020lld: %s (%llu more failed since the last "
-                  "report)",
+                  "report)%s",
                   p->topic, p->id, (long long)new_base, eng_strerror(rc),
-                  (unsigned long long)p->roll_errors_unlogged);
+                  (unsigned long long)p->roll_errors_unlogged,
+                  rc == -ENOMEM ? "; " ENG_MAP_LIMIT_HINT : "");
         p->roll_error_logged_ms = now;
         p->roll_errors_unlogged = 0;
         return rc;

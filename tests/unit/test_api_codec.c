@@ -338,6 +338,7 @@ static void test_error_table_complete(void **state)
         {"disk_full", 507, true, -EDQUOT},
         {"too_many_open_files", 507, true, -EMFILE},
         {"too_many_open_files", 507, true, -ENFILE},
+        {"out_of_memory", 507, true, -ENOMEM},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         if (api_error_status(t[i].code) != t[i].status)
@@ -396,6 +397,7 @@ static void test_error_table_kafka_codes(void **state)
         {"overloaded", "THROTTLING_QUOTA_EXCEEDED", 89},
         {"disk_full", "KAFKA_STORAGE_ERROR", 56},
         {"too_many_open_files", "KAFKA_STORAGE_ERROR", 56},
+        {"out_of_memory", "KAFKA_STORAGE_ERROR", 56},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         json_t *o = api_error_object(NULL, t[i].code, "m", NULL);

@@ -562,6 +562,27 @@ static void test_second_open_is_locked_out(void **state)
     eng_manager_close(m2);
 }
 
+/* A start that cannot map an index (vm.max_map_count reached: every
+ * segment maps two) says what to raise, as one out of descriptors does;
+ * it used to say only "Cannot allocate memory". */
+static void test_load_out_of_maps_says_what_to_raise(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f), *m2 = NULL;
+    assert_int_equal(create(m, "orders", 2, NULL, NULL, NULL), 0);
+    append_records(m, "orders", 0, 3);
+    eng_manager_close(m);
+    eng_errdetail err = {0};
+    eng_fault_set("index.map=enomem");
+    int rc = eng_manager_open(&f->opts, &m2, &err);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, -ENOMEM);
+    assert_null(m2);
+    assert_non_null(strstr(err.message, "vm.max_map_count"));
+    assert_int_equal(eng_manager_open(&f->opts, &m2, &err), 0);
+    eng_manager_close(m2);
+}
+
 static void test_close_writes_marker_and_checkpoints(void **state)
 {
     fixture *f = *state;
@@ -758,6 +779,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stray_partition_dirs_are_set_aside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_first_start_only_when_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_is_locked_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_out_of_maps_says_what_to_raise, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_writes_marker_and_checkpoints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_without_space_is_unclean, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_forgets_checkpoints, setup, teardown),

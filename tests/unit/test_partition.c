@@ -24,6 +24,7 @@
 #include "eng_config.h"
 #include "eng_endian.h"
 #include "eng_error.h"
+#include "eng_fault.h"
 #include "eng_fs.h" /* eng_now_ms */
 #include "eng_logger.h"
 #include "eng_partition.h"
@@ -435,6 +436,36 @@ static void test_requested_roll_failures(void **state)
     eng_partition_unref(p);
 }
 
+/* Out of memory maps (vm.max_map_count reached: every segment maps its two
+ * indexes), a roll fails as it does out of descriptors: the append is
+ * refused, no file stays and the dir stays online.  It used to take the
+ * whole log dir offline until a restart. */
+static void test_roll_out_of_maps(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 4000;
+    _Atomic int offline = 0;
+    eng_partition *p = open_watched(f, &offline);
+    append_ok(p, 0, 10, T0, 250); /* 2,731 bytes: the next batch must roll */
+    char before[2048], after[2048];
+    ts_list_dir(f->pdir, before, sizeof before);
+
+    uint8_t buf[8192];
+    size_t len = ts_build_batch(buf, sizeof buf, 10, 10, T0, 250);
+    eng_errdetail err = {0};
+    eng_fault_set("index.map=enomem");
+    int rc = do_append(p, buf, len, -1, true, NULL, &err);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, -ENOMEM);
+    assert_int_equal(atomic_load(&offline), 0);
+    ts_list_dir(f->pdir, after, sizeof after);
+    assert_string_equal(after, before);
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 20);
+    assert_int_equal(read_and_check(p, 0, 250), 20);
+    eng_partition_unref(p);
+}
+
 static void test_compacted_null_key(void **state)
 {
     fixture *f = *state;
@@ -691,6 +722,7 @@ int main(void)
         T(test_listing_during_rolls),
         T(test_refusals_write_nothing),
         T(test_roll_out_of_descriptors),
+        T(test_roll_out_of_maps),
         T(test_old_segments_hold_one_descriptor),
         T(test_requested_roll_failures),
         T(test_compacted_null_key),
