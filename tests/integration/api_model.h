@@ -2,7 +2,9 @@
  * api_model.h - the in-memory model test_api_model.c checks the server
  * against: topics, their configs, and per partition every record ever
  * appended (by offset) with whether it is still stored, plus the log start
- * offset.  The high watermark is the log end offset (no flush.messages).
+ * offset, what log-start-offset-checkpoint holds of it, and its idempotent
+ * producers.  The high watermark is the log end offset: no request is in
+ * flight while another is checked, flush.messages=1 or not.
  * Then the run's state: the server, the PRNG, failure reports naming the
  * seed and the operation, request helpers and random record content.
  *
@@ -47,11 +49,32 @@ typedef struct am_rec {
     int64_t horizon; /* a tombstone's delete horizon, set by its first clean; 0 before */
 } am_rec;
 
+#define AM_NPIDS 3 /* idempotent producer ids a partition sees */
+#define AM_PBATCHES 5 /* batches a producer's retries are checked against (Kafka's five) */
+
+/* One batch of an idempotent producer, as the producer listing shows it. */
+typedef struct am_pbatch {
+    int32_t first_seq, last_seq;
+    int64_t first_off, last_off;
+    long long ts_lo, ts_hi; /* its maxTimestamp; a range on LogAppendTime topics */
+} am_pbatch;
+
+/* What a partition remembers of one producer id (nb 0: unknown).  Every
+ * batch is of the current epoch; the server keeps a suffix of them at
+ * least `must` long: all since the last restart, plus the last before it. */
+typedef struct am_prod {
+    int epoch;
+    int nb, must;
+    am_pbatch b[AM_PBATCHES];
+} am_prod;
+
 typedef struct am_part {
     am_rec *r;
     int64_t n, cap; /* n: the log end offset */
     int64_t lso;
+    int64_t ckpt_lso; /* the log start offset as log-start-offset-checkpoint last saved it */
     bool compressed; /* holds a compressed batch: the disk check cannot parse it */
+    am_prod prod[AM_NPIDS]; /* by index into PIDS */
 } am_part;
 
 typedef struct am_topic {
@@ -63,6 +86,7 @@ typedef struct am_topic {
     bool lat;   /* message.timestamp.type=LogAppendTime */
     long long retention_ms, retention_bytes;
     bool codec; /* compression.type compresses every batch */
+    bool flush1; /* flush.messages=1: acknowledged means on disk */
     long long drm; /* delete.retention.ms */
     json_t *overrides; /* name -> value as set, what the description's "configs" holds */
 } am_topic;
@@ -189,7 +213,7 @@ static am_topic T[AM_NNAMES];
  * or compacted a record checked little. */
 static struct {
     long appended, pages, streams, raws, retention_deleted[3], rolled, compacted, restarts, invalid,
-        created, deleted, configs;
+        created, deleted, configs, idempotent, idempotent_refused, crashes, lso_fell_back;
 } g_stats;
 
 /* m.x and m_x collide (Kafka's rule on . and _). */

@@ -34,6 +34,8 @@ static void model_config(am_topic *t, const char *name, const char *value)
         t->drm = value ? atoll(value) : DAY_MS;
     } else if (!strcmp(name, "compression.type")) {
         t->codec = value && strcmp(value, "producer") && strcmp(value, "uncompressed");
+    } else if (!strcmp(name, "flush.messages")) {
+        t->flush1 = value && !strcmp(value, "1");
     }
 }
 
@@ -44,7 +46,10 @@ static const char *rand_config(const char **value)
     static const char *const policies[] = {"delete", "compact", "compact,delete", "delete,compact", ""};
     static const char *const codecs[] = {"producer", "gzip", "snappy", "lz4", "zstd", "uncompressed"};
     static const char *const rms[] = {"-1", "3600000", "86400000", "604800000"};
-    switch (rndn(10)) {
+    switch (rndn(11)) {
+    case 10:
+        *value = chance(70) ? "1" : "1000";
+        return "flush.messages";
     case 8:
         *value = chance(50) ? "1" : chance(50) ? "64" : "4096";
         return "index.interval.bytes";
@@ -120,6 +125,8 @@ static void op_create(int idx)
     }
     if (chance(30))
         json_object_set_new(cfg, "retention.ms", json_string(chance(50) ? "86400000" : "3600000"));
+    if (chance(15))
+        json_object_set_new(cfg, "flush.messages", json_string("1"));
     if (chance(30)) {
         char b[32];
         snprintf(b, sizeof b, "%lld", (long long)rndn(3000));
@@ -174,6 +181,10 @@ static void op_delete_topic(am_topic *t)
     ls_resp_free(&r);
     for (int p = 0; p < AM_MAXP; p++)
         am_part_reset(&t->p[p]);
+    /* A delete writes log-start-offset-checkpoint (README "Durability"). */
+    for (int i = 0; i < AM_NNAMES; i++)
+        for (int p = 0; T[i].live && &T[i] != t && p < T[i].np; p++)
+            T[i].p[p].ckpt_lso = T[i].p[p].lso;
     json_decref(t->overrides);
     t->overrides = NULL;
     t->live = false;

@@ -16,8 +16,13 @@
  * predicts from the segment listing (Kafka's three rules); compaction:run
  * (last value per key survives below the cleaned range's end, tombstones
  * stay within delete.retention.ms, keyless records go, offsets never
- * change); clean restarts on the same data dir, the stopped server's
- * partition directories parsed by that same parser; and invalid requests of
+ * change); idempotent producers' batches, new, retried (a duplicate, nothing
+ * written), out of sequence and of a stale epoch, and their listing
+ * (api_model_producers.h); flush.messages=1 topics, whose high watermark is
+ * the log end after each acknowledged append; clean restarts and kill -9
+ * restarts on the same data dir, the stopped (or killed) server's partition
+ * directories parsed by that same parser, the log start offset after a
+ * kill -9 no lower than log-start-offset-checkpoint allows; and invalid requests of
  * every kind, checked against README's error table, after which the model
  * is unchanged.  Every append is read back at once.
  *
@@ -101,6 +106,17 @@ static void check_append_answer(ls_resp *r, am_topic *t, int p, int64_t base, in
           tt ? tt : "(none)");
     CHECK((jint(r->json, "log_append_time") >= 0) == t->lat, "log_append_time %lld",
           jint(r->json, "log_append_time"));
+    if (t->flush1) {
+        /* Acknowledged means on disk and visible (README "Durability"). */
+        char path[256];
+        part_path(path, sizeof path, t, p, "");
+        ls_resp d;
+        req("GET", path, NULL, NULL, 0, NULL, &d);
+        expect_ok(&d, 200);
+        CHECK_EQ(jint(d.json, "high_watermark"), base + n, "flush.messages=1: the high watermark after an append");
+        CHECK_EQ(jint(d.json, "log_end_offset"), base + n, "flush.messages=1: the log end after an append");
+        ls_resp_free(&d);
+    }
 }
 
 static void op_append_json(am_topic *t, int p)
@@ -203,6 +219,8 @@ static void op_append_topic(am_topic *t)
             check_page(t, p, first[p], (int)cnt[p], false);
 }
 
+#include "api_model_producers.h"
+
 /* One or two RecordBatch v2 back to back, encoded by the engine's encoder. */
 static void op_append_binary(am_topic *t, int p)
 {
@@ -226,15 +244,7 @@ static void op_append_binary(am_topic *t, int p)
             set_ts(t, r, ts, now_ms(), now_ms());
             if (!t->lat)
                 r->ts_lo = r->ts_hi = ts; /* -1 stays -1: no timestamp */
-            for (int h = 0; h < r->nh; h++)
-                hdr[i][h] = (eng_record_header){(const uint8_t *)r->hname[h].data, (int32_t)r->hname[h].len,
-                                                (const uint8_t *)r->hval[h].data,
-                                                r->hval[h].data ? (int32_t)r->hval[h].len : -1};
-            spec[i] = (eng_record_spec){ts, (const uint8_t *)r->key.data,
-                                        r->key.data ? (int32_t)r->key.len : -1,
-                                        (const uint8_t *)r->value.data,
-                                        r->value.data ? (int32_t)r->value.len : -1, hdr[i],
-                                        (uint32_t)r->nh};
+            rec_spec(r, ts, &spec[i], hdr[i]);
         }
         size_t cap = eng_batch_encoded_size(spec, (size_t)counts[b]);
         uint8_t *nb = realloc(body, len + cap);
@@ -244,29 +254,8 @@ static void op_append_binary(am_topic *t, int p)
         eng_batch_params_init(&bp);
         size_t sz = eng_batch_encode(body + len, cap, &bp, spec, (size_t)counts[b]);
         CHECK(sz > 0, "encoding a batch failed");
-        if (chance(30)) {
-            /* Sent compressed: the records section as one stream. */
-            int codec = 1 + (int)rndn(4);
-            eng_buf z = {0};
-            CHECK(eng_records_compress(codec, ENG_CODEC_DEFAULT_LEVEL, body + len + ENG_BATCH_OVERHEAD,
-                                       sz - ENG_BATCH_OVERHEAD, &z) == 0,
-                  "compressing a batch failed");
-            nb = realloc(body, len + ENG_BATCH_OVERHEAD + z.len);
-            CHECK(nb != NULL, "out of memory");
-            body = nb;
-            memcpy(body + len + ENG_BATCH_OVERHEAD, z.data, z.len);
-            free(z.data);
-            sz = ENG_BATCH_OVERHEAD + z.len;
-            uint8_t *bt = body + len;
-            ru_put_be32(bt + 8, (uint32_t)(sz - 12));
-            bt[22] = (uint8_t)(bt[22] | codec);
-            ru_put_be32(bt + 17, eng_batch_compute_crc(bt, sz));
-            if (!t->codec && strcmp(json_string_value(jget(t->overrides, "compression.type"))
-                                        ? json_string_value(jget(t->overrides, "compression.type"))
-                                        : "producer",
-                                    "uncompressed"))
-                mp->compressed = true;
-        }
+        if (chance(30))
+            sz = compress_batch(t, mp, &body, len, sz);
         len += sz;
         n += counts[b];
     }
@@ -535,6 +524,7 @@ static void check_topic(am_topic *t)
         check_partition(t, p);
         check_all(t, p);
         check_segments(t, p);
+        check_producers(t, p);
     }
     check_overrides(t);
 }
@@ -548,6 +538,55 @@ static void op_restart(void)
         for (int p = 0; T[i].live && p < T[i].np; p++)
             check_disk(&T[i], p);
     CHECK(ls_restart(S, settings) == 0, "the server did not restart");
+    producers_restarted();
+    for (int i = 0; i < AM_NNAMES; i++)
+        for (int p = 0; T[i].live && p < T[i].np; p++)
+            T[i].p[p].ckpt_lso = T[i].p[p].lso; /* a clean stop writes the checkpoint */
+    for (int i = 0; i < AM_NNAMES; i++)
+        if (T[i].live)
+            check_topic(&T[i]);
+}
+
+/* kill -9 between requests: the page cache keeps every acknowledged byte,
+ * so the log end stays; the log start offset is what
+ * log-start-offset-checkpoint saved (at the last clean stop or topic
+ * delete: its job is held off) or the first segment's base, whichever is
+ * larger, and at most where it was (README "Durability", "Recovery"). */
+static void op_crash(void)
+{
+    g_stats.crashes++;
+    what("kill -9 and restart");
+    ls_kill9(S);
+    for (int i = 0; i < AM_NNAMES; i++)
+        for (int p = 0; T[i].live && p < T[i].np; p++)
+            check_disk(&T[i], p);
+    CHECK(ls_restart(S, settings) == 0, "the server did not restart after kill -9");
+    producers_restarted();
+    for (int i = 0; i < AM_NNAMES; i++) {
+        am_topic *t = &T[i];
+        for (int p = 0; t->live && p < t->np; p++) {
+            am_part *mp = &t->p[p];
+            what("kill -9 and restart: log start of %s-%d", t->name, p);
+            char path[256];
+            part_path(path, sizeof path, t, p, "/segments");
+            ls_resp r;
+            req("GET", path, NULL, NULL, 0, NULL, &r);
+            expect_ok(&r, 200);
+            long long first = jint(json_array_get(jget(r.json, "segments"), 0), "base_offset");
+            ls_resp_free(&r);
+            long long floor = first > mp->ckpt_lso ? first : mp->ckpt_lso;
+            part_path(path, sizeof path, t, p, "");
+            req("GET", path, NULL, NULL, 0, NULL, &r);
+            expect_ok(&r, 200);
+            long long lso = jint(r.json, "log_start_offset");
+            ls_resp_free(&r);
+            CHECK(lso >= floor && lso <= mp->lso,
+                  "log start %lld after kill -9: before it %lld, checkpointed %lld, first segment %lld", lso,
+                  (long long)mp->lso, (long long)mp->ckpt_lso, first);
+            g_stats.lso_fell_back += lso < mp->lso;
+            mp->lso = lso;
+        }
+    }
     for (int i = 0; i < AM_NNAMES; i++)
         if (T[i].live)
             check_topic(&T[i]);
@@ -574,8 +613,10 @@ static void one_op(void)
         op_append_json(t, p);
     else if (r < 29)
         op_append_topic(t);
-    else if (r < 37)
+    else if (r < 34)
         op_append_binary(t, p);
+    else if (r < 40)
+        op_idempotent(t, p);
     else if (r < 47) {
         what("page of %s-%d", t->name, p);
         int k = (int)rndn(10);
@@ -616,10 +657,12 @@ static void one_op(void)
         op_delete_topic(t);
     else if (r < 93)
         op_grow(t);
-    else if (r < 99)
+    else if (r < 97)
         op_invalid();
-    else
+    else if (r < 98)
         op_restart();
+    else
+        op_crash();
 }
 
 static long long env_ll(const char *name, long long dflt)
@@ -643,11 +686,13 @@ static void test_api_model(void **state)
     fprintf(stderr,
             "# %ld records appended; %ld pages, %ld streams, %ld raw reads; segments deleted by "
             "log start %ld, bytes %ld, time %ld (%ld rolled); %ld records compacted away; "
-            "%ld topics created, %ld deleted; %ld config changes; %ld invalid requests; %ld restarts\n",
+            "%ld topics created, %ld deleted; %ld config changes; %ld invalid requests; %ld restarts, "
+            "%ld kill -9 (%ld log starts fell back); %ld idempotent appends, %ld retries and refusals\n",
             g_stats.appended, g_stats.pages, g_stats.streams, g_stats.raws,
             g_stats.retention_deleted[0], g_stats.retention_deleted[1], g_stats.retention_deleted[2],
             g_stats.rolled, g_stats.compacted, g_stats.created, g_stats.deleted, g_stats.configs,
-            g_stats.invalid, g_stats.restarts);
+            g_stats.invalid, g_stats.restarts, g_stats.crashes, g_stats.lso_fell_back, g_stats.idempotent,
+            g_stats.idempotent_refused);
     for (int i = 0; i < AM_NNAMES; i++) {
         for (int p = 0; p < AM_MAXP; p++)
             am_part_reset(&T[i].p[p]);
