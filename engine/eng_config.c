@@ -171,16 +171,20 @@ static int choice_index(const char *const *choices, const char *s, size_t len, b
 }
 
 /* A comma-separated list of choices as a bit mask; *dup (if given) says
- * whether a choice was named twice.  An empty (or blank) list is mask 0: for
+ * whether a choice was named twice, and norm (if given) gets the list as
+ * Kafka prints it: the choices' names in their order, without blanks.  An empty (or blank) list is mask 0: for
  * cleanup.policy, Kafka 4.2's "keep everything" (neither retention nor
  * compaction; only a raised log start offset deletes segments). */
 static int parse_list(const eng_config_def *d, const char *text, int64_t *mask, bool *dup,
-                      bool exact)
+                      bool exact, char *norm, size_t normlen)
 {
     const char *p = text;
+    size_t used = 0;
     *mask = 0;
     if (dup)
         *dup = false;
+    if (norm)
+        norm[0] = 0;
     if (text[strspn(text, " ")] == 0)
         return 0;
     for (;;) {
@@ -196,6 +200,9 @@ static int parse_list(const eng_config_def *d, const char *text, int64_t *mask, 
         if (dup && (*mask & (1 << c)))
             *dup = true;
         *mask |= 1 << c;
+        if (norm) /* the items as named, in their order, without blanks */
+            used += (size_t)snprintf(norm + used, used < normlen ? normlen - used : 0, "%s%s",
+                                     used ? "," : "", d->choices[c]);
         if (!e)
             return 0;
         p = e + 1;
@@ -265,7 +272,7 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
         break;
     }
     case ENG_CFG_LIST:
-        if (parse_list(d, text, &v.i, NULL, false))
+        if (parse_list(d, text, &v.i, NULL, false, NULL, 0))
             return bad(err, d, text, "expected a comma-separated subset of delete, compact");
         break;
     }
@@ -444,7 +451,9 @@ static int set_trimmed(eng_config_overrides *ov, int id, char *text, eng_errdeta
      * refused; one already stored (eng_config_resolve) still loads. */
     bool dup = false;
     int64_t mask;
-    if (defs[id].type == ENG_CFG_LIST && parse_list(&defs[id], text, &mask, &dup, true))
+    char norm[256];
+    if (defs[id].type == ENG_CFG_LIST &&
+        parse_list(&defs[id], text, &mask, &dup, true, norm, sizeof norm))
         return bad(err, &defs[id], text, "not in the allowed values' letter case");
     if (dup)
         return bad(err, &defs[id], text, "contains duplicate values");
@@ -455,26 +464,8 @@ static int set_trimmed(eng_config_overrides *ov, int id, char *text, eng_errdeta
      * back ("+100" is 100, "TRUE" true, "compact , delete" compact,delete),
      * not as typed.  A list keeps its order; a double its text (Java's
      * Double.toString, 1.0 or 1.0E-5, is not what %g prints). */
-    char norm[256];
-    if (defs[id].type == ENG_CFG_LIST) {
-        size_t used = 0;
-        norm[0] = 0;
-        for (const char *p = text; text[strspn(text, " ")];) {
-            while (*p == ' ')
-                p++;
-            const char *e = strchr(p, ',');
-            size_t len = e ? (size_t)(e - p) : strlen(p);
-            while (len && p[len - 1] == ' ')
-                len--;
-            used += (size_t)snprintf(norm + used, used < sizeof norm ? sizeof norm - used : 0,
-                                     "%s%.*s", used ? "," : "", (int)len, p);
-            if (!e)
-                break;
-            p = e + 1;
-        }
-    } else if (defs[id].type != ENG_CFG_DOUBLE) {
-        eng_config_format((eng_config_id)id, v, norm, sizeof norm);
-    }
+    if (defs[id].type != ENG_CFG_LIST && defs[id].type != ENG_CFG_DOUBLE)
+        eng_config_format((eng_config_id)id, v, norm, sizeof norm); /* a list's: parse_list */
     char *kept = text;
     if (defs[id].type != ENG_CFG_DOUBLE) {
         if (!(kept = strdup(norm)))
