@@ -19,11 +19,11 @@ typedef struct token {
     unsigned char hash[32];
     unsigned roles;
     char prefix[256];
+    int line; /* in the file, to name a repeat */
 } token;
 
 struct api_auth {
     token *tokens;
-    int *lines; /* each token's line in the file, to name a repeat */
     size_t n;
 };
 
@@ -140,15 +140,11 @@ int api_auth_load(const char *text, size_t len, api_auth **out, char *err, size_
                 snprintf(err, err_len,
                          "tokens file line %d has the same token (hash) as line %d; give each "
                          "token one line",
-                         lineno, a->lines[i]);
+                         lineno, a->tokens[i].line);
                 goto fail;
             }
         }
-        int *nl = realloc(a->lines, (a->n + 1) * sizeof *nl);
-        if (!nl)
-            goto fail;
-        a->lines = nl;
-        a->lines[a->n] = lineno;
+        t.line = lineno;
         token *nt = realloc(a->tokens, (a->n + 1) * sizeof *nt);
         if (!nt)
             goto fail;
@@ -176,7 +172,6 @@ void api_auth_free(api_auth *a)
         return;
     OPENSSL_cleanse(a->tokens, a->n * sizeof *a->tokens);
     free(a->tokens);
-    free(a->lines);
     free(a);
 }
 
