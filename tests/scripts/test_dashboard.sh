@@ -18,6 +18,7 @@ cd "$(dirname "$0")/../.."
 bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
 logdir=$(dirname "$bin")/test-logs
 . tests/scripts/tap.sh
+. tests/scripts/ready.sh
 
 tmp=$(mktemp -d /tmp/logstore-dash-XXXXXX)
 pids=()
@@ -51,12 +52,7 @@ start_logstore() {
     "$bin" --set log.dirs="$tmp/data-$name" --set listeners=http://127.0.0.1:0 "$@" >"$tmp/$name.log" 2>&1 &
     pid=$!
     pids+=("$pid")
-    for _ in $(seq 1 200); do
-        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/$name.log" | tail -1)
-        [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null && break
-        port=
-        sleep 0.05
-    done
+    port=$(ready_port "$tmp/$name.log")
     printf -v "port_$name" '%s' "$port"
     printf -v "pid_$name" '%s' "$pid"
     [ -n "$port" ] || { tail -20 "$tmp/$name.log" | sed 's/^/# /'; return 1; }

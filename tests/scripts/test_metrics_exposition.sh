@@ -17,6 +17,7 @@ set -u
 cd "$(dirname "$0")/../.."
 bin=${TEST_LOGSTORE_BINARY:-build/san/logstore}
 . tests/scripts/tap.sh
+. tests/scripts/ready.sh
 
 tmp=$(mktemp -d /tmp/logstore-expo-XXXXXX)
 ls_pid=
@@ -28,14 +29,7 @@ trap cleanup EXIT
 
 "$bin" --set log.dirs="$tmp/data" --set listeners=http://127.0.0.1:0 >"$tmp/logstore.log" 2>&1 &
 ls_pid=$!
-port=
-for _ in $(seq 1 200); do
-    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/logstore.log" | tail -1)
-    [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null && break
-    port=
-    sleep 0.05
-done
-if [ -z "$port" ]; then
+if ! port=$(ready_port "$tmp/logstore.log"); then
     not_ok "logstore starts"
     sed 's/^/# /' "$tmp/logstore.log" | tail -20
     finish
