@@ -13,6 +13,7 @@
 #include "api_wait.h"
 #include "eng_cleaner.h"
 #include "eng_fs.h"
+#include "eng_process.h"
 #include "eng_stats.h"
 
 #include <stdarg.h>
@@ -322,6 +323,24 @@ void api_h_metrics(api_ctx *ctx, const api_request *req, const api_params *param
         put(&o, "process_open_fds %ld\n", limit - headroom);
         help(&o, "process_max_fds", "gauge", "The process's open-files limit (soft RLIMIT_NOFILE).");
         put(&o, "process_max_fds %ld\n", limit);
+    }
+    if (eng_process_map_headroom(&headroom, &limit) == 0) {
+        help(&o, "logstore_memory_maps", "gauge", "Memory maps the process holds (2 a segment: its indexes).");
+        put(&o, "logstore_memory_maps %ld\n", limit - headroom);
+        help(&o, "logstore_memory_maps_limit", "gauge",
+             "The kernel's limit on them (vm.max_map_count); segment rolls fail past it.");
+        put(&o, "logstore_memory_maps_limit %ld\n", limit);
+    }
+    eng_process_usage u;
+    if (eng_process_usage_get(&u) == 0) {
+        help(&o, "process_cpu_seconds_total", "counter", "User and system CPU time spent.");
+        put(&o, "process_cpu_seconds_total %.2f\n", u.cpu_seconds);
+        help(&o, "process_resident_memory_bytes", "gauge", "Resident memory size.");
+        put(&o, "process_resident_memory_bytes %llu\n", (unsigned long long)u.resident_bytes);
+        help(&o, "process_virtual_memory_bytes", "gauge", "Virtual memory size (index maps included).");
+        put(&o, "process_virtual_memory_bytes %llu\n", (unsigned long long)u.virtual_bytes);
+        help(&o, "process_start_time_seconds", "gauge", "Start time of the process since the epoch.");
+        put(&o, "process_start_time_seconds %.2f\n", u.start_time_seconds);
     }
     requests(&o);
     engine_stats(&o);

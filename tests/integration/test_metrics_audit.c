@@ -38,6 +38,7 @@ static const char *const settings[] = {"log.cleaner.threads=0", NULL};
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /* Answers this test received, by status: /metrics counts them too. */
 static long long seen[600];
@@ -551,6 +552,49 @@ static void test_startup_figures(void **state)
     assert_int_equal(ls_partition_field(S, "au", 1, "size_bytes"), before);
 }
 
+/* The lines of a /proc file: /proc/<pid>/maps has one a mapping. */
+static long proc_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    long n = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* The process figures match what /proc says of the server's pid: its maps
+ * (two a segment: the alert on vm.max_map_count rests on this count), the
+ * kernel's limit, and a start time and memory that are the server's own. */
+static void test_process_figures(void **state)
+{
+    (void)state;
+    ls_resp r;
+    call("GET", "/metrics", NULL, NULL, 0, NULL, 200, &r);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)S->pid);
+    long maps = proc_lines(path);
+    double served = series(r.body, "logstore_memory_maps");
+    /* the scrape's own answer may map or unmap a buffer or two meanwhile */
+    assert_true(served > 0 && served > maps - 32 && served < maps + 32);
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    assert_non_null(f);
+    long limit = 0;
+    assert_int_equal(fscanf(f, "%ld", &limit), 1);
+    fclose(f);
+    assert_true(series(r.body, "logstore_memory_maps_limit") == (double)limit);
+    double started = series(r.body, "process_start_time_seconds");
+    time_t now = time(NULL);
+    assert_true(started > (double)now - 3600 && started <= (double)now + 1);
+    assert_true(series(r.body, "process_resident_memory_bytes") > 1e6);
+    assert_true(series(r.body, "process_virtual_memory_bytes") >
+                series(r.body, "process_resident_memory_bytes"));
+    assert_true(series(r.body, "process_cpu_seconds_total") > 0);
+    ls_resp_free(&r);
+}
+
 /* Last: a clean stop exits 0 (leaks fail the sanitizer build's exit). */
 static void test_zz_clean_stop(void **state)
 {
@@ -564,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_workload_figures),
         cmocka_unit_test(test_deleted_topic_leaves_nothing),
         cmocka_unit_test(test_startup_figures),
+        cmocka_unit_test(test_process_figures),
         cmocka_unit_test(test_zz_clean_stop),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -23,6 +23,7 @@
 #include "eng_fault.h"
 #include "eng_logger.h"
 #include "eng_manager.h"
+#include "eng_process.h"
 #include "eng_retention.h"
 #include "eng_fs.h"
 #include "manager_fixture.h"
@@ -583,6 +584,39 @@ static void test_load_out_of_maps_says_what_to_raise(void **state)
     eng_manager_close(m2);
 }
 
+/* Out of memory maps is refused up front as out of descriptors is: each
+ * partition maps its active segment's two indexes, and a create that ran
+ * into vm.max_map_count midway would take every later roll down with it. */
+static void test_create_beyond_map_limit_is_refused(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    eng_errdetail err = {0}, grow_err = {0};
+    assert_int_equal(create(m, "small", 2, NULL, NULL, &err), 0);
+    long headroom, limit;
+    assert_int_equal(eng_process_map_headroom(&headroom, &limit), 0);
+    assert_true(headroom > 0 && headroom < limit);
+    /* 100 more maps: room for 10 partitions past the reserve of 64, not 100 */
+    eng_process_set_map_limit(limit - headroom + 100);
+    int rc = create(m, "wide", 100, NULL, NULL, &err);
+    int grow = eng_manager_add_partitions(m, "small", 102, &grow_err);
+    int fits = create(m, "narrow", 10, NULL, NULL, NULL);
+    eng_process_set_map_limit(0);
+    assert_int_equal(rc, -ENOMEM);
+    assert_string_equal(err.key, "partitions");
+    assert_non_null(strstr(err.message, "need 200 memory maps"));
+    assert_non_null(strstr(err.message, "vm.max_map_count"));
+    assert_int_equal(grow, -ENOMEM);
+    assert_int_equal(fits, 0);
+    assert_int_equal(eng_manager_delete_topic(m, "narrow", &err), 0);
+    eng_topic_desc d;
+    assert_int_equal(eng_manager_describe_topic(m, "small", &d), 0);
+    assert_int_equal(d.meta.partitions, 2);
+    eng_topic_desc_clear(&d);
+    assert_int_equal(eng_manager_describe_topic(m, "wide", &d), ENG_ENOTOPIC);
+    eng_manager_close(m);
+}
+
 static void test_close_writes_marker_and_checkpoints(void **state)
 {
     fixture *f = *state;
@@ -779,6 +813,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stray_partition_dirs_are_set_aside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_first_start_only_when_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_is_locked_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_beyond_map_limit_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_out_of_maps_says_what_to_raise, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_writes_marker_and_checkpoints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_without_space_is_unclean, setup, teardown),
