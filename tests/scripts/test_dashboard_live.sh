@@ -25,6 +25,7 @@ cleanup() {
 }
 trap cleanup EXIT
 . tests/scripts/browser_env.sh
+. tests/scripts/ready.sh
 
 # start_logstore N PORT: the server on PORT (0: any), its PID in $tmp/pidN;
 # prints the port once it is ready.
@@ -32,15 +33,11 @@ start_logstore() {
     local k=$1 port=$2
     "$bin" --set log.dirs="$tmp/data" --set listeners="http://127.0.0.1:$port" >>"$tmp/logstore$k.log" 2>&1 &
     echo $! >"$tmp/pid$k"
-    for _ in $(seq 1 200); do
-        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/logstore$k.log" | tail -1)
-        [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null && { echo "$port"; return 0; }
-        sleep 0.05
-    done
+    ready_port "$tmp/logstore$k.log" && return 0
     tail -20 "$tmp/logstore$k.log" | sed 's/^/# /' >&2
     return 1
 }
-export -f start_logstore
+export -f start_logstore ready_port
 export bin tmp
 
 port=$(start_logstore 1 0)
