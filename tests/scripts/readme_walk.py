@@ -12,8 +12,8 @@ What is run.  Every ```sh block of the sections from "## A walk through the
 API" up to "## What is on disk" (the walk, "Reading records" and "Errors"),
 in README order, each command through bash with B set to the server's URL
 and the working directory WORKDIR (where `-o batches.bin` lands).  A command
-is a line starting with `curl` plus its backslash continuations (and the
-lines a quoted string spans).  Blocks elsewhere start servers of their own,
+is a line that is not a comment, with its backslash continuations and the
+lines a quoted string spans.  Blocks elsewhere start servers of their own,
 build, or deploy: each is reported as skipped with its reason.  A block
 outside the walk that uses $B is a failure: it would go unchecked.
 
@@ -27,7 +27,8 @@ What is checked, per command:
   not what this run answers.
 - The answer matches what README shows for it: the JSON in its own comment
   (`# {"offset":0,"timestamp":-1}`), or the ```json block that follows its
-  ```sh block directly (for the block's last command).  Comparison rule:
+  ```sh block directly (for the block's last command; a json block of the
+  walk that follows none is a failure).  Comparison rule:
   objects have exactly the keys shown, unless `...` stands among them (then
   more keys may follow); arrays have exactly the elements shown, in order,
   unless the last is `...` (then more may follow); `{...}` is any object;
@@ -73,8 +74,6 @@ SKIP_REASONS = {
     "## Running in Docker and Kubernetes": "needs docker and kubectl; test_dockerfile.sh checks the image",
 }
 
-results = []
-
 
 def out(line):
     print(line, flush=True)
@@ -98,7 +97,8 @@ def skip(desc, reason):
 # ---- README parsing ------------------------------------------------------------------
 
 def fenced_blocks(lines):
-    """Yields (lang, first line number, text, section) for each fenced block."""
+    """Yields (lang, text's first line, text, section, closing fence's line) for
+    each fenced block; line numbers count from 1."""
     section = None
     i = 0
     while i < len(lines):
@@ -111,7 +111,7 @@ def fenced_blocks(lines):
             j = start
             while j < len(lines) and not lines[j].startswith("```"):
                 j += 1
-            yield m.group(1), start + 1, "".join(lines[start:j]), section, j
+            yield m.group(1), start + 1, "".join(lines[start:j]), section, j + 1
             i = j + 1
             continue
         i += 1
@@ -434,12 +434,16 @@ def main():
         lines = f.readlines()
     blocks = list(fenced_blocks(lines))
     in_walk = False
+    attached = set()    # json blocks that follow a sh block of the walk
     walk = []   # (command, json answer or None)
-    for idx, (lang, line, text, section, _end) in enumerate(blocks):
+    for idx, (lang, line, text, section, close) in enumerate(blocks):
         if section == WALK_FIRST:
             in_walk = True
         elif section == WALK_END:
             in_walk = False
+        if lang == "json" and in_walk and idx not in attached:
+            not_ok("README line %d: a json answer in the walk" % line,
+                   ["it does not follow a sh block directly, so nothing compares it"])
         if lang != "sh":
             continue
         if not in_walk:
@@ -452,9 +456,10 @@ def main():
         cmds = split_commands(text, line)
         answer = None
         if idx + 1 < len(blocks):
-            nlang, nline, ntext, _s, _e = blocks[idx + 1]
-            if nlang == "json" and nline == _end + 3:
+            nlang, nline, ntext = blocks[idx + 1][:3]
+            if nlang == "json" and nline == close + 2:     # its fence is the very next line
                 answer = ntext
+                attached.add(idx + 1)
         for k, c in enumerate(cmds):
             walk.append((c, answer if k == len(cmds) - 1 else None))
     if not walk:
