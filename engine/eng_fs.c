@@ -1,6 +1,13 @@
 /*
  * eng_fs.c - durable file replacement, directory sync, tree removal, the
- * process's file-descriptor headroom.
+ * process's file-descriptor headroom, the clocks.
+ *
+ * Two clocks, never mixed: the wall clock (eng_now_ms) is for what Kafka
+ * decides by wall time (record timestamps, LogAppendTime, segment.ms,
+ * retention.ms, compaction lags, producer expiry) and for times shown to
+ * users; the monotonic clock (eng_mono_*) is for every wait and interval,
+ * which must neither fire early nor stall when the wall clock is stepped
+ * (NTP, a VM resume, `date -s`).
  */
 #include "eng_fs.h"
 
@@ -12,6 +19,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,11 +293,25 @@ int eng_fs_fd_headroom(long *headroom, long *limit)
     return 0;
 }
 
-int64_t eng_now_ms(void)
+/* NULL: CLOCK_REALTIME.  Read relaxed: an append pays one load. */
+static _Atomic(eng_wall_clock_fn) wall_clock;
+
+void eng_clock_set_wall(eng_wall_clock_fn fn)
+{
+    atomic_store(&wall_clock, fn);
+}
+
+int64_t eng_real_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t eng_now_ms(void)
+{
+    eng_wall_clock_fn fn = atomic_load_explicit(&wall_clock, memory_order_relaxed);
+    return fn ? fn() : eng_real_now_ms();
 }
 
 int64_t eng_mono_ms(void)

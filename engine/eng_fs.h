@@ -88,8 +88,19 @@ int eng_fs_fd_headroom(long *headroom, long *limit);
     "vm.max_map_count, raise it (sysctl -w vm.max_map_count=262144)"
 
 
-/* Wall clock in milliseconds since the epoch. */
+/* Wall clock in milliseconds since the epoch (eng_clock_set_wall's source
+ * when one is set). */
 int64_t eng_now_ms(void);
+
+/* CLOCK_REALTIME in milliseconds, whatever eng_clock_set_wall says. */
+int64_t eng_real_now_ms(void);
+
+/* Replaces the wall clock's source (NULL: CLOCK_REALTIME again), so tests
+ * can step it as NTP or `date -s` would.  The monotonic clock has no such
+ * seam on purpose: timed waits sleep on the kernel's CLOCK_MONOTONIC,
+ * which a replaced source could not move along. */
+typedef int64_t (*eng_wall_clock_fn)(void);
+void eng_clock_set_wall(eng_wall_clock_fn fn);
 
 /* Monotonic clock in milliseconds (for intervals). */
 int64_t eng_mono_ms(void);
