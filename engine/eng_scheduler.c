@@ -388,8 +388,12 @@ int eng_scheduler_jobs(eng_scheduler *s, eng_job_info **out, size_t *n)
             v[i] = s->stats[i].info;
             v[i].running = s->stats[i].active > 0;
         }
-        /* Report the earliest pending run of each one-shot name. */
+        /* Report the earliest pending run of each name, on today's wall
+         * clock: the time stored when the run was planned is stale once the
+         * clock is stepped (a day ahead, it showed a run due a day ago). */
         int64_t now_mono = eng_mono_ms(), now_wall = eng_now_ms();
+        for (size_t i = 0; i < s->n; i++)
+            v[s->heap[i].stat].next_run_ms = -1;
         for (size_t i = 0; i < s->n; i++) {
             eng_job_info *ji = &v[s->heap[i].stat];
             int64_t wall = deadline(now_wall, s->heap[i].due - now_mono);

@@ -9,7 +9,10 @@
  *     (retired: its own notify may have come before the waiter was there),
  *     makes the waiter ready at once;
  *   - parking past the cap fails with ENG_ELIMIT; stop wakes the rest with
- *     SHUTDOWN.
+ *     SHUTDOWN;
+ *   - a long-poll's deadline is monotonic: with the wall clock stepped a
+ *     day ahead as it parks and a day back while it waits, it times out
+ *     when due, neither before nor a day later.
  *
  * Whether a waiter is parked is read right after the call that would move
  * it (notify and park decide under the registry's lock, before returning);
@@ -21,9 +24,11 @@
 #include <cmocka.h>
 
 #include "api_wait.h"
+#include "eng_fs.h"
 #include "partition_fixture.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -129,11 +134,42 @@ static void test_park_where_data_is_or_partition_retired(void **state)
     eng_partition_unref(p);
 }
 
+static _Atomic int64_t wall_offset_ms;
+
+static int64_t stepped_wall(void)
+{
+    return eng_real_now_ms() + atomic_load(&wall_offset_ms);
+}
+
+static void test_wait_ends_on_time_across_clock_steps(void **state)
+{
+    const int64_t day_ms = 86400000;
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    append_ok(p, 0, 2, T0, 10);
+    api_waiters *ws;
+    assert_int_equal(api_waiters_start(1, 16, &ws), 0);
+    atomic_store(&wall_offset_ms, day_ms);
+    eng_clock_set_wall(stepped_wall);
+    int64_t due = eng_mono_ms() + 300;
+    probe pr = {.w = {.p = p, .offset = 2, .deadline_ms = due, .fd = -1, .wake = on_wake}};
+    assert_int_equal(api_waiter_park(ws, &pr.w), 0);
+    atomic_store(&wall_offset_ms, -day_ms);
+    assert_int_equal(woken(&pr), API_WAKE_TIMEOUT);
+    assert_true(eng_mono_ms() >= due);
+    eng_clock_set_wall(NULL);
+    api_waiters_stop(ws);
+    api_waiters_free(ws);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_notify_wakes_only_past_the_offset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_park_where_data_is_or_partition_retired, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_wait_ends_on_time_across_clock_steps, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
