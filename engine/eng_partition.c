@@ -495,6 +495,24 @@ static int answer_duplicate(eng_partition *p, const eng_config *cfg,
     return 0;
 }
 
+/* The LogAppendTime of the log's last batch, or 0 when the last batch is
+ * not stamped (a CreateTime batch's timestamps are the producer's, so they
+ * bound nothing) or cannot be read (append_lock held). */
+static int64_t last_stamp_on_disk(eng_partition *p)
+{
+    for (size_t k = p->view->n; k-- > 0;) {
+        eng_segment *seg = p->view->segs[k];
+        uint64_t size = eng_segment_size(seg);
+        if (size == 0)
+            continue; /* a fresh active segment: the last batch is further back */
+        eng_batch_pos b;
+        if (eng_segment_find_batch(seg, eng_segment_next_offset(seg) - 1, size, &b))
+            return 0;
+        return b.header.attributes & ENG_ATTR_LOG_APPEND_TIME ? b.header.max_timestamp : 0;
+    }
+    return 0;
+}
+
 /* Both entry points: data is the caller's bytes, mut the same bytes when
  * the caller lets them be written (else NULL). */
 static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t len,
@@ -579,6 +597,12 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
      * a CRC pass, but only then: the common path costs a comparison. */
     bool log_append = cfg.v[ENG_CFG_MESSAGE_TIMESTAMP_TYPE].i == ENG_TS_LOG_APPEND_TIME;
     int64_t stamp = now;
+    if (log_append && !p->append_time_seeded) {
+        int64_t before = last_stamp_on_disk(p);
+        if (before > p->last_append_time_ms)
+            p->last_append_time_ms = before;
+        p->append_time_seeded = true;
+    }
     if (log_append && now < p->last_append_time_ms) {
         stamp = p->last_append_time_ms;
         eng__restamp_log_append(mut, len, stamp); /* LogAppendTime: never read-only */

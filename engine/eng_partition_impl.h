@@ -87,6 +87,10 @@ struct eng_partition {
      * LogAppendTime never goes back along the offsets, as in Kafka, which
      * stamps under the log's lock. */
     int64_t last_append_time_ms;
+    /* last_append_time_ms was taken from the log's last batch (append_lock):
+     * a restart with the clock set back must not stamp earlier than the
+     * stamps already written. */
+    bool append_time_seeded;
     _Atomic int64_t last_flush_ms; /* monotonic */
     /* Failed rolls are logged at most every ROLL_ERROR_LOG_MS (append_lock):
      * out of space or descriptors, every append tries again. */

@@ -9,6 +9,8 @@
  *   - a periodic job keeps its interval through steps back and forward: no
  *     stall after a step back, no burst after a step forward; the next run
  *     the job list shows is on the stepped clock, never in its past;
+ *   - LogAppendTime never goes back along the offsets when the clock is set
+ *     back, in the same process or after a restart;
  *   - segment.ms: a clock set back behind the segment's first timestamp
  *     does not roll at every append, nor after; a step forward past
  *     segment.ms rolls once, at the next append;
@@ -237,6 +239,37 @@ static void test_next_run_follows_step(void **state)
 
 static const char *const TS_KEYS[] = {"message.timestamp.type", "segment.ms"};
 
+/* Set back an hour, in the process and then across a clean restart, the
+ * stamps hold at the last one until the clock catches up. */
+static void test_log_append_time_never_goes_back(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    const char *const vals[] = {"LogAppendTime"};
+    topic(m, "lat", TS_KEYS, vals, 1);
+    eng_partition *p = part(m, "lat");
+    int64_t t1 = append_at(p, CU_T0).log_append_time;
+    assert_true(t1 >= eng_real_now_ms() - 60000);
+    set_clock(-HOUR_MS);
+    int64_t t2 = append_at(p, CU_T0).log_append_time;
+    assert_int_equal(t2, t1);
+    eng_partition_unref(p);
+    eng_manager_close(m);
+
+    m = open_mgr(f);
+    p = part(m, "lat");
+    int64_t t3 = append_at(p, CU_T0).log_append_time;
+    if (t3 < t2)
+        fail_msg("after a restart with the clock an hour back, LogAppendTime went from %lld to %lld",
+                 (long long)t2, (long long)t3);
+    set_clock(0);
+    int64_t t4 = append_at(p, CU_T0).log_append_time;
+    assert_true(t4 >= t3);
+    assert_true(t4 >= eng_real_now_ms() - 60000);
+    eng_partition_unref(p);
+    eng_manager_close(m);
+}
+
 /* segment.ms (an hour) as Kafka's timeWaitedForRoll: the incoming batch's
  * timestamp minus the segment's first.  Under either timestamp type, the
  * clock set two hours back rolls nothing, however many appends; two hours
@@ -350,6 +383,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_interval_survives_steps, clock_setup,
                                         clock_teardown),
         cmocka_unit_test_setup_teardown(test_next_run_follows_step, clock_setup, clock_teardown),
+        cmocka_unit_test_setup_teardown(test_log_append_time_never_goes_back, clock_setup,
+                                        clock_teardown),
         cmocka_unit_test_setup_teardown(test_segment_ms_log_append_time, clock_setup,
                                         clock_teardown),
         cmocka_unit_test_setup_teardown(test_segment_ms_create_time, clock_setup, clock_teardown),
