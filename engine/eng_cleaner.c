@@ -171,12 +171,12 @@ static ssize_t find_uncleanable(eng_cleaner *c, const char *topic, int32_t part)
 }
 
 /* True while the threads must leave partition i alone (c->lock held). */
-static bool skipped(eng_cleaner *c, ssize_t i, int64_t now_ms)
+static bool skipped(eng_cleaner *c, ssize_t i, int64_t now_mono_ms)
 {
     if (i < 0)
         return false;
     eng_uncleanable *u = &c->uncleanable[i];
-    if (u->retry_ms == 0 || now_ms < u->retry_ms)
+    if (u->retry_ms == 0 || now_mono_ms < u->retry_mono_ms)
         return true;
     ENG_INFO("%s-%d: trying to clean it again (%s)", u->topic, u->partition, u->reason);
     c->uncleanable[i] = c->uncleanable[--c->nuncleanable];
@@ -203,6 +203,7 @@ static void set_uncleanable(eng_cleaner *c, eng_partition *p, int rc)
      * its whole dirty range before it found no room to write. */
     int64_t wait = 4 * (int64_t)c->o.backoff_ms;
     u->retry_ms = passes ? u->since_ms + wait : 0;
+    u->retry_mono_ms = passes ? eng_mono_ms() + wait : 0;
     if (passes)
         ENG_WARN("%s-%d: %s; the cleaner tries again in %lld ms", u->topic, u->partition,
                  u->reason, (long long)wait);
@@ -287,14 +288,14 @@ static eng_partition *choose(eng_cleaner *c)
         eng_partitions_release(v, n);
         return NULL;
     }
-    int64_t now_ms = eng_now_ms();
+    int64_t now_mono = eng_mono_ms();
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < n; i++) {
         eng_config cfg;
         eng_partition_get_config(v[i], &cfg);
         bool skip = !(cfg.v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT) || in_progress(c, v[i]) ||
                     skipped(c, find_uncleanable(c, eng_partition_topic(v[i]), eng_partition_id(v[i])),
-                            now_ms);
+                            now_mono);
         ckpt[i] = skip ? INT64_MIN : ckpt_get(c, eng_partition_topic(v[i]), eng_partition_id(v[i]));
     }
     pthread_mutex_unlock(&c->lock);
@@ -356,7 +357,7 @@ static int64_t alloc_backoff_ms(const eng_cleaner *c)
 static void map_alloc_failed(worker *w, eng_partition *p, int rc)
 {
     eng_cleaner *c = w->c;
-    int64_t now = eng_now_ms();
+    int64_t now = eng_mono_ms(); /* a rate, not a date: a clock step must not bring a burst */
     w->alloc_failures++;
     if (!w->alloc_logged_ms || now - w->alloc_logged_ms >= ALLOC_LOG_EVERY_MS) {
         ENG_ERROR("cleaner thread %u: cannot allocate its %zu-byte offset map to clean %s-%d: %s "
@@ -574,6 +575,12 @@ int eng_cleaner_status_get(eng_cleaner *c, eng_cleaner_status *out)
         if (c->nuncleanable)
             memcpy(out->uncleanable, c->uncleanable, c->nuncleanable * sizeof *out->uncleanable);
         out->nuncleanable = c->nuncleanable;
+        /* Shown on today's wall clock: it may have been stepped since. */
+        int64_t now_wall = eng_now_ms(), now_mono = eng_mono_ms();
+        for (size_t i = 0; i < out->nuncleanable; i++)
+            if (out->uncleanable[i].retry_ms)
+                out->uncleanable[i].retry_ms =
+                    now_wall + (out->uncleanable[i].retry_mono_ms - now_mono);
     }
     pthread_mutex_unlock(&c->lock);
     if (rc)

@@ -66,8 +66,12 @@ typedef struct eng_uncleanable {
     int32_t partition;
     int64_t since_ms;
     /* Out of disk space or descriptors, which pass: tried again from this
-     * wall-clock time.  0: skipped until a restart or an on-demand clean. */
+     * wall-clock time (as of the snapshot).  0: skipped until a restart or
+     * an on-demand clean. */
     int64_t retry_ms;
+    /* The same moment on the monotonic clock, which is what the threads
+     * wait on: a wall clock set back must not postpone the retry. */
+    int64_t retry_mono_ms;
     char reason[200];
 } eng_uncleanable;
 

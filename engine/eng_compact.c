@@ -760,6 +760,7 @@ int eng_partition_clean(eng_partition *p, int64_t checkpoint, const eng_clean_op
     memset(st, 0, sizeof *st);
     st->dry_run = o->dry_run;
     st->started_ms = eng_now_ms();
+    int64_t t0 = eng_mono_ms(); /* the duration must not take a wall-clock step in */
     st->first_dirty = checkpoint;
     round rd = {.p = p, .o = o, .st = st, .started_s = mono_s()};
     eng_partition_get_config(p, &rd.cfg);
@@ -778,7 +779,7 @@ int eng_partition_clean(eng_partition *p, int64_t checkpoint, const eng_clean_op
     eng_buf_free(&rd.scratch);
     eng_buf_free(&rd.out);
     eng__txn_markers_free(&rd.txn);
-    st->duration_ms = eng_now_ms() - st->started_ms;
+    st->duration_ms = eng_mono_ms() - t0;
     if (!rc && st->segments_before > 0) {
         double secs = st->duration_ms > 0 ? (double)st->duration_ms / 1000.0 : 0.001;
         /* As Kafka's cleaner reports it: the log processed (each segment

@@ -20,6 +20,10 @@
  *   - file.delete.delay.ms is waited on the monotonic clock: a step
  *     forward does not unlink .deleted files early, a step back does not
  *     keep them;
+ *   - the cleaner: a partition out of disk space is tried again after its
+ *     backoff even when the clock was set back meanwhile; a cleaning's
+ *     duration is not the step; the offset-map failure line stays at one a
+ *     minute when the clock jumps forward.
  *
  * No assertion on how fast anything happens: lower bounds come from the
  * monotonic clock, upper bounds are generous deadlines.
@@ -30,6 +34,7 @@
 #include <cmocka.h>
 
 #include "compact_util.h"
+#include "eng_cleaner.h"
 #include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_manager.h"
@@ -38,6 +43,7 @@
 #include "manager_fixture.h"
 #include "support.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -377,6 +383,155 @@ static void test_retention_and_delete_delay(void **state)
     eng_manager_close(m);
 }
 
+/* ---- the cleaner ---------------------------------------------------------- */
+
+static void compacted(eng_manager *m, const char *name)
+{
+    const char *keys[] = {"cleanup.policy"}, *vals[] = {"compact"};
+    topic(m, name, keys, vals, 1);
+}
+
+/* 10 keys, 5 versions each (50 records), then a roll: half cleanable. */
+static void write_versions(eng_partition *p)
+{
+    char keys[10][16], vals[10][32];
+    cu_kv recs[10];
+    for (int v = 0; v < 5; v++) {
+        for (int k = 0; k < 10; k++) {
+            snprintf(keys[k], sizeof keys[k], "k%d", k);
+            snprintf(vals[k], sizeof vals[k], "v%d-%d", v, k);
+            recs[k] = (cu_kv){keys[k], vals[k], 0};
+        }
+        cu_append(p, recs, 10, eng_now_ms());
+    }
+    cu_roll(p);
+}
+
+static bool wait_checkpoint(eng_cleaner *c, const char *t, int64_t want)
+{
+    int64_t end = eng_mono_ms() + DEADLINE_MS;
+    while (eng_cleaner_checkpoint(c, t, 0) != want && eng_mono_ms() < end)
+        sleep_ms(10);
+    return eng_cleaner_checkpoint(c, t, 0) == want;
+}
+
+/* Out of disk space: tried again after four backoffs (2 s here) of the
+ * monotonic clock, though the wall clock went a day back meanwhile; the
+ * status shows the retry on the stepped clock. */
+static void test_out_of_room_retry_survives_step_back(void **state)
+{
+    fixture *f = *state;
+    f->copts.backoff_ms = 500;
+    eng_manager *m = open_mgr(f);
+    compacted(m, "full");
+    eng_partition *p = part(m, "full");
+    write_versions(p);
+    eng_fault_set("segment.append.partial=enospc"); /* the cleaner's first write */
+    assert_int_equal(eng_manager_start_cleaner(m), 0);
+    eng_cleaner *c = eng_manager_cleaner(m);
+    size_t marked = 0;
+    int64_t end = eng_mono_ms() + DEADLINE_MS;
+    while (!marked && eng_mono_ms() < end) {
+        eng_cleaner_status s;
+        assert_int_equal(eng_cleaner_status_get(c, &s), 0);
+        marked = s.nuncleanable;
+        eng_cleaner_status_free(&s);
+        if (!marked)
+            sleep_ms(5);
+    }
+    assert_int_equal(marked, 1);
+    set_clock(-DAY_MS);
+    eng_cleaner_status s;
+    assert_int_equal(eng_cleaner_status_get(c, &s), 0);
+    if (s.nuncleanable == 1) { /* not tried again yet: due within 2 s of now */
+        int64_t now = eng_now_ms();
+        assert_true(s.uncleanable[0].retry_ms > now - 100);
+        assert_true(s.uncleanable[0].retry_ms <= now + 2000 + 2);
+    }
+    eng_cleaner_status_free(&s);
+    if (!wait_checkpoint(c, "full", 50))
+        fail_msg("not tried again %d s after the clock went a day back", DEADLINE_MS / 1000);
+    assert_true(logged(f, "full-0: trying to clean it again"));
+    set_clock(0);
+    eng_partition_unref(p);
+    eng_manager_close(m);
+}
+
+/* A wall clock read an hour earlier each time: a cleaning that measured
+ * itself by it would last minus hours. */
+static _Atomic int64_t falling_reads;
+
+static int64_t falling_wall(void)
+{
+    return eng_real_now_ms() - atomic_fetch_add(&falling_reads, 1) * HOUR_MS;
+}
+
+static void test_clean_duration_ignores_steps(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    compacted(m, "dur");
+    eng_partition *p = part(m, "dur");
+    write_versions(p);
+    assert_int_equal(eng_manager_start_cleaner(m), 0);
+    eng_clock_set_wall(falling_wall);
+    eng_clean_stats st;
+    int rc = eng_cleaner_clean_now(eng_manager_cleaner(m), p, false, &st);
+    eng_clock_set_wall(stepped_wall);
+    assert_int_equal(rc, 0);
+    assert_int_equal(st.records_removed, 40);
+    if (st.duration_ms < 0 || st.duration_ms > DEADLINE_MS)
+        fail_msg("a cleaning under a stepping clock lasted %lld ms", (long long)st.duration_ms);
+    eng_partition_unref(p);
+    eng_manager_close(m);
+}
+
+static int count_logged(fixture *f, const char *needle)
+{
+    pthread_mutex_lock(&f->mu);
+    int n = 0;
+    for (const char *s = f->log; (s = strstr(s, needle)); s++)
+        n++;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+/* The offset map cannot be had twice, a second apart; the clock jumps a
+ * day forward in between: still one line, the rate is a minute of the
+ * monotonic clock. */
+static void test_map_alloc_log_rate_survives_step(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    compacted(m, "nomem");
+    eng_partition *p = part(m, "nomem");
+    write_versions(p);
+    eng_fault_set("cleaner.map_alloc=eio@1,cleaner.map_alloc=eio@2");
+    assert_int_equal(eng_manager_start_cleaner(m), 0);
+    eng_cleaner *c = eng_manager_cleaner(m);
+    size_t runs = 0;
+    int64_t end = eng_mono_ms() + DEADLINE_MS;
+    while (runs == 0 && eng_mono_ms() < end) {
+        eng_cleaner_status s;
+        assert_int_equal(eng_cleaner_status_get(c, &s), 0);
+        runs = s.nruns;
+        eng_cleaner_status_free(&s);
+        if (!runs)
+            sleep_ms(5);
+    }
+    assert_int_equal(runs, 1);
+    set_clock(DAY_MS);
+    assert_true(wait_checkpoint(c, "nomem", 50));
+    eng_cleaner_status s;
+    assert_int_equal(eng_cleaner_status_get(c, &s), 0);
+    assert_int_equal(s.nruns, 3); /* two failures, then the clean */
+    eng_cleaner_status_free(&s);
+    assert_int_equal(count_logged(f, "cannot allocate its"), 1);
+    set_clock(0);
+    eng_partition_unref(p);
+    eng_manager_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -389,6 +544,12 @@ int main(void)
                                         clock_teardown),
         cmocka_unit_test_setup_teardown(test_segment_ms_create_time, clock_setup, clock_teardown),
         cmocka_unit_test_setup_teardown(test_retention_and_delete_delay, clock_setup,
+                                        clock_teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_room_retry_survives_step_back, clock_setup,
+                                        clock_teardown),
+        cmocka_unit_test_setup_teardown(test_clean_duration_ignores_steps, clock_setup,
+                                        clock_teardown),
+        cmocka_unit_test_setup_teardown(test_map_alloc_log_rate_survives_step, clock_setup,
                                         clock_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
