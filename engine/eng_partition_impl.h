@@ -81,11 +81,12 @@ struct eng_partition {
      * the next roll syncs them.  Set before such a flush takes its view. */
     _Atomic bool index_sync_owed;
     int64_t unflushed_records;  /* appended since the last flush (append_lock) */
-    /* The latest LogAppendTime stamped here (append_lock; 0 until the first
-     * since open).  An append reads the clock before it takes the lock, so
-     * it may follow one that read a later time: it then takes this one, and
-     * LogAppendTime never goes back along the offsets, as in Kafka, which
-     * stamps under the log's lock. */
+    /* The latest LogAppendTime stamped here (append_lock; from the log's
+     * last batch at the first LogAppendTime append since open, see
+     * append_time_seeded).  An append reads the clock before it takes the
+     * lock, so it may follow one that read a later time, or the clock may
+     * have been set back: it then takes this one, and LogAppendTime never
+     * goes back along the offsets. */
     int64_t last_append_time_ms;
     /* last_append_time_ms was taken from the log's last batch (append_lock):
      * a restart with the clock set back must not stamp earlier than the
