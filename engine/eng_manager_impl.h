@@ -46,6 +46,13 @@ struct eng_manager {
      * the rename: they share "<name>.tmp", and a delete writes them outside
      * the jobs (eng__manager_write_offsets).  Taken before m->lock. */
     pthread_mutex_t ckpt_lock;
+    /* Orders the writes of an existing topic's meta/<topic>.json (config
+     * changes, partition increases, deletes): a config change writes and
+     * fsyncs the file without m->lock, which every request takes, and this
+     * keeps a grow or a delete from landing between its read of the topic
+     * and its install, so the file always ends as the table is.  Taken
+     * before m->lock. */
+    pthread_mutex_t meta_lock;
     /* Directories being removed on threads of their own
      * (eng__remove_in_background).  Freeing the manager stops and waits
      * for them: they log, and a thread outliving the close logged through

@@ -487,17 +487,23 @@ void eng__set_aside_stray(const eng_manager *m, const char *topic, int32_t id, c
 
 int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *err)
 {
+    /* After a config change parked in its write, which would otherwise
+     * write the file back once this removed it: a topic at the next start
+     * with none of its partitions. */
+    pthread_mutex_lock(&m->meta_lock);
     pthread_rwlock_wrlock(&m->lock);
     ssize_t i = eng__topic_find(m, name, NULL);
     if (i < 0) {
         int rc_absent = absent(m, name, err);
         pthread_rwlock_unlock(&m->lock);
+        pthread_mutex_unlock(&m->meta_lock);
         return rc_absent;
     }
     /* The name stays taken until the directories have moved (below). */
     int rc = reserve(m, name, err);
     if (rc) {
         pthread_rwlock_unlock(&m->lock);
+        pthread_mutex_unlock(&m->meta_lock);
         return rc;
     }
     eng_topic *t = m->topics[i];
@@ -509,6 +515,7 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
         rc = eng_fs_sync_dir(m->meta_dir);
     if (rc) {
         pthread_rwlock_unlock(&m->lock);
+        pthread_mutex_unlock(&m->meta_lock);
         release(m, name);
         return eng_fail(err, rc, "removing metadata of topic '%s': %s", name, eng_strerror(rc));
     }
@@ -516,6 +523,7 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
     m->ntopics--;
     eng_cleaner *cleaner = m->cleaner;
     pthread_rwlock_unlock(&m->lock);
+    pthread_mutex_unlock(&m->meta_lock);
     /* Requests that looked the partitions up before may still hold them:
      * once retired, none of them names a file under the old paths, which a
      * topic created under this name would own.  A crash before the
@@ -604,6 +612,9 @@ int eng_manager_add_partitions_held(eng_manager *m, const char *name, int32_t to
     else
         rc = open_new_partitions(m, &proto, parts, old, total, err);
     if (!rc) {
+        /* A config change parked in its write (meta_lock) read the old
+         * partition count; writing ours in between would be undone by its. */
+        pthread_mutex_lock(&m->meta_lock);
         pthread_rwlock_wrlock(&m->lock);
         memcpy(parts, t->parts, (size_t)old * sizeof *parts);
         t->meta.partitions = total;
@@ -621,6 +632,7 @@ int eng_manager_add_partitions_held(eng_manager *m, const char *name, int32_t to
                 held_rc = hold(t, out);
         }
         pthread_rwlock_unlock(&m->lock);
+        pthread_mutex_unlock(&m->meta_lock);
         if (rc)
             undo_new_partitions(m, name, parts, old, total);
     }
@@ -695,29 +707,45 @@ int eng_manager_set_topic_overrides_desc(eng_manager *m, const char *name, const
     int rc = eng_config_resolve(&m->defaults, ov, &cfg, err);
     if (rc)
         return rc;
-    pthread_rwlock_wrlock(&m->lock);
+    /* The file is written and fsync'd without m->lock: every request to
+     * every topic takes that lock, and one slow fsync held it for all of
+     * them.  meta_lock keeps the topic as read here until it is installed
+     * below (no grow, delete or other change in between), so the file and
+     * the table end alike; a crash mid-write leaves the old file or the new
+     * one (eng_fs_write_atomic). */
+    pthread_mutex_lock(&m->meta_lock);
+    pthread_rwlock_rdlock(&m->lock);
     ssize_t i = eng__topic_find(m, name, NULL);
     if (i < 0) {
-        int rc_absent = absent(m, name, err);
+        rc = absent(m, name, err);
         pthread_rwlock_unlock(&m->lock);
-        return rc_absent;
+        pthread_mutex_unlock(&m->meta_lock);
+        return rc;
     }
     eng_topic *t = m->topics[i];
     if (topic_id && strcmp(topic_id, t->meta.topic_id) != 0) {
-        rc = eng_fail(err, ENG_ENOTOPIC,
-                      "topic '%s' was deleted and created again during the change; nothing was "
-                      "changed",
-                      name);
-        goto unlock;
+        pthread_rwlock_unlock(&m->lock);
+        pthread_mutex_unlock(&m->meta_lock);
+        return eng_fail(err, ENG_ENOTOPIC,
+                        "topic '%s' was deleted and created again during the change; nothing "
+                        "was changed",
+                        name);
     }
     eng_topic_meta updated = t->meta;
-    if ((rc = eng_config_overrides_copy(&updated.overrides, ov)))
-        goto unlock;
-    if ((rc = write_meta(m, &updated))) {
-        eng_config_overrides_clear(&updated.overrides);
-        eng_fail(err, rc, "writing metadata of topic '%s': %s", name, eng_strerror(rc));
-        goto unlock;
+    rc = eng_config_overrides_copy(&updated.overrides, ov);
+    pthread_rwlock_unlock(&m->lock);
+    if (rc) {
+        pthread_mutex_unlock(&m->meta_lock);
+        return rc;
     }
+    if ((rc = write_meta(m, &updated))) {
+        pthread_mutex_unlock(&m->meta_lock);
+        eng_config_overrides_clear(&updated.overrides);
+        return eng_fail(err, rc, "writing metadata of topic '%s': %s", name, eng_strerror(rc));
+    }
+    pthread_rwlock_wrlock(&m->lock);
+    /* Still t: removing or replacing it takes meta_lock (a delete), and a
+     * create needs the name free. */
     eng_config_overrides_clear(&t->meta.overrides);
     t->meta.overrides = updated.overrides;
     t->cfg = cfg;
@@ -728,8 +756,8 @@ int eng_manager_set_topic_overrides_desc(eng_manager *m, const char *name, const
         eng_fail(err, rc, "the configs of topic '%s' were changed, but describing them failed: %s",
                  name, eng_strerror(rc));
     }
-unlock:
     pthread_rwlock_unlock(&m->lock);
+    pthread_mutex_unlock(&m->meta_lock);
     return rc;
 }
 
