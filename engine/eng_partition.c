@@ -137,6 +137,8 @@ int eng_partition_open(const eng_partition_params *pp, eng_partition **out, eng_
     pthread_cond_init(&p->flush_cond, NULL);
     atomic_init(&p->last_flush_ms, eng_mono_ms());
     atomic_init(&p->index_sync_owed, false);
+    atomic_init(&p->snap_written, -1);
+    atomic_init(&p->snap_synced, -1);
     if ((rc = eng__partition_load(p, pp, st)))
         goto fail_locks;
     p->flushed_offset = atomic_load(&p->recovery_point);
@@ -434,6 +436,8 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
     if (snap_rc)
         ENG_WARN("%s-%d: writing the producer snapshot at %020lld: %s", p->topic, p->id,
                  (long long)new_base, eng_strerror(snap_rc));
+    else if (!atomic_load(&p->retired))
+        atomic_store(&p->snap_written, new_base); /* synced by the flush-log job */
     ENG_DEBUG("%s-%d: rolled segment %020lld (reason %d)", p->topic, p->id, (long long)new_base,
               (int)why);
     if (p->ev.on_roll)

@@ -24,6 +24,35 @@
  * durable once its bytes are, startup recovery rebuilds the indexes of the
  * segment holding the recovery point, and a roll syncs a segment's indexes
  * before it stops being the last one (see eng__partition_roll_locked). */
+/* Syncs the producer snapshots written unsynced since the last call (see
+ * snap_written), with their directory.  Without it a power loss could
+ * leave a roll's snapshot empty or torn long after the recovery point
+ * passed its offset; once retention has taken the segments before it (and
+ * their snapshots), the next start can rebuild no producer whose last
+ * batch was there, and a retry of that batch is stored twice.  Kafka's
+ * flush-log job syncs the roll's snapshot the same way. */
+static int sync_snapshots(eng_partition *p, const eng_segview *v)
+{
+    int64_t written = atomic_load(&p->snap_written), synced = atomic_load(&p->snap_synced);
+    /* A deleted topic's dir path may already be a new topic's. */
+    if (written <= synced || atomic_load(&p->retired))
+        return 0;
+    int rc = 0;
+    /* Several rolls since the last flush leave one snapshot each. */
+    for (size_t k = 0; k < v->n && !rc; k++) {
+        int64_t base = eng_segment_base(v->segs[k]);
+        if (base > synced && base < written)
+            rc = eng_producers_sync_snapshot(p->dir, base);
+    }
+    if (!rc)
+        rc = eng_producers_sync_snapshot(p->dir, written);
+    if (!rc)
+        rc = eng_fs_sync_dir(p->dir);
+    if (!rc)
+        eng__raise_atomic(&p->snap_synced, written);
+    return rc;
+}
+
 int eng__sync_from(eng_partition *p, int64_t from, bool data_only)
 {
     /* Before the view is taken: a roll after this point syncs the segment
@@ -36,6 +65,8 @@ int eng__sync_from(eng_partition *p, int64_t from, bool data_only)
     for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n && !rc; k++)
         rc = data_only && k == v->n - 1 ? eng_segment_sync_data(v->segs[k])
                                         : eng_segment_sync(v->segs[k]);
+    if (!rc)
+        rc = sync_snapshots(p, v);
     eng__segview_release(v);
     return rc;
 }

@@ -80,6 +80,11 @@ struct eng_partition {
     /* A data-only flush may have left the active segment's indexes unsynced:
      * the next roll syncs them.  Set before such a flush takes its view. */
     _Atomic bool index_sync_owed;
+    /* Producer snapshots written unsynced (at a roll, at a load that rebuilt
+     * the state): the latest one's offset, and the offset below which
+     * every one is synced with its directory.  The next flush syncs those
+     * in between before it moves the recovery point (eng__sync_from). */
+    _Atomic int64_t snap_written, snap_synced;
     int64_t unflushed_records;  /* appended since the last flush (append_lock) */
     /* The latest LogAppendTime stamped here (append_lock; from the log's
      * last batch at the first LogAppendTime append since open, see

@@ -62,8 +62,10 @@ static int load(eng_partition *p, bool clean_shutdown, int64_t *stands_on)
          * written here spares the next start after a crash a full scan.
          * Snapshots that were there but did not read are no such log: the
          * producers they held are rebuilt from it, as Kafka does. */
-        if (leo > lso && !eng_producers_write_snapshot(&p->producers, p->dir, leo, false))
+        if (leo > lso && !eng_producers_write_snapshot(&p->producers, p->dir, leo, false)) {
             *stands_on = leo;
+            atomic_store(&p->snap_written, leo);
+        }
         return 0;
     }
     /* The batches after the snapshot are replayed from it even below the
@@ -90,11 +92,13 @@ static int load(eng_partition *p, bool clean_shutdown, int64_t *stands_on)
                  " ms",
                  p->topic, p->id, p->producers.n, from, eng_mono_ms() - t0);
     rc = eng_producers_write_snapshot(&p->producers, p->dir, leo, false);
-    if (rc)
+    if (rc) {
         ENG_WARN("%s-%d: writing the producer snapshot at %020" PRId64 ": %s", p->topic, p->id,
                  leo, eng_strerror(rc));
-    else
+    } else {
         *stands_on = leo;
+        atomic_store(&p->snap_written, leo);
+    }
     return 0;
 }
 

@@ -128,6 +128,10 @@ int eng_producers_decode(eng_producers *st, const uint8_t *buf, size_t len);
 int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64_t offset,
                                  bool sync);
 
+/* fsyncs `<offset>.snapshot` in dir (not its directory); 0 when there is
+ * none (never written, or its segment deleted since), else -errno. */
+int eng_producers_sync_snapshot(const char *dir, int64_t offset);
+
 /* Loads the latest readable snapshot of dir at or below max_offset into st
  * and returns its offset in *at (-1 when none).  Snapshots above max_offset
  * (left by a truncation) and ones that do not decode are deleted, with a

@@ -7,12 +7,14 @@
  */
 #include "eng_crc32c.h"
 #include "eng_endian.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 #include "eng_producer.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -120,13 +122,31 @@ int eng_producers_write_snapshot(const eng_producers *st, const char *dir, int64
     size_t len;
     if ((rc = eng_producers_encode(st, &buf, &len)))
         return rc;
-    /* Unsynced at a roll, which must not wait for the disk: a snapshot torn
-     * by a power loss fails its CRC at the next start and the state is
-     * rebuilt from the one before it and the log; a lost rename costs the
-     * same.  The stop's is synced with its directory: the clean-shutdown
-     * marker written after it says "no scan needed". */
+    /* Unsynced at a roll, which must not wait for the disk: the flush-log
+     * job the roll schedules syncs it (eng_producers_sync_snapshot) before
+     * the recovery point passes it, as Kafka's flushProducerStateSnapshot
+     * does.  A snapshot torn by a power loss before then fails its CRC at
+     * the next start and the state is rebuilt from the one before it and
+     * the log.  The stop's is synced with its directory here: the
+     * clean-shutdown marker written after it says "no scan needed". */
     rc = eng_fs_write_replace(path, buf, len, sync);
     free(buf);
+    return rc;
+}
+
+int eng_producers_sync_snapshot(const char *dir, int64_t offset)
+{
+    char path[PATH_MAX];
+    int rc = eng_fs_segment_path(path, sizeof path, dir, offset, ".snapshot");
+    if (rc)
+        return rc;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    rc = ENG_FAULT("snapshot.sync");
+    if (!rc && fsync(fd) < 0)
+        rc = -errno;
+    close(fd);
     return rc;
 }
 

@@ -3,7 +3,9 @@
  * is answered with its first offsets and not stored, the state is saved in
  * snapshots at rolls and at close, rebuilt after a clean or an unclean stop
  * (snapshot, then the batches after it), survives unreadable or stale
- * snapshot files, leaves with retention, and expires.
+ * snapshot files, leaves with retention, and expires.  A roll's snapshot
+ * is synced by the flush after the roll, before the recovery point passes
+ * it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include "eng_fault.h"
 #include "eng_fs.h"
 
 /* Batch timestamps: the wall clock, so producers are not found expired
@@ -399,6 +402,49 @@ static void test_snapshot_below_first_segment_unused(void **state)
 }
 
 /* How many files in the partition's directory end with suffix. */
+/* A roll writes its snapshot without waiting for the disk; the flush-log
+ * job after it (eng_partition_flush_upto to the new base) syncs it before
+ * the recovery point passes it, once: later flushes cost no more fsyncs. */
+typedef struct snap_sync_seen {
+    eng_partition *p;
+    int calls;
+    int64_t rp_at_first;
+} snap_sync_seen;
+
+static void on_snapshot_sync(void *ctx)
+{
+    snap_sync_seen *s = ctx;
+    if (s->calls++ == 0)
+        s->rp_at_first = eng_partition_recovery_point(s->p);
+}
+
+static void test_roll_snapshot_synced_by_flush(void **state)
+{
+    fixture *f = *state;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 1, 0, 0, 2);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 2);
+    assert_true(snapshot_exists(f, 2));
+    snap_sync_seen seen = {.p = p, .rp_at_first = -1};
+    eng_fault_hook("snapshot.sync", on_snapshot_sync, &seen);
+    assert_int_equal(eng_partition_flush_upto(p, base), 0);
+    int calls = seen.calls;
+    int64_t rp_at_first = seen.rp_at_first;
+    send_ok(p, 1, 0, 2, 1);
+    int rc = eng_partition_flush_upto(p, eng_partition_log_end_offset(p));
+    int calls_after = seen.calls;
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(calls, 1);
+    assert_int_equal(rp_at_first, 0); /* synced before the recovery point moved */
+    assert_int_equal(calls_after, 1);
+    assert_int_equal(eng_partition_recovery_point(p), 3);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+}
+
 static int count_files(fixture *f, const char *suffix)
 {
     DIR *d = opendir(f->pdir);
@@ -555,6 +601,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clean_start_with_unreadable_snapshot_scans, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_retry_answer_keeps_log_append_time, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_roll_snapshot_synced_by_flush, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
