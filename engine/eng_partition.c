@@ -349,6 +349,16 @@ static int offline_code(const eng_partition *p, int rc)
 /* How often a partition's failing rolls are logged. */
 #define ROLL_ERROR_LOG_MS 10000
 
+/* Whether a flush may have moved, or be moving, the recovery point to
+ * `end` without an fdatasync of the active .log after this point. */
+static bool trim_sync_needed(eng_partition *p, int64_t end)
+{
+    pthread_mutex_lock(&p->flush_lock);
+    bool needed = p->flushing || p->flushed_offset >= end;
+    pthread_mutex_unlock(&p->flush_lock);
+    return needed;
+}
+
 int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll_reason why)
 {
     eng_segview *v = p->view;
@@ -356,11 +366,24 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
     int64_t new_base = atomic_load(&p->log_end_offset);
     if (eng_segment_size(active) == 0 && eng_segment_base(active) == new_base)
         return 0;
-    /* Before the next segment exists: from then on startup may trust this
-     * one to its file's end. */
-    int rc = eng_segment_is_preallocated(active) ? ENG_FAULT("roll.trim") : 0;
-    if (!rc)
-        rc = eng_segment_trim_preallocated(active);
+    /* Before the next segment exists: once the recovery point passes this
+     * one, startup trusts it to its file's end, and a power loss that kept
+     * the next segment but not this cut left preallocated zeros inside the
+     * log for good (a sealed segment of segment.bytes whose tail is no
+     * batches).  The cut needs its own fsync only when a flush may already
+     * have moved the recovery point to this segment's end (flush.messages,
+     * flush.ms, or one running now); otherwise the flush that moves it
+     * there starts after the cut and fdatasyncs this .log first (the
+     * flush-log job the roll schedules), as for a segment never
+     * preallocated, and the appender that rolled does not wait for up to
+     * segment.bytes of writeback. */
+    bool preallocated = eng_segment_is_preallocated(active);
+    int rc = eng_segment_trim_preallocated(active);
+    if (!rc && preallocated && trim_sync_needed(p, new_base)) {
+        rc = ENG_FAULT("roll.trim");
+        if (!rc)
+            rc = eng_segment_sync_data(active);
+    }
     if (rc) {
         /* A failed fsync is final, even on a full disk. */
         if (p->dir_offline && !atomic_exchange(p->dir_offline, 1))

@@ -683,19 +683,14 @@ int eng_segment_seal(eng_segment *s)
     return final_rc;
 }
 
-/* Startup trusts a segment that is not the last one up to its file's end
- * once the recovery point has passed it (its trimmed indexes passing their
- * check), and with flush.messages=1 the recovery point passes the active
- * segment's data before any roll.  Had the seal's truncation been left to
- * a later flush, a power loss that kept the next segment but not the
- * truncation kept preallocated zeros inside the log for good: a segment
- * of segment.bytes whose tail is no batches, its size counted by
- * retention.bytes. */
+/* Not synced here: a roll syncs the cut only when a flush may already
+ * have moved the recovery point to the segment's end (see
+ * eng__partition_roll_locked). */
 int eng_segment_trim_preallocated(eng_segment *s)
 {
     if (!s->preallocated)
         return 0;
-    if (ftruncate(s->log_fd, (off_t)eng_segment_size(s)) < 0 || fdatasync(s->log_fd) < 0)
+    if (ftruncate(s->log_fd, (off_t)eng_segment_size(s)) < 0)
         return -errno;
     s->preallocated = false;
     return 0;

@@ -166,8 +166,9 @@ int eng_segment_drop_time_index_file(eng_segment *s);
  * index. */
 int eng_segment_seal(eng_segment *s);
 
-/* Cuts a preallocated .log to its data and fdatasyncs that, before a roll
- * creates the next segment (a no-op for a segment not preallocated).  The
+/* Cuts a preallocated .log to its data, before a roll creates the next
+ * segment (a no-op for a segment not preallocated); the caller decides
+ * whether the cut must be synced now (eng__partition_roll_locked).  The
  * segment stays active; later appends just grow the file. */
 int eng_segment_trim_preallocated(eng_segment *s);
 /* True while the .log may hold preallocated space past its data. */

@@ -8,8 +8,9 @@
  *   - flush.messages=1: every acknowledged append is on disk, concurrent
  *     appenders included (group commit); flush.messages=N flushes when
  *     the records since the last flush reach N, then counts again; a roll syncs the indexes an
- *     append's data-only fsync skipped, and only then; a roll trims and
- *     syncs a preallocated .log before the next segment exists.
+ *     append's data-only fsync skipped, and only then; a roll trims a
+ *     preallocated .log before the next segment exists, and syncs that
+ *     only when a flush may already have moved the recovery point there.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -230,6 +231,38 @@ static void test_roll_syncs_preallocated_trim_first(void **state)
     eng_partition_unref(p);
 }
 
+/* With the default flush policy nothing has moved the recovery point to
+ * the preallocated segment's end when it rolls: the flush-log job after the
+ * roll fdatasyncs the cut .log before it moves the recovery point there, so
+ * the roll itself syncs nothing (the fault point inside that sync is not
+ * reached) and the appender that rolls does not wait for the segment's
+ * writeback.  The cut still happens at the roll. */
+static void test_roll_leaves_preallocated_sync_to_flush(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 1048576;
+    f->cfg.v[ENG_CFG_PREALLOCATE].i = 1;
+    _Atomic int offline = 0;
+    eng_partition *p = open_watched(f, &offline);
+    for (int i = 0; i < 3; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 250);
+    assert_int_equal(file_size(f->pdir, 0, ".log"), 1048576);
+    eng_fault_set("roll.trim=eio");
+    int64_t base;
+    int rc = eng_partition_roll(p, &base);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(base, 30);
+    assert_int_equal(atomic_load(&offline), 0);
+    assert_int_equal(file_size(f->pdir, 0, ".log"), 3 * 2731);
+    assert_int_equal(eng_partition_recovery_point(p), 0);
+    assert_int_equal(eng_partition_flush_upto(p, base), 0); /* the flush-log job */
+    assert_int_equal(eng_partition_recovery_point(p), 30);
+    append_ok(p, 30, 10, T0 + 3, 250);
+    assert_int_equal(read_and_check(p, 0, 250), 40);
+    eng_partition_unref(p);
+}
+
 static void test_reopen_unclean_damaged_middle_segment(void **state)
 {
     fixture *f = *state;
@@ -431,6 +464,7 @@ int main(void)
         T(test_unclean_reopen_recovery_point_waits_for_flush),
         T(test_reopen_unclean_preallocated),
         T(test_roll_syncs_preallocated_trim_first),
+        T(test_roll_leaves_preallocated_sync_to_flush),
         T(test_reopen_unclean_damaged_middle_segment),
         T(test_flush_messages_one),
         T(test_flush_messages_counts_records),
