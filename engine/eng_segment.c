@@ -594,10 +594,17 @@ static int append_bytes(eng_segment *s, const uint8_t *data, const struct iovec 
         }
     }
     if (rc) {
-        /* Leave no partial batch behind: the file ends where it ended. */
-        if (!s->preallocated && ftruncate(s->log_fd, (off_t)pos) < 0)
+        /* Leave no batch behind, whole or partial: the file ends where it
+         * ended.  A preallocated .log is cut too, giving up the rest of its
+         * preallocation: recovery reads it up to the first zeros, and a
+         * whole batch left there (its index entries refused for want of
+         * room) came back after a crash although the append was refused,
+         * and a retry of it was stored twice. */
+        if (ftruncate(s->log_fd, (off_t)pos) < 0)
             ENG_ERROR("segment %020lld: cannot truncate after failed append: %s",
                       (long long)s->base, strerror(errno));
+        else
+            s->preallocated = false;
         return rc;
     }
     if (s->bytes_since_index > s->opts.index_interval)

@@ -4,7 +4,8 @@
  *   - roll (an empty active segment stays), close, and reopen after a clean
  *     stop, with a missing index rebuilt;
  *   - reopen after an unclean stop: a garbage tail, a preallocated (zero
- *     padded) active segment, a damaged middle segment;
+ *     padded) active segment, a damaged middle segment; an append refused
+ *     in a preallocated segment does not come back;
  *   - flush.messages=1: every acknowledged append is on disk, concurrent
  *     appenders included (group commit); flush.messages=N flushes when
  *     the records since the last flush reach N, then counts again; a roll syncs the indexes an
@@ -177,6 +178,39 @@ static void test_reopen_unclean_preallocated(void **state)
     assert_int_equal(eng_partition_close(p), 0);
     eng_partition_unref(p);
     assert_int_equal(file_size(f->pdir, 0, ".log"), 4 * 2731);
+}
+
+/* preallocate=true: an append refused after its bytes were written (no
+ * room for its index entries: 507) must not come back after a crash.  The
+ * .log of a segment not preallocated is cut back to where it ended; a
+ * preallocated one kept the whole batch past its data, where recovery, which
+ * reads up to the first zeros, found a valid batch and kept it. */
+static void test_refused_append_in_preallocated_segment_stays_out(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 1048576;
+    f->cfg.v[ENG_CFG_PREALLOCATE].i = 1;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        append_ok(p, 10 * i, 10, T0 + i, 250);
+    uint8_t buf[MAX_RECS * 2100];
+    size_t len = ts_build_batch(buf, sizeof buf, 30, 10, T0 + 3, 250);
+    eng_errdetail err = {0};
+    eng_fault_set("segment.append.index=enospc");
+    int rc = do_append(p, buf, len, -1, true, NULL, &err);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, -ENOSPC);
+    assert_int_equal(eng_partition_log_end_offset(p), 30);
+    eng_partition_unref(p); /* no close: a crash */
+
+    eng_load_stats st;
+    p = open_part(f, false, 0, &st);
+    assert_int_equal(eng_partition_log_end_offset(p), 30);
+    assert_int_equal(read_and_check(p, 0, 250), 30);
+    append_ok(p, 30, 10, T0 + 4, 250);
+    assert_int_equal(read_and_check(p, 0, 250), 40);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
 }
 
 /* preallocate=true: startup trusts a segment that is not the last one to
@@ -463,6 +497,7 @@ int main(void)
         T(test_reopen_unclean_truncates_garbage),
         T(test_unclean_reopen_recovery_point_waits_for_flush),
         T(test_reopen_unclean_preallocated),
+        T(test_refused_append_in_preallocated_segment_stays_out),
         T(test_roll_syncs_preallocated_trim_first),
         T(test_roll_leaves_preallocated_sync_to_flush),
         T(test_reopen_unclean_damaged_middle_segment),
