@@ -115,6 +115,19 @@ int eng__flush_upto(eng_partition *p, int64_t upto, bool data_only)
     }
     int64_t done = p->flushed_offset;
     pthread_mutex_unlock(&p->flush_lock);
+    if (!rc && atomic_load(&p->snap_written) > atomic_load(&p->snap_synced)) {
+        /* With flush.messages the data below a roll was flushed before the
+         * roll wrote its snapshot: the flush-log job after it finds nothing
+         * to flush, and syncs the snapshot here. */
+        eng_segview *v = eng__segview_acquire(p);
+        rc = sync_snapshots(p, v);
+        eng__segview_release(v);
+        if (rc) {
+            pthread_mutex_lock(&p->flush_lock);
+            p->fsync_failed = true;
+            pthread_mutex_unlock(&p->flush_lock);
+        }
+    }
     if (rc && rc != ENG_EOFFLINE) {
         /* Even ENOSPC: the bytes were written (the log end offset moved);
          * what failed is their writeback, which no retry can vouch for. */

@@ -445,6 +445,28 @@ static void test_roll_snapshot_synced_by_flush(void **state)
     eng_partition_unref(p);
 }
 
+/* With flush.messages=1 the records below the roll are on disk before the
+ * roll writes its snapshot: the flush-log job then has no data to flush,
+ * and still syncs the snapshot. */
+static void test_roll_snapshot_synced_when_data_was(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_FLUSH_MESSAGES].i = 1;
+    eng_partition *p = open_part(f, true, 0, NULL);
+    send_ok(p, 1, 0, 0, 2);
+    assert_int_equal(eng_partition_recovery_point(p), 2);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    snap_sync_seen seen = {.p = p, .rp_at_first = -1};
+    eng_fault_hook("snapshot.sync", on_snapshot_sync, &seen);
+    int rc = eng_partition_flush_upto(p, base);
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(seen.calls, 1);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+}
+
 static int count_files(fixture *f, const char *suffix)
 {
     DIR *d = opendir(f->pdir);
@@ -602,6 +624,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_retry_answer_keeps_log_append_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_snapshot_synced_by_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_roll_snapshot_synced_when_data_was, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
