@@ -97,7 +97,20 @@ int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, s
     idx->base_offset = base_offset;
     idx->entry_size = entry_size_of(kind);
     idx->writable = writable;
-    idx->fd = open(path, writable ? O_RDWR | O_CREAT | O_CLOEXEC : O_RDONLY | O_CLOEXEC, 0644);
+    /* Exclusive first, to learn whether this open made the file: only a
+     * file that was already there may wait for its first entry to grow. */
+    bool created = false;
+    idx->fd = -1;
+    if (writable) {
+        idx->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        created = idx->fd >= 0;
+        if (idx->fd < 0 && errno != EEXIST) {
+            rc = -errno;
+            goto fail;
+        }
+    }
+    if (idx->fd < 0)
+        idx->fd = open(path, writable ? O_RDWR | O_CLOEXEC : O_RDONLY | O_CLOEXEC);
     if (idx->fd < 0) {
         rc = -errno;
         goto fail;
@@ -121,40 +134,54 @@ int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, s
     off_t hole = lseek(idx->fd, 0, SEEK_HOLE);
     uint64_t data_len = hole >= 0 && (uint64_t)hole < len ? (uint64_t)hole : len;
     uint32_t existing = (uint32_t)(data_len / idx->entry_size);
+    uint64_t map_len = len;
+    bool grown_later = false;
     if (writable) {
         uint64_t want = (uint64_t)(max_bytes / idx->entry_size) * idx->entry_size;
         if (want < (uint64_t)existing * idx->entry_size)
             want = (uint64_t)existing * idx->entry_size;
-        if (want != len && ftruncate(idx->fd, (off_t)want) < 0) {
+        /* A file trimmed to its entries (a clean close, a roll) keeps its
+         * size until an entry is added: expanding it here made every
+         * clean stop trim and fsync both indexes of every idle partition
+         * again, an ftruncate and two fdatasyncs each, whether or not
+         * anything was appended (2,000 partitions stopped in 11 s).  The
+         * map already spans the full size; nothing past the file's end is
+         * touched before append_entry grows it. */
+        grown_later = !created && len == (uint64_t)existing * idx->entry_size && len < want;
+        if (!grown_later && want != len && ftruncate(idx->fd, (off_t)want) < 0) {
             rc = -errno;
             goto fail;
         }
-        len = want;
+        if (!grown_later)
+            len = want;
+        map_len = want;
     }
     idx->file_len = len;
-    idx->max_entries = (uint32_t)(len / idx->entry_size);
+    idx->max_entries = (uint32_t)(map_len / idx->entry_size);
     idx->store_mapped = writable && overwrites_in_place(idx->fd);
-    atomic_init(&idx->dirty, writable);
+    /* An untouched file is as the last sync (or the loader, see
+     * eng_segment_mark_unsynced) left it. */
+    atomic_init(&idx->dirty, writable && !grown_later);
     atomic_store_explicit(&idx->entries, existing, memory_order_relaxed);
-    if (len > 0) {
+    if (map_len > 0) {
         /* mmap fails with ENOMEM once vm.max_map_count is reached */
         if ((rc = ENG_FAULT("index.map")) != 0)
             goto fail;
-        idx->map = mmap(NULL, len, idx->store_mapped ? PROT_READ | PROT_WRITE : PROT_READ,
+        idx->map = mmap(NULL, map_len, idx->store_mapped ? PROT_READ | PROT_WRITE : PROT_READ,
                         MAP_SHARED, idx->fd, 0);
         if (idx->map == MAP_FAILED) {
             idx->map = NULL;
             rc = -errno;
             goto fail;
         }
-        idx->map_len = len;
+        idx->map_len = map_len;
         /* The first store into each page faults it in, and a fault reads
          * ahead: some hundred KiB of the unwritten tail, filled with zeros
          * and dropped again when a roll trims the file.  With 1 MiB
          * segments that churn halved the cleaner's speed; index pages are
          * only ever touched one at a time. */
         if (idx->store_mapped)
-            (void)madvise(idx->map, len, MADV_RANDOM);
+            (void)madvise(idx->map, map_len, MADV_RANDOM);
     }
     if (!writable) {
         close(idx->fd);
@@ -227,8 +254,12 @@ bool eng_index_is_full(const eng_index *idx)
 int eng_index_trim(eng_index *idx)
 {
     uint64_t want = (uint64_t)eng_index_entries(idx) * idx->entry_size;
-    if (want == idx->file_len)
+    if (want == idx->file_len) {
+        /* Never grown since it was opened (see eng_index_open): nothing to
+         * cut, and nothing for a sync to write. */
+        idx->max_entries = eng_index_entries(idx);
         return 0;
+    }
     if (idx->fd < 0)
         return ENG_EINVAL;
     if (ftruncate(idx->fd, (off_t)want) < 0)
@@ -243,9 +274,12 @@ int eng_index_sync(eng_index *idx)
 {
     pthread_mutex_lock(&idx->sync_lock);
     int rc = 0;
-    if (atomic_exchange(&idx->dirty, false) && fdatasync(idx->fd) < 0) {
-        rc = -errno;
-        atomic_store(&idx->dirty, true);
+    if (atomic_exchange(&idx->dirty, false)) {
+        rc = ENG_FAULT("segment.sync"); /* see eng_segment_sync_data */
+        if (!rc && fdatasync(idx->fd) < 0)
+            rc = -errno;
+        if (rc)
+            atomic_store(&idx->dirty, true);
     }
     if (!rc && !idx->writable && idx->fd >= 0) {
         close(idx->fd);
@@ -253,6 +287,12 @@ int eng_index_sync(eng_index *idx)
     }
     pthread_mutex_unlock(&idx->sync_lock);
     return rc;
+}
+
+void eng_index_mark_dirty(eng_index *idx)
+{
+    if (idx->fd >= 0)
+        atomic_store(&idx->dirty, true);
 }
 
 void eng_index_seal(eng_index *idx)
@@ -414,6 +454,13 @@ static int append_entry(eng_index *idx, const uint8_t *entry)
     int rc = idx->kind == ENG_INDEX_OFFSET ? ENG_FAULT("index.reserve") : 0;
     if (rc)
         return rc;
+    if (idx->file_len < idx->map_len) {
+        /* A reopened file's deferred preallocation (see eng_index_open). */
+        if (ftruncate(idx->fd, (off_t)idx->map_len) < 0)
+            return -errno;
+        atomic_store(&idx->dirty, true);
+        idx->file_len = idx->map_len;
+    }
     if (idx->store_mapped) {
         if ((rc = reserve_blocks(idx, pos + idx->entry_size)))
             return rc;

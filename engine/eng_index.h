@@ -8,7 +8,8 @@
  * holding it.  kafka-format.md §9 and §13 give the rules kept here.
  *
  * A writable index is preallocated to floor(max_bytes / entry) * entry bytes
- * and trimmed to its entries on roll and close.  Reads go through a shared
+ * (a file that existed trimmed to its entries, at its first new entry) and
+ * trimmed to its entries on roll and close.  Reads go through a shared
  * mmap.  Appends store through it (read-write) onto blocks reserved first
  * with posix_fallocate, on file systems that overwrite blocks in place
  * (ext2/3/4, tmpfs); elsewhere they go through pwrite: either way a full
@@ -33,9 +34,11 @@ typedef struct eng_index eng_index;
 
 /* Opens (creating if missing when writable) the index at path.  A writable
  * index is resized to max_bytes rounded down to the entry size; existing
- * full entries are kept (floor(file length / entry size) of them).  A
- * read-only index maps the file as it is.  *out is owned by the caller and
- * released with eng_index_close(). */
+ * full entries are kept (floor(file length / entry size) of them).  A file
+ * that existed and holds exactly its entries is resized only when it takes
+ * its first entry, so opening and closing it unused leaves it untouched
+ * and needs no sync.  A read-only index maps the file as it is.  *out is
+ * owned by the caller and released with eng_index_close(). */
 int eng_index_open(const char *path, eng_index_kind kind, int64_t base_offset, size_t max_bytes,
                    bool writable, eng_index **out);
 
@@ -48,6 +51,10 @@ void eng_index_close(eng_index *idx);
 
 /* Truncates the file to exactly entries x entry size.  The mapping stays. */
 int eng_index_trim(eng_index *idx);
+
+/* Marks the file as holding changes a sync must write, whoever made them
+ * (a previous process, or another eng_index on the same file). */
+void eng_index_mark_dirty(eng_index *idx);
 
 /* Flushes written entries to disk (fdatasync).  A sealed index closes its
  * descriptor once it is clean. */

@@ -303,6 +303,14 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
         goto done;
     }
     p->view = v;
+    /* A close syncs only what its segment objects changed.  The active
+     * segment's files may hold what no sync covered: a previous process's
+     * unflushed appends (an unclean stop), or a recovery's rebuilt indexes
+     * and truncation, made through objects the loader has since replaced.
+     * Only after a clean stop with nothing rebuilt are they as that stop
+     * synced them. */
+    if (!pp->clean_shutdown || st->segments_recovered > 0)
+        eng_segment_mark_unsynced(segs[nsegs - 1]);
     int64_t leo = eng_segment_next_offset(segs[nsegs - 1]);
     int64_t first_base = eng_segment_base(segs[0]);
     int64_t lso = lso_ckpt > first_base ? lso_ckpt : first_base;

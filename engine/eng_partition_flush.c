@@ -71,6 +71,17 @@ int eng__sync_from(eng_partition *p, int64_t from, bool data_only)
     return rc;
 }
 
+int eng__sync_changed_from(eng_partition *p, int64_t from)
+{
+    eng_segview *v = eng__segview_acquire(p);
+    ssize_t i = eng__segview_floor(v, from);
+    int rc = 0;
+    for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n && !rc; k++)
+        rc = eng_segment_sync_changed(v->segs[k]);
+    eng__segview_release(v);
+    return rc;
+}
+
 /* Waits until everything below `upto` is on disk, running the flush itself
  * when no other appender is; data_only (acknowledging appends) leaves the
  * active segment's indexes to later flushes.  Returns the fsync error, if

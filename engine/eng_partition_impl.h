@@ -109,6 +109,11 @@ struct eng_partition {
      * close and after the loader rebuilt them (eng_producer.h). */
     eng_producers producers;
     int64_t producer_expiration_ms; /* producer.id.expiration.ms */
+    /* The offset of a producer snapshot known to be on disk, synced, and
+     * to hold what `producers` holds, but for producers any load expires
+     * again (append_lock); -1 when none is known.  A close finding one at
+     * the log end has nothing to write. */
+    int64_t snapshot_synced_at;
 };
 
 /* A new view holding references on n segments (each referenced here); the
@@ -248,6 +253,9 @@ void eng__set_hw(eng_partition *p, int64_t hw);
 /* fsyncs every segment that may hold data at or after `from`; data_only
  * leaves the active segment's indexes out (eng_partition_flush.c). */
 int eng__sync_from(eng_partition *p, int64_t from, bool data_only);
+/* eng__sync_from for a close (appends excluded): only the files each
+ * segment changed since they were last synced (eng_segment_sync_changed). */
+int eng__sync_changed_from(eng_partition *p, int64_t from);
 
 /* Waits until everything below `upto` is on disk, running the flush itself
  * when no other appender is; 0, or ENG_EOFFLINE once an fsync failed. */

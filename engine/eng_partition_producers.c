@@ -54,6 +54,11 @@ static int load(eng_partition *p, bool clean_shutdown, int64_t *stands_on)
     int rc = eng_producers_load_latest(&p->producers, p->dir, leo, now, p->producer_expiration_ms,
                                        &at, &found);
     *stands_on = at;
+    /* After a clean stop the snapshot at the log end is the one that stop
+     * synced (or kept, having found it so): a stop with nothing new to
+     * say need not write it again. */
+    if (!rc && at == leo && clean_shutdown)
+        p->snapshot_synced_at = leo;
     if (rc || at == leo)
         return rc;
     if (!found && clean_shutdown) {
@@ -135,6 +140,8 @@ size_t eng_partition_expire_producers(eng_partition *p, int64_t now_ms)
     pthread_mutex_lock(&p->append_lock);
     size_t n = eng_producers_expire(&p->producers, now_ms, p->producer_expiration_ms);
     atomic_store_explicit(&p->producer_count, p->producers.n, memory_order_relaxed);
+    if (n)
+        p->snapshot_synced_at = -1; /* the state on disk has producers this one dropped */
     pthread_mutex_unlock(&p->append_lock);
     if (n)
         ENG_INFO("%s-%d: %zu idempotent producers expired (producer.id.expiration.ms %" PRId64 ")",

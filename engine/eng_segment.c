@@ -213,6 +213,7 @@ int eng_segment_create_suffixed(const char *dir, int64_t base, const char *suffi
         rc = -EEXIST;
         goto fail;
     }
+    atomic_store(&s->log_dirty, true); /* new: nothing of it is known to be on disk */
     if (o->preallocate_bytes > 0) {
         int e = posix_fallocate(s->log_fd, 0, (off_t)o->preallocate_bytes);
         if (e) {
@@ -578,6 +579,7 @@ static int append_bytes(eng_segment *s, const uint8_t *data, const struct iovec 
 #else
     int rc = write_part(s->log_fd, data, iov, iovcnt, pos, 0, len);
 #endif
+    atomic_store(&s->log_dirty, true); /* even half-written: a truncation or a sync follows */
     if (!rc && (rc = ENG_FAULT("segment.append.index")) == 0 &&
         s->bytes_since_index > s->opts.index_interval) {
         int64_t ts = largest_ts > atomic_load(&s->max_ts) ? largest_ts : atomic_load(&s->max_ts);
@@ -684,8 +686,11 @@ int eng_segment_seal(eng_segment *s)
         eng_index_seal(oi);
     if (ti)
         eng_index_seal(ti);
-    if (s->preallocated && ftruncate(s->log_fd, (off_t)eng_segment_size(s)) < 0)
-        return -errno;
+    if (s->preallocated) {
+        if (ftruncate(s->log_fd, (off_t)eng_segment_size(s)) < 0)
+            return -errno;
+        atomic_store(&s->log_dirty, true);
+    }
     atomic_store(&s->active, false);
     return final_rc;
 }
@@ -710,7 +715,15 @@ bool eng_segment_is_preallocated(const eng_segment *s)
 
 int eng_segment_sync_data(eng_segment *s)
 {
-    return fdatasync(s->log_fd) < 0 ? -errno : 0;
+    bool was = atomic_exchange(&s->log_dirty, false);
+    /* Every fdatasync of a segment's files passes here or in
+     * eng_index_sync: a test counts them, or fails one. */
+    int rc = ENG_FAULT("segment.sync");
+    if (!rc && fdatasync(s->log_fd) < 0)
+        rc = -errno;
+    if (rc && was)
+        atomic_store(&s->log_dirty, true);
+    return rc;
 }
 
 int eng_segment_sync_indexes(eng_segment *s)
@@ -728,6 +741,22 @@ int eng_segment_sync(eng_segment *s)
 {
     int rc = eng_segment_sync_data(s);
     return rc ? rc : eng_segment_sync_indexes(s);
+}
+
+int eng_segment_sync_changed(eng_segment *s)
+{
+    int rc = atomic_load(&s->log_dirty) ? eng_segment_sync_data(s) : 0;
+    return rc ? rc : eng_segment_sync_indexes(s);
+}
+
+void eng_segment_mark_unsynced(eng_segment *s)
+{
+    atomic_store(&s->log_dirty, true);
+    eng_index *oi = atomic_load(&s->oidx), *ti = atomic_load(&s->tidx);
+    if (oi)
+        eng_index_mark_dirty(oi);
+    if (ti)
+        eng_index_mark_dirty(ti);
 }
 
 /* A segment's files.  The producer snapshot named by its base offset goes

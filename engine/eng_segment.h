@@ -180,6 +180,15 @@ int eng_segment_sync(eng_segment *s);
 int eng_segment_sync_data(eng_segment *s);
 /* fdatasyncs the indexes that changed since their last sync. */
 int eng_segment_sync_indexes(eng_segment *s);
+/* eng_segment_sync of only the files this segment object changed since it
+ * last synced them (or eng_segment_mark_unsynced named): a segment opened
+ * and left alone costs no system call.  For callers that exclude appends
+ * (a close); group commits sync the .log whatever the flag says. */
+int eng_segment_sync_changed(eng_segment *s);
+/* Makes the next eng_segment_sync_changed sync every file of the segment:
+ * for files that changes made through another object, or a previous
+ * process, may have left unsynced. */
+void eng_segment_mark_unsynced(eng_segment *s);
 
 /* Decodes the header of the segment's first batch: ENG_ENOTFOUND when the
  * segment is empty, ENG_ECORRUPT when the bytes there are no header. */

@@ -27,6 +27,10 @@ struct eng_segment {
     _Atomic(eng_index *) tidx;
     _Atomic bool active;
     _Atomic bool index_distrusted; /* an entry pointed off a batch: scan instead */
+    /* The .log changed (bytes or size) since this object's last fdatasync
+     * of it.  Set after each change, cleared before the fdatasync, so a
+     * change racing a sync leaves it set. */
+    _Atomic bool log_dirty;
     pthread_mutex_t lock;
     /* appender-only state */
     uint64_t bytes_since_index;

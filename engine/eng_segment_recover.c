@@ -129,9 +129,12 @@ int eng_segment_recover_below(eng_segment *s, int64_t next_base, eng_recover_sta
         next = eng_batch_last_offset(&h) + 1;
         st->batches++;
     }
-    if (valid < file_size && ftruncate(s->log_fd, (off_t)valid) < 0) {
-        rc = -errno;
-        goto done;
+    if (valid < file_size) {
+        if (ftruncate(s->log_fd, (off_t)valid) < 0) {
+            rc = -errno;
+            goto done;
+        }
+        atomic_store(&s->log_dirty, true);
     }
     st->valid_bytes = valid;
     st->truncated_bytes = file_size - valid;

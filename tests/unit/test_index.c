@@ -20,6 +20,7 @@
 #include "support.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -368,12 +369,35 @@ static void test_trim_and_reopen(void **state)
     assert_int_equal(eng_offset_index_append(idx, 160, 20000), ENG_EINVAL); /* read-only */
     eng_index_close(idx);
 
-    /* Writable reopen keeps the entries and preallocates again. */
+    /* Writable reopen keeps the entries; the file, trimmed to them, is
+     * preallocated again only when it takes an entry, so an index opened
+     * and closed unused stays as it was (a clean stop of an idle partition
+     * writes nothing), with its full capacity all along. */
+    struct stat before, after;
+    assert_int_equal(stat(f->path, &before), 0);
     assert_int_equal(eng_index_open(f->path, ENG_INDEX_OFFSET, 100, 4096, true, &idx), 0);
     assert_int_equal(eng_index_entries(idx), 3);
-    assert_int_equal(ts_file_size(f->path), 4096);
+    assert_int_equal(eng_index_max_entries(idx), 4096 / 8);
+    assert_false(eng_index_is_full(idx));
+    assert_int_equal(ts_file_size(f->path), 24);
+    assert_int_equal(eng_index_trim(idx), 0);
+    assert_int_equal(eng_index_sync(idx), 0);
+    eng_index_close(idx);
+    assert_int_equal(stat(f->path, &after), 0);
+    assert_int_equal(after.st_size, 24);
+    assert_int_equal(after.st_ino, before.st_ino);
+    assert_true(after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+                after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+    assert_true(after.st_ctim.tv_sec == before.st_ctim.tv_sec &&
+                after.st_ctim.tv_nsec == before.st_ctim.tv_nsec);
+
+    assert_int_equal(eng_index_open(f->path, ENG_INDEX_OFFSET, 100, 4096, true, &idx), 0);
     assert_int_equal(eng_offset_index_append(idx, 169, 20000), 0);
+    assert_int_equal(ts_file_size(f->path), 4096);
     assert_int_equal(eng_index_entries(idx), 4);
+    eng_offset_index_lookup(idx, 200, &off, &pos);
+    assert_int_equal(off, 169);
+    assert_int_equal(pos, 20000);
     assert_int_equal(eng_index_trim(idx), 0);
     eng_index_close(idx);
     assert_int_equal(ts_file_size(f->path), 32);

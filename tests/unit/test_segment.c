@@ -481,14 +481,27 @@ static void test_recover_active_segment_keeps_appending(void **state)
     eng_segment_unref(s);
     assert_int_equal(eng_segment_open(f->dir, 0, &o, true, &s), 0);
     assert_true(eng_segment_is_active(s));
-    /* The active segment's indexes are expanded again and take new entries. */
+    /* The active segment's indexes keep their full capacity, and their
+     * files are expanded again at their first new entry. */
     char path[512];
     seg_path(f->dir, ".index", path, sizeof path);
-    assert_int_equal(ts_file_size(path), 10485760);
+    eng_index *oi;
+    assert_int_equal(eng_segment_indexes(s, &oi, NULL), 0);
+    assert_int_equal(eng_index_max_entries(oi), 10485760 / 8);
+    uint32_t entries = eng_index_entries(oi);
+    assert_int_equal(ts_file_size(path), entries * 8);
     uint8_t buf[4096];
     size_t len = sample_batch(6, buf, sizeof buf);
     assert_int_equal(eng_segment_append(s, buf, len, 69, T0 + 6, 69), 0);
     assert_int_equal(eng_segment_next_offset(s), 70);
+    assert_int_equal(ts_file_size(path), entries * 8);
+    /* Past index.interval.bytes (4096) of appends, the next entry. */
+    for (int b = 7; eng_index_entries(oi) == entries; b++) {
+        assert_true(b < 12);
+        len = sample_batch(b, buf, sizeof buf);
+        assert_int_equal(eng_segment_append(s, buf, len, 10 * b + 9, T0 + b, 10 * b + 9), 0);
+    }
+    assert_int_equal(ts_file_size(path), 10485760);
     eng_batch_pos b;
     assert_int_equal(eng_segment_find_batch(s, 65, eng_segment_size(s), &b), 0);
     assert_int_equal(b.position, SAMPLE_LOG_BYTES);
