@@ -6,7 +6,9 @@
  * last clean start) has nothing to flush, so its files are neither
  * rewritten (no trim, no new producer snapshot) nor fdatasync'd.  Every
  * fdatasync of a segment's .log or index passes the "segment.sync" fault
- * point; a hook on it counts them.
+ * point; a hook on it counts them, or holds one until another close
+ * thread arrives.  Partitions are closed on background.threads threads, so
+ * these tests also run that under the sanitizers.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,11 +24,13 @@
 #include "support.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static _Atomic int g_syncs;
@@ -269,6 +273,61 @@ static void test_failed_sync_at_stop_is_unclean(void **state)
     assert_true(eng_manager_close(m));
 }
 
+/* The hook below: the first thread to reach a sync waits (10 s at most)
+ * for a second thread to reach one while it is still inside. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    pthread_t first;
+    int threads; /* distinct threads seen, up to 2 */
+    bool overlapped;
+} g_meet = {.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static void meet_at_sync(void *ctx)
+{
+    (void)ctx;
+    pthread_mutex_lock(&g_meet.mu);
+    if (g_meet.threads == 0) {
+        g_meet.first = pthread_self();
+        g_meet.threads = 1;
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += 10;
+        while (g_meet.threads < 2 &&
+               pthread_cond_timedwait(&g_meet.cond, &g_meet.mu, &deadline) == 0)
+            ;
+        g_meet.overlapped = g_meet.threads == 2;
+    } else if (g_meet.threads == 1 && !pthread_equal(g_meet.first, pthread_self())) {
+        g_meet.threads = 2;
+        pthread_cond_broadcast(&g_meet.cond);
+    }
+    pthread_mutex_unlock(&g_meet.mu);
+}
+
+/* Partitions are closed side by side, not one after another: each one
+ * written since its last flush waits for its own fsyncs, and 2,000 of
+ * those in a row outlasted a container's grace period. */
+static void test_stop_closes_partitions_concurrently(void **state)
+{
+    fixture *f = *state;
+    enum { PARTS = 4 };
+    eng_manager *m = open_mgr(f);
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_create_topic(m, "t", PARTS, NULL, NULL, 0, &err), 0);
+    for (int i = 0; i < PARTS; i++)
+        append_records(m, "t", i, 3);
+    eng_fault_hook("segment.sync", meet_at_sync, NULL);
+    assert_true(eng_manager_close(m));
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_true(g_meet.overlapped);
+
+    m = open_mgr(f);
+    expect_clean_start(m);
+    for (int i = 0; i < PARTS; i++)
+        assert_int_equal(log_end(m, "t", i), 3);
+    assert_true(eng_manager_close(m));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +336,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stop_after_crash_syncs_recovered_segments, setup_stop,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failed_sync_at_stop_is_unclean, setup_stop, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_closes_partitions_concurrently, setup_stop,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
