@@ -1,5 +1,6 @@
 /*
- * test_manager_stop.c - what a clean stop writes, and what it leaves alone.
+ * test_manager_stop.c - what a clean stop writes, and what it leaves alone;
+ * partitions closed at a stop, and opened at a create, side by side.
  *
  * A stop must leave everything the clean-shutdown marker vouches for on
  * disk, and it must scale: an idle partition (nothing appended since the
@@ -273,8 +274,8 @@ static void test_failed_sync_at_stop_is_unclean(void **state)
     assert_true(eng_manager_close(m));
 }
 
-/* The hook below: the first thread to reach a sync waits (10 s at most)
- * for a second thread to reach one while it is still inside. */
+/* The hook below: the first thread to reach its point waits (10 s at
+ * most) for a second thread to reach it while it is still inside. */
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cond;
@@ -311,6 +312,8 @@ static void test_stop_closes_partitions_concurrently(void **state)
 {
     fixture *f = *state;
     enum { PARTS = 4 };
+    g_meet.threads = 0;
+    g_meet.overlapped = false;
     eng_manager *m = open_mgr(f);
     eng_errdetail err = {0};
     assert_int_equal(eng_manager_create_topic(m, "t", PARTS, NULL, NULL, 0, &err), 0);
@@ -328,6 +331,52 @@ static void test_stop_closes_partitions_concurrently(void **state)
     assert_true(eng_manager_close(m));
 }
 
+/* A new topic's partitions are opened side by side too: each makes its
+ * directory and files durable, about five fsyncs, and a 4-partition topic
+ * waited for them one after another. */
+static void test_create_opens_partitions_concurrently(void **state)
+{
+    fixture *f = *state;
+    enum { PARTS = 4 };
+    g_meet.threads = 0;
+    g_meet.overlapped = false;
+    eng_manager *m = open_mgr(f);
+    eng_errdetail err = {0};
+    eng_fault_hook("partition.open", meet_at_sync, NULL);
+    int rc = eng_manager_create_topic(m, "t", PARTS, NULL, NULL, 0, &err);
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(rc, 0);
+    assert_true(g_meet.overlapped);
+    for (int i = 0; i < PARTS; i++) {
+        append_records(m, "t", i, 2);
+        assert_int_equal(log_end(m, "t", i), 2);
+    }
+    assert_true(eng_manager_close(m));
+    m = open_mgr(f);
+    expect_clean_start(m);
+    for (int i = 0; i < PARTS; i++)
+        assert_int_equal(log_end(m, "t", i), 2);
+    assert_true(eng_manager_close(m));
+}
+
+/* A create that fails in one of its parallel opens leaves nothing behind. */
+static void test_failed_parallel_create_leaves_nothing(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    eng_errdetail err = {0};
+    eng_fault_set("partition.files=eio@3");
+    assert_int_not_equal(eng_manager_create_topic(m, "t", 6, NULL, NULL, 0, &err), 0);
+    eng_fault_set(NULL);
+    for (int i = 0; i < 6; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/t-%d", f->data, i);
+        assert_int_equal(ts_file_size(path), -1);
+    }
+    assert_int_equal(eng_manager_create_topic(m, "t", 6, NULL, NULL, 0, &err), 0);
+    assert_true(eng_manager_close(m));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +386,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failed_sync_at_stop_is_unclean, setup_stop, teardown),
         cmocka_unit_test_setup_teardown(test_stop_closes_partitions_concurrently, setup_stop,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_create_opens_partitions_concurrently, setup_stop,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_failed_parallel_create_leaves_nothing, setup_stop,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
