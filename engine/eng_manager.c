@@ -483,6 +483,7 @@ static void manager_free(eng_manager *m)
     pthread_rwlock_destroy(&m->lock);
     pthread_mutex_destroy(&m->ckpt_lock);
     pthread_mutex_destroy(&m->meta_lock);
+    pthread_mutex_destroy(&m->snap_lock);
     pthread_mutex_destroy(&m->removals_lock);
     pthread_cond_destroy(&m->removals_done);
     free(m->meta_dir);
@@ -499,6 +500,7 @@ int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail 
     pthread_rwlock_init(&m->lock, NULL);
     pthread_mutex_init(&m->ckpt_lock, NULL);
     pthread_mutex_init(&m->meta_lock, NULL);
+    pthread_mutex_init(&m->snap_lock, NULL);
     pthread_mutex_init(&m->removals_lock, NULL);
     pthread_cond_init(&m->removals_done, NULL);
     m->defaults = o->defaults;

@@ -61,6 +61,8 @@ struct eng_manager {
     pthread_cond_t removals_done;
     unsigned removals;
     _Atomic bool removals_stop;
+    /* One snapshot taken or removed at a time (eng_snapshot.c). */
+    pthread_mutex_t snap_lock;
 };
 
 /* ---- eng_topics.c: the topic table (callers hold m->lock) ---- */

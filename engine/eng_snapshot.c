@@ -1,0 +1,616 @@
+/*
+ * eng_snapshot.c - point-in-time snapshots of the data dir (eng_snapshot.h
+ * says what one holds and why it is consistent).
+ *
+ * One snapshot is taken at a time (m->snap_lock), so any snapshots/.partial-*
+ * found while holding it was left by a crash or a failure and is removed.
+ * Topics are taken one by one, each with its description and partitions from
+ * one incarnation of its name; a topic deleted while it is being taken is
+ * left out whole (its metadata is written only after all its partitions).
+ */
+#include "eng_snapshot.h"
+
+#include "eng_checkpoint.h"
+#include "eng_fs.h"
+#include "eng_logger.h"
+#include "eng_manager_impl.h"
+#include "eng_partition_impl.h"
+#include "eng_segment.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PARTIAL_PREFIX ".partial-"
+#define COPY_CHUNK (1u << 20)
+
+bool eng_snapshot_name_valid(const char *name)
+{
+    return name && name[0] != '.' && eng_topic_name_valid(name);
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* Copies [0, len) of the open file `fd` to a new file `to`, fsync'd. */
+static int copy_fd(int fd, uint64_t len, const char *to)
+{
+    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (out < 0)
+        return -errno;
+    uint8_t *buf = malloc(COPY_CHUNK);
+    int rc = buf ? 0 : -ENOMEM;
+    for (uint64_t pos = 0; !rc && pos < len;) {
+        size_t want = len - pos < COPY_CHUNK ? (size_t)(len - pos) : COPY_CHUNK;
+        ssize_t got = pread(fd, buf, want, (off_t)pos);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            rc = got < 0 ? -errno : -EIO; /* shorter than its committed size */
+            break;
+        }
+        rc = eng_fs_pwrite_all(out, buf, (size_t)got, pos);
+        pos += (uint64_t)got;
+    }
+    free(buf);
+    if (!rc && fsync(out) < 0)
+        rc = -errno;
+    close(out);
+    if (rc)
+        unlink(to);
+    return rc;
+}
+
+/* Copies the whole file `from` to `to`; -ENOENT when `from` is missing. */
+static int copy_path(const char *from, const char *to)
+{
+    int fd = open(from, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int rc = fstat(fd, &st) < 0 ? -errno : copy_fd(fd, (uint64_t)st.st_size, to);
+    close(fd);
+    return rc;
+}
+
+static int fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+/* Hard-links `from` as `to` (a copy where the file system links nothing),
+ * then fsyncs it: a sealed segment's own flush may still be pending. */
+static int link_or_copy(const char *from, const char *to)
+{
+    if (link(from, to) == 0)
+        return fsync_path(to);
+    if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != EOPNOTSUPP)
+        return -errno;
+    return copy_path(from, to);
+}
+
+/* ---- one partition ----------------------------------------------------------- */
+
+/* The partition's files that are not segments: copied as they are now. */
+static int copy_partition_files(const char *src, const char *dst, int64_t active_base)
+{
+    static const char *const names[] = {"leader-epoch-checkpoint", "partition.metadata", NULL};
+    char from[PATH_MAX], to[PATH_MAX];
+    for (int i = 0; names[i]; i++) {
+        if (eng_fs_join(from, sizeof from, src, names[i]) || eng_fs_join(to, sizeof to, dst, names[i]))
+            return ENG_EINVAL;
+        int rc = copy_path(from, to);
+        if (rc && rc != -ENOENT)
+            return rc;
+    }
+    /* Producer snapshots up to the active segment's base; a roll after the
+     * partition was taken writes later ones, which belong to data not in it. */
+    DIR *dh = opendir(src);
+    if (!dh)
+        return -errno;
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(dh))) {
+        const char *rest;
+        int64_t base = eng_fs_segment_name_base(e->d_name, &rest);
+        if (base < 0 || base > active_base || strcmp(rest, ".snapshot"))
+            continue;
+        if ((rc = eng_fs_join(from, sizeof from, src, e->d_name)) ||
+            (rc = eng_fs_join(to, sizeof to, dst, e->d_name)))
+            break;
+        rc = copy_path(from, to);
+        if (rc == -ENOENT) /* removed since the listing */
+            rc = 0;
+    }
+    closedir(dh);
+    return rc;
+}
+
+/* Links (.log) or copies (indexes) one sealed segment into dst. */
+static int take_sealed(eng_segment *seg, const char *dst)
+{
+    static const char *const exts[] = {".log", ".index", ".timeindex", ".txnindex", NULL};
+    char from[PATH_MAX], to[PATH_MAX];
+    for (int i = 0; exts[i]; i++) {
+        int rc = eng_segment_file_path(seg, exts[i], from, sizeof from);
+        if (!rc)
+            rc = eng_fs_segment_path(to, sizeof to, dst, eng_segment_base(seg), exts[i]);
+        if (!rc)
+            rc = i == 0 ? link_or_copy(from, to) : copy_path(from, to);
+        /* A missing index is rebuilt by the loader from the .log. */
+        if (rc && !(i > 0 && rc == -ENOENT))
+            return rc;
+    }
+    return 0;
+}
+
+typedef struct part_point {
+    int64_t recovery_point; /* everything below is in sealed, fsync'd segments */
+    int64_t log_start_offset;
+} part_point;
+
+/* Takes partition p into the new directory dst.  ENG_ENOTOPIC when its topic
+ * was deleted meanwhile. */
+static int take_partition(eng_partition *p, const char *dst, part_point *pt)
+{
+    int rc = eng_fs_mkdir(dst);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&p->maint_lock);
+    if (atomic_load(&p->retired) || p->closed || eng__dir_offline(p)) {
+        rc = atomic_load(&p->retired) ? ENG_ENOTOPIC : p->closed ? ENG_ESHUTDOWN : ENG_EOFFLINE;
+        pthread_mutex_unlock(&p->maint_lock);
+        return rc;
+    }
+    /* The instant the partition is taken: its segment set, the active
+     * segment's committed size and the log start offset agree. */
+    pthread_mutex_lock(&p->append_lock);
+    eng_segview *v = eng__segview_acquire(p);
+    eng_segment *active = v->segs[v->n - 1];
+    eng_segment_ref(active);
+    uint64_t active_size = eng_segment_size(active);
+    pt->log_start_offset = atomic_load(&p->log_start_offset);
+    pthread_mutex_unlock(&p->append_lock);
+    pt->recovery_point = eng_segment_base(active);
+
+    for (size_t k = 0; !rc && k + 1 < v->n; k++)
+        rc = take_sealed(v->segs[k], dst);
+    if (!rc)
+        rc = copy_partition_files(p->dir, dst, eng_segment_base(active));
+    eng__segview_release(v);
+    pthread_mutex_unlock(&p->maint_lock);
+
+    /* Outside maint_lock: the segment's descriptor stays open while the
+     * reference lives, whatever a later roll, swap or retention does to its
+     * name, and the bytes below active_size never change. */
+    char to[PATH_MAX];
+    if (!rc)
+        rc = eng_fs_segment_path(to, sizeof to, dst, eng_segment_base(active), ".log");
+    if (!rc)
+        rc = copy_fd(eng_segment_log_fd(active), active_size, to);
+    eng_segment_unref(active);
+    if (!rc)
+        rc = eng_fs_sync_dir(dst);
+    return rc;
+}
+
+/* ---- one topic ------------------------------------------------------------------ */
+
+typedef struct ckpts {
+    eng_ckpt_entry *recovery, *start;
+    size_t n, cap;
+} ckpts;
+
+static void ckpts_free(ckpts *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->recovery[i].topic);
+        free(c->start[i].topic);
+    }
+    free(c->recovery);
+    free(c->start);
+}
+
+static int ckpts_add(ckpts *c, const char *topic, int32_t id, const part_point *pt)
+{
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? 2 * c->cap : 16;
+        eng_ckpt_entry *r = realloc(c->recovery, nc * sizeof *r);
+        if (!r)
+            return -ENOMEM;
+        c->recovery = r;
+        eng_ckpt_entry *s = realloc(c->start, nc * sizeof *s);
+        if (!s)
+            return -ENOMEM;
+        c->start = s;
+        c->cap = nc;
+    }
+    char *t1 = strdup(topic), *t2 = strdup(topic);
+    if (!t1 || !t2) {
+        free(t1);
+        free(t2);
+        return -ENOMEM;
+    }
+    c->recovery[c->n] = (eng_ckpt_entry){t1, id, pt->recovery_point};
+    c->start[c->n] = (eng_ckpt_entry){t2, id, pt->log_start_offset};
+    c->n++;
+    return 0;
+}
+
+/* Takes every partition of topic `name` into root, then its metadata.  A
+ * topic gone meanwhile is left out (0, *taken false). */
+static int take_topic(eng_manager *m, const char *root, const char *name, ckpts *c, bool *taken)
+{
+    *taken = false;
+    eng_topic_desc desc;
+    eng_partition **parts;
+    size_t n;
+    int rc = eng_manager_topic_partitions(m, name, &desc, &parts, &n, NULL);
+    if (rc)
+        return rc == ENG_ENOTOPIC ? 0 : rc;
+    size_t done = 0, mark = c->n;
+    char path[PATH_MAX], dir[PATH_MAX];
+    for (; !rc && done < n; done++) {
+        int w = snprintf(dir, sizeof dir, "%s/%s-%d", root, name, (int)eng_partition_id(parts[done]));
+        part_point pt;
+        rc = w < 0 || (size_t)w >= sizeof dir ? ENG_EINVAL : take_partition(parts[done], dir, &pt);
+        if (!rc)
+            rc = ckpts_add(c, name, eng_partition_id(parts[done]), &pt);
+    }
+    if (!rc) {
+        char *buf = NULL;
+        size_t len = 0;
+        rc = m->codec.encode(&desc.meta, &buf, &len, m->codec.ctx);
+        if (!rc && !(rc = eng_fs_join(dir, sizeof dir, root, "meta")) &&
+            (size_t)snprintf(path, sizeof path, "%s/%s.json", dir, name) >= sizeof path)
+            rc = ENG_EINVAL;
+        if (!rc)
+            rc = eng_fs_write_atomic(path, buf, len);
+        free(buf);
+        *taken = !rc;
+    }
+    if (rc == ENG_ENOTOPIC) {
+        /* Deleted while it was being taken: none of it goes in. */
+        for (size_t i = 0; i < done; i++) {
+            int w = snprintf(dir, sizeof dir, "%s/%s-%d", root, name, (int)eng_partition_id(parts[i]));
+            if (w > 0 && (size_t)w < sizeof dir)
+                eng_fs_remove_tree(dir);
+        }
+        while (c->n > mark) {
+            c->n--;
+            free(c->recovery[c->n].topic);
+            free(c->start[c->n].topic);
+        }
+        rc = 0;
+    }
+    eng_partitions_release(parts, n);
+    eng_topic_desc_clear(&desc);
+    return rc;
+}
+
+/* ---- the whole snapshot -------------------------------------------------------- */
+
+/* Removes snapshots/.partial-* left by a crash or a failed snapshot (the
+ * caller holds snap_lock, so none is being built). */
+static void remove_partials(const char *snaps)
+{
+    DIR *dh = opendir(snaps);
+    if (!dh)
+        return;
+    struct dirent *e;
+    char path[PATH_MAX];
+    while ((e = readdir(dh)))
+        if (!strncmp(e->d_name, PARTIAL_PREFIX, strlen(PARTIAL_PREFIX)) &&
+            !eng_fs_join(path, sizeof path, snaps, e->d_name)) {
+            ENG_WARN("removing %s, an unfinished snapshot", path);
+            eng_fs_remove_tree(path);
+        }
+    closedir(dh);
+}
+
+static int build(eng_manager *m, const char *root)
+{
+    char path[PATH_MAX], from[PATH_MAX];
+    int rc = eng_fs_mkdir(root);
+    if (!rc && !(rc = eng_fs_join(path, sizeof path, root, "meta")))
+        rc = eng_fs_mkdir(path);
+    /* Copied first: the cleaner only moves it forward, and a checkpoint
+     * older than the segments only makes the restored cleaner redo work. */
+    if (!rc && !(rc = eng_fs_join(from, sizeof from, m->dir, "cleaner-offset-checkpoint")) &&
+        !(rc = eng_fs_join(path, sizeof path, root, "cleaner-offset-checkpoint"))) {
+        rc = copy_path(from, path);
+        if (rc == -ENOENT)
+            rc = 0;
+    }
+    char **names = NULL;
+    size_t nnames = 0;
+    if (!rc)
+        rc = eng_manager_list_topics(m, &names, &nnames);
+    ckpts c = {0};
+    for (size_t i = 0; !rc && i < nnames; i++) {
+        bool taken;
+        rc = take_topic(m, root, names[i], &c, &taken);
+    }
+    eng_strv_free(names, nnames);
+    if (!rc && !(rc = eng_fs_join(path, sizeof path, root, "recovery-point-offset-checkpoint")))
+        rc = eng_checkpoint_write(path, c.recovery, c.n);
+    if (!rc && !(rc = eng_fs_join(path, sizeof path, root, "log-start-offset-checkpoint")))
+        rc = eng_checkpoint_write(path, c.start, c.n);
+    ckpts_free(&c);
+    if (!rc && !(rc = eng_fs_join(path, sizeof path, root, "meta")))
+        rc = eng_fs_sync_dir(path);
+    if (!rc)
+        rc = eng_fs_sync_dir(root);
+    return rc;
+}
+
+/* Sizes and counts of one snapshot directory (see eng_snapshot_info). */
+static void measure(const char *dir, int depth, bool in_meta, eng_snapshot_info *in)
+{
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return;
+    struct dirent *e;
+    char path[PATH_MAX];
+    while ((e = readdir(dh))) {
+        struct stat st;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            eng_fs_join(path, sizeof path, dir, e->d_name) || lstat(path, &st) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (depth == 0 && strcmp(e->d_name, "meta"))
+                in->partitions++;
+            if (depth < 1)
+                measure(path, depth + 1, !strcmp(e->d_name, "meta"), in);
+        } else if (S_ISREG(st.st_mode)) {
+            in->size_bytes += (uint64_t)st.st_size;
+            if (st.st_nlink == 1)
+                in->unshared_bytes += (uint64_t)st.st_size;
+            if (in_meta && strstr(e->d_name, ".json"))
+                in->topics++;
+        }
+    }
+    closedir(dh);
+}
+
+static int snapshot_path(const eng_manager *m, const char *name, char *buf, size_t len)
+{
+    if ((size_t)snprintf(buf, len, "%s/" ENG_SNAPSHOTS_DIR "/%s", m->dir, name) >= len)
+        return ENG_EINVAL;
+    return 0;
+}
+
+static void describe(const char *path, const char *name, eng_snapshot_info *in)
+{
+    memset(in, 0, sizeof *in);
+    snprintf(in->name, sizeof in->name, "%s", name);
+    struct stat st;
+    if (stat(path, &st) == 0)
+        in->created_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+    measure(path, 0, false, in);
+}
+
+int eng_manager_snapshot_create(eng_manager *m, const char *name, eng_snapshot_info *out,
+                                eng_errdetail *err)
+{
+    if (!eng_snapshot_name_valid(name))
+        return eng_fail(err, ENG_EINVAL,
+                        "a snapshot name is 1 to 249 of [A-Za-z0-9._-], not starting with '.'");
+    if (pthread_mutex_trylock(&m->snap_lock) != 0)
+        return eng_fail(err, ENG_EBUSY, "another snapshot is being taken");
+    char snaps[PATH_MAX], final[PATH_MAX], partial[PATH_MAX], tmpname[ENG_TOPIC_NAME_MAX + 16];
+    snprintf(tmpname, sizeof tmpname, PARTIAL_PREFIX "%s", name);
+    int rc = atomic_load(&m->offline) ? ENG_EOFFLINE : 0;
+    if (!rc && !(rc = eng_fs_join(snaps, sizeof snaps, m->dir, ENG_SNAPSHOTS_DIR)) &&
+        !(rc = snapshot_path(m, name, final, sizeof final)))
+        rc = snapshot_path(m, tmpname, partial, sizeof partial);
+    if (!rc)
+        rc = eng_fs_mkdir_durable(snaps);
+    if (!rc && eng_fs_exists(final))
+        rc = eng_fail(err, -EEXIST, "snapshot '%s' exists", name);
+    if (!rc) {
+        remove_partials(snaps);
+        int64_t t0 = eng_mono_ms();
+        rc = build(m, partial);
+        if (!rc && rename(partial, final) < 0)
+            rc = -errno;
+        if (!rc)
+            rc = eng_fs_sync_dir(snaps);
+        if (rc) {
+            ENG_ERROR("snapshot '%s' failed: %s", name, eng_strerror(rc));
+            eng_fs_remove_tree(partial);
+            eng_fail(err, rc, "taking snapshot '%s': %s", name, eng_strerror(rc));
+        } else {
+            eng_snapshot_info in;
+            describe(final, name, &in);
+            ENG_INFO("snapshot '%s' taken in %" PRId64 " ms: %u topics, %u partitions, %" PRIu64
+                     " bytes (%" PRIu64 " copied)",
+                     name, eng_mono_ms() - t0, in.topics, in.partitions, in.size_bytes,
+                     in.unshared_bytes);
+            if (out)
+                *out = in;
+        }
+    }
+    pthread_mutex_unlock(&m->snap_lock);
+    return rc;
+}
+
+static int cmp_info(const void *a, const void *b)
+{
+    return strcmp(((const eng_snapshot_info *)a)->name, ((const eng_snapshot_info *)b)->name);
+}
+
+int eng_manager_snapshot_list(eng_manager *m, eng_snapshot_info **out, size_t *n)
+{
+    char snaps[PATH_MAX], path[PATH_MAX];
+    int rc = eng_fs_join(snaps, sizeof snaps, m->dir, ENG_SNAPSHOTS_DIR);
+    if (rc)
+        return rc;
+    eng_snapshot_info *v = NULL;
+    size_t cnt = 0, cap = 0;
+    DIR *dh = opendir(snaps);
+    if (!dh) {
+        if (errno != ENOENT)
+            return -errno;
+        *out = NULL;
+        *n = 0;
+        return 0;
+    }
+    struct dirent *e;
+    while (!rc && (e = readdir(dh))) {
+        struct stat st;
+        if (!eng_snapshot_name_valid(e->d_name) || eng_fs_join(path, sizeof path, snaps, e->d_name) ||
+            lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+            continue;
+        if (cnt == cap) {
+            size_t nc = cap ? 2 * cap : 8;
+            eng_snapshot_info *nv = realloc(v, nc * sizeof *nv);
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        describe(path, e->d_name, &v[cnt++]);
+    }
+    closedir(dh);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    if (cnt > 1)
+        qsort(v, cnt, sizeof *v, cmp_info);
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+int eng_manager_snapshot_delete(eng_manager *m, const char *name, eng_errdetail *err)
+{
+    if (!eng_snapshot_name_valid(name))
+        return eng_fail(err, ENG_EINVAL,
+                        "a snapshot name is 1 to 249 of [A-Za-z0-9._-], not starting with '.'");
+    char path[PATH_MAX], snaps[PATH_MAX];
+    int rc = snapshot_path(m, name, path, sizeof path);
+    if (!rc)
+        rc = eng_fs_join(snaps, sizeof snaps, m->dir, ENG_SNAPSHOTS_DIR);
+    if (rc)
+        return rc;
+    struct stat st;
+    if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+        return eng_fail(err, ENG_ENOTFOUND, "no snapshot '%s'", name);
+    /* Renamed aside first, so a removal cut short never leaves a listed,
+     * half-removed snapshot; the next snapshot clears what remains. */
+    char aside[PATH_MAX], tmpname[ENG_TOPIC_NAME_MAX + 16];
+    snprintf(tmpname, sizeof tmpname, PARTIAL_PREFIX "%s", name);
+    if (pthread_mutex_trylock(&m->snap_lock) != 0)
+        return eng_fail(err, ENG_EBUSY, "a snapshot is being taken");
+    rc = snapshot_path(m, tmpname, aside, sizeof aside);
+    if (!rc && rename(path, aside) < 0)
+        rc = errno == ENOENT ? eng_fail(err, ENG_ENOTFOUND, "no snapshot '%s'", name) : -errno;
+    if (!rc) {
+        rc = eng_fs_remove_tree(aside);
+        if (!rc)
+            rc = eng_fs_sync_dir(snaps);
+        if (!rc)
+            ENG_INFO("snapshot '%s' removed", name);
+    }
+    pthread_mutex_unlock(&m->snap_lock);
+    return rc;
+}
+
+/* ---- disk use ------------------------------------------------------------------- */
+
+typedef struct inode_use {
+    dev_t dev;
+    ino_t ino;
+    nlink_t nlink;
+    uint64_t size;
+} inode_use;
+
+typedef struct inode_set {
+    inode_use *v;
+    size_t n, cap;
+    int rc;
+} inode_set;
+
+static void collect(const char *dir, int depth, inode_set *s)
+{
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return;
+    struct dirent *e;
+    char path[PATH_MAX];
+    while (!s->rc && (e = readdir(dh))) {
+        struct stat st;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            eng_fs_join(path, sizeof path, dir, e->d_name) || lstat(path, &st) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode) && depth < 2) {
+            collect(path, depth + 1, s);
+        } else if (S_ISREG(st.st_mode)) {
+            if (s->n == s->cap) {
+                size_t nc = s->cap ? 2 * s->cap : 64;
+                inode_use *nv = realloc(s->v, nc * sizeof *nv);
+                if (!nv) {
+                    s->rc = -ENOMEM;
+                    break;
+                }
+                s->v = nv;
+                s->cap = nc;
+            }
+            s->v[s->n++] = (inode_use){st.st_dev, st.st_ino, st.st_nlink, (uint64_t)st.st_size};
+        }
+    }
+    closedir(dh);
+}
+
+static int cmp_inode(const void *a, const void *b)
+{
+    const inode_use *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+int eng_manager_snapshot_bytes(eng_manager *m, uint64_t *unshared_bytes)
+{
+    char snaps[PATH_MAX];
+    int rc = eng_fs_join(snaps, sizeof snaps, m->dir, ENG_SNAPSHOTS_DIR);
+    if (rc)
+        return rc;
+    inode_set s = {0};
+    collect(snaps, 0, &s);
+    if (s.rc) {
+        free(s.v);
+        return s.rc;
+    }
+    /* A file the snapshots hold alone has all its links among them: a
+     * segment in two snapshots, gone from the data dir, counts once. */
+    if (s.n > 1)
+        qsort(s.v, s.n, sizeof *s.v, cmp_inode);
+    uint64_t total = 0;
+    for (size_t i = 0; i < s.n;) {
+        size_t j = i;
+        while (j < s.n && !cmp_inode(&s.v[i], &s.v[j]))
+            j++;
+        if ((nlink_t)(j - i) >= s.v[i].nlink)
+            total += s.v[i].size;
+        i = j;
+    }
+    free(s.v);
+    *unshared_bytes = total;
+    return 0;
+}
