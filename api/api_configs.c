@@ -14,6 +14,7 @@
 #include "api_errors.h"
 #include "api_router.h"
 #include "eng_fault.h"
+#include "eng_snapshot.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -414,9 +415,13 @@ void api_h_log_dirs(api_ctx *ctx, const api_request *req, const api_params *para
                                              "is_future", 0));
     }
     eng_partitions_release(all, n);
-    json_t *dir = json_pack("{s:s,s:I,s:I,s:I,s:o}", "log_dir", eng_manager_log_dir(m),
+    /* Files only snapshots hold (segments retention or the cleaner removed
+     * since), so the disk's use adds up; unknown (-1) if they cannot be read. */
+    uint64_t snap = 0;
+    json_int_t snap_bytes = eng_manager_snapshot_bytes(m, &snap) ? -1 : (json_int_t)snap;
+    json_t *dir = json_pack("{s:s,s:I,s:I,s:I,s:I,s:o}", "log_dir", eng_manager_log_dir(m),
                             "total_bytes", (json_int_t)total, "usable_bytes", (json_int_t)usable,
-                            "size_bytes", dir_bytes, "topics", topics);
+                            "size_bytes", dir_bytes, "snapshot_bytes", snap_bytes, "topics", topics);
     json_object_set_new(dir, "error", rc ? json_string(eng_strerror(rc))
                                          : eng_manager_offline(m) ? json_string("KAFKA_STORAGE_ERROR")
                                                                   : json_null());

@@ -58,6 +58,9 @@ static const api_route routes[] = {
     {"DELETE", "/v1/topics/{topic}/configs/{name}", api_h_config_delete, API_ROLE_ADMIN, E, NULL},
     {"GET", "/v1/configs/defaults", api_h_configs_defaults, API_ROLE_READ, E, NULL},
     {"GET", "/v1/log-dirs", api_h_log_dirs, API_ROLE_READ, E, NULL},
+    {"POST", "/v1/admin/snapshots", api_h_snapshot_create, API_ROLE_ADMIN, E | B, NULL},
+    {"GET", "/v1/admin/snapshots", api_h_snapshots_list, API_ROLE_READ, E, NULL},
+    {"DELETE", "/v1/admin/snapshots/{name}", api_h_snapshot_delete, API_ROLE_ADMIN, E, NULL},
     {NULL, NULL, NULL, API_ROLE_NONE, 0, NULL},
 };
 

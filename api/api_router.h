@@ -84,5 +84,8 @@ void api_h_config_put(api_ctx *, const api_request *, const api_params *, api_re
 void api_h_config_delete(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_configs_defaults(api_ctx *, const api_request *, const api_params *, api_response *);
 void api_h_log_dirs(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_snapshot_create(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_snapshots_list(api_ctx *, const api_request *, const api_params *, api_response *);
+void api_h_snapshot_delete(api_ctx *, const api_request *, const api_params *, api_response *);
 
 #endif
