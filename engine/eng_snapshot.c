@@ -249,10 +249,9 @@ static int ckpts_add(ckpts *c, const char *topic, int32_t id, const part_point *
 }
 
 /* Takes every partition of topic `name` into root, then its metadata.  A
- * topic gone meanwhile is left out (0, *taken false). */
-static int take_topic(eng_manager *m, const char *root, const char *name, ckpts *c, bool *taken)
+ * topic gone meanwhile is left out (0). */
+static int take_topic(eng_manager *m, const char *root, const char *name, ckpts *c)
 {
-    *taken = false;
     eng_topic_desc desc;
     eng_partition **parts;
     size_t n;
@@ -278,7 +277,6 @@ static int take_topic(eng_manager *m, const char *root, const char *name, ckpts 
         if (!rc)
             rc = eng_fs_write_atomic(path, buf, len);
         free(buf);
-        *taken = !rc;
     }
     if (rc == ENG_ENOTOPIC) {
         /* Deleted while it was being taken: none of it goes in. */
@@ -338,10 +336,8 @@ static int build(eng_manager *m, const char *root)
     if (!rc)
         rc = eng_manager_list_topics(m, &names, &nnames);
     ckpts c = {0};
-    for (size_t i = 0; !rc && i < nnames; i++) {
-        bool taken;
-        rc = take_topic(m, root, names[i], &c, &taken);
-    }
+    for (size_t i = 0; !rc && i < nnames; i++)
+        rc = take_topic(m, root, names[i], &c);
     eng_strv_free(names, nnames);
     if (!rc && !(rc = eng_fs_join(path, sizeof path, root, "recovery-point-offset-checkpoint")))
         rc = eng_checkpoint_write(path, c.recovery, c.n);

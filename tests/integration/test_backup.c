@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -536,6 +537,79 @@ static void test_snapshot_during_swap(void **state)
     restore_and_verify(copy, &b);
 }
 
+typedef struct appender {
+    ls_server *s;
+    _Atomic bool stop;
+    _Atomic int acked;
+    int failed;
+} appender;
+
+/* Appends to plain-0 until told to stop, rolling every 40 records, and
+ * records what was acknowledged in M (the main thread keeps off M
+ * meanwhile).  No cmocka assertion here: they may not run off the main
+ * thread; failures are counted. */
+static void *append_loop(void *arg)
+{
+    appender *a = arg;
+    while (!atomic_load(&a->stop) && M.plain_end < MAX_OFFSETS - 1) {
+        char value[64], body[256];
+        snprintf(value, sizeof value, "q-%lld", M.plain_end);
+        snprintf(body, sizeof body, "{\"records\":[{\"key\":\"x\",\"value\":\"%s\"}]}", value);
+        ls_resp r;
+        if (ls_send_json(a->s, "POST", "/v1/topics/plain/partitions/0/records", body, &r)) {
+            a->failed++;
+            break;
+        }
+        long long off = r.status == 200 ? ls_jint(&r, "base_offset") : -1;
+        ls_resp_free(&r);
+        if (off != M.plain_end) {
+            a->failed++;
+            break;
+        }
+        M.plain[off] = strdup(value);
+        M.plain_end = off + 1;
+        int n = atomic_fetch_add(&a->acked, 1) + 1;
+        if (n % 40 == 0 &&
+            (ls_send_json(a->s, "POST", "/v1/topics/plain/partitions/0/segments:roll", "{}", &r) == 0))
+            ls_resp_free(&r);
+    }
+    return NULL;
+}
+
+/* A snapshot taken while appends and rolls run on a partition holds a
+ * prefix of what was acknowledged, whole batches only, and at least what
+ * was acknowledged before it was asked for. */
+static void test_snapshot_while_appending(void **state)
+{
+    (void)state;
+    ls_server *s = &g_src;
+    assert_int_equal(ls_start(s, settings), 0);
+    load(s);
+    appender a = {.s = s};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, append_loop, &a), 0);
+    for (int i = 0; i < 12000 && atomic_load(&a.acked) < 30 && !a.failed; i++)
+        usleep(5000);
+    begin_state b;
+    take_begin_state(s, &b); /* reads M.user only: the appender owns M.plain */
+    ls_resp r;
+    create_snapshot(s, "busy-1", &r);
+    ls_resp_free(&r);
+    int after = atomic_load(&a.acked);
+    for (int i = 0; i < 12000 && atomic_load(&a.acked) < after + 30 && !a.failed; i++)
+        usleep(5000);
+    atomic_store(&a.stop, true);
+    pthread_join(t, NULL);
+    assert_int_equal(a.failed, 0);
+    assert_true(b.plain_hw >= 60);
+
+    char snap[1400], copy[1500];
+    snapshot_dir(s, "busy-1", snap, sizeof snap);
+    snprintf(copy, sizeof copy, "%s.copy", s->dir);
+    copy_tree(snap, copy, NULL, NULL, NULL);
+    restore_and_verify(copy, &b);
+}
+
 static const char *const settings_quick_delete[] = {"log.cleaner.threads=0", "log.segment.delete.delay.ms=0",
                                                     "log.retention.check.interval.ms=600000", NULL};
 
@@ -652,6 +726,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_snapshot_copied_while_server_works, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_during_swap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_while_appending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_routes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_copy_of_stopped_server, setup, teardown),
     };
