@@ -13,11 +13,18 @@
  *   - on a compacted topic every key holds a value that was acknowledged for
  *     it, never one older than the key's value when the backup began.
  *
- * The copy goes file by file and the test runs the workload between two
- * files, at chosen points, so the races the procedure must survive happen on
- * every run: a compaction that folds the second segment into a new first one
- * after the old first one was copied, a retention pass that renames the first
- * segment away before it is copied.
+ * README's way is a snapshot (POST /v1/admin/snapshots) copied off file by
+ * file.  The copy runs the workload between two files, at chosen points, so
+ * the races a backup must survive happen on every run: a compaction that
+ * folds the second segment into a new first one after the old first one was
+ * copied, a retention pass that renames the first segment away before it is
+ * copied.  (README's earlier procedure, copying the live data dir file by
+ * file and skipping *.deleted, failed these checks: plain-0 restored from 10
+ * with a gap, every users key back at its first value.)  Also: a snapshot
+ * asked for mid-swap (LOGSTORE_FAULT compact.before_final=stall), one taken
+ * while appends and rolls run, the routes and their refusals with
+ * snapshot_bytes in /v1/log-dirs and a restart that leaves snapshots/ alone,
+ * and the whole-dir copy of a stopped server.
  */
 #include <stdarg.h>
 #include <stddef.h>
