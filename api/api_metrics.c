@@ -317,7 +317,7 @@ void api_h_metrics(api_ctx *ctx, const api_request *req, const api_params *param
     put(&o, "logstore_corrupt_record_errors_total %llu\n",
         (unsigned long long)atomic_load(&corrupt_records));
     long headroom, limit;
-    if (eng_fs_fd_headroom(&headroom, &limit) == 0) {
+    if (eng_process_fd_headroom(&headroom, &limit) == 0) {
         /* The client libraries' standard names, so existing alerts apply. */
         help(&o, "process_open_fds", "gauge", "Open file descriptors (1 a segment, 3 for an active one, 1 a connection).");
         put(&o, "process_open_fds %ld\n", limit - headroom);

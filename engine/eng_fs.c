@@ -1,6 +1,6 @@
 /*
  * eng_fs.c - durable file replacement, directory sync, tree removal, the
- * process's file-descriptor headroom, the clocks.
+ * clocks.
  *
  * Two clocks, never mixed: the wall clock (eng_now_ms) is for what Kafka
  * decides by wall time (record timestamps, LogAppendTime, segment.ms,
@@ -270,27 +270,6 @@ bool eng_fs_exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
-}
-
-int eng_fs_fd_headroom(long *headroom, long *limit)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-        return -errno;
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -errno;
-    long open_now = -1; /* the listing's own descriptor is not the caller's */
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.')
-            open_now++;
-    closedir(d);
-    long lim = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)LONG_MAX ? LONG_MAX
-                                                                               : (long)rl.rlim_cur;
-    *limit = lim;
-    *headroom = lim > open_now ? lim - open_now : 0;
-    return 0;
 }
 
 /* NULL: CLOCK_REALTIME.  Read relaxed: an append pays one load. */

@@ -71,23 +71,6 @@ int64_t eng_fs_segment_name_base(const char *name, const char **rest);
 
 bool eng_fs_exists(const char *path);
 
-/* How many more files this process may open: the soft RLIMIT_NOFILE (into
- * *limit) less the descriptors open now, counted in /proc/self/fd.  An error
- * means it cannot tell (no /proc, say). */
-int eng_fs_fd_headroom(long *headroom, long *limit);
-
-/* What an error that ran out of descriptors tells the operator to do. */
-#define ENG_FD_LIMIT_HINT \
-    "raise the open-files limit (ulimit -n, LimitNOFILE, docker run --ulimit nofile=...)"
-
-/* What an error that ran out of memory tells the operator to check: each
- * segment maps its two indexes, and mmap fails with ENOMEM at the kernel's
- * per-process limit long before memory runs out. */
-#define ENG_MAP_LIMIT_HINT \
-    "every segment maps its 2 index files: if the process's maps (/proc/PID/maps) are near " \
-    "vm.max_map_count, raise it (sysctl -w vm.max_map_count=262144)"
-
-
 /* Wall clock in milliseconds since the epoch (eng_clock_set_wall's source
  * when one is set). */
 int64_t eng_now_ms(void);

@@ -10,6 +10,7 @@
 #include "eng_checkpoint.h"
 #include "eng_fault.h"
 #include "eng_fs.h"
+#include "eng_process.h"
 #include "eng_logger.h"
 #include "eng_parallel.h"
 #include "eng_partition_impl.h" /* first segment base, for log-start-offset-checkpoint */
@@ -224,7 +225,7 @@ static void stop_removals(eng_manager *m)
 static int load_failed(const eng_manager *m, int rc, eng_errdetail *err)
 {
     long headroom, limit;
-    if ((rc == -EMFILE || rc == -ENFILE) && eng_fs_fd_headroom(&headroom, &limit) == 0)
+    if ((rc == -EMFILE || rc == -ENFILE) && eng_process_fd_headroom(&headroom, &limit) == 0)
         return eng_fail(err, rc,
                         "loading %s failed: %s: this process may open %ld files; every "
                         "segment holds 1 (an active one 3); " ENG_FD_LIMIT_HINT,

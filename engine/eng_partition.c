@@ -25,6 +25,7 @@
 #include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
+#include "eng_process.h"
 #include "eng_stats.h"
 
 #include <errno.h>

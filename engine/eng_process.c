@@ -1,17 +1,20 @@
 /*
- * eng_process.c - the process's memory maps, memory and CPU time, read from
- * /proc.  Read on demand (a create's budget check, a /metrics scrape), never
+ * eng_process.c - the process's descriptors, memory maps, memory and CPU
+ * time, read from /proc.  Read on demand (a create's budget check, a /metrics scrape), never
  * on the append path.
  */
 #include "eng_process.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* Reads a small /proc file whole into buf (NUL-terminated). */
@@ -106,6 +109,66 @@ int eng_process_map_headroom(long *headroom, long *limit)
     *limit = lim;
     *headroom = lim > now ? lim - now : 0;
     return 0;
+}
+
+int eng_process_fd_headroom(long *headroom, long *limit)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -errno;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -errno;
+    long open_now = -1; /* the listing's own descriptor is not the caller's */
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            open_now++;
+    closedir(d);
+    long lim = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)LONG_MAX ? LONG_MAX
+                                                                               : (long)rl.rlim_cur;
+    *limit = lim;
+    *headroom = lim > open_now ? lim - open_now : 0;
+    return 0;
+}
+
+/* An open partition holds its active segment's .log, .index and .timeindex,
+ * and maps the two indexes. */
+#define FDS_PER_PARTITION 3
+#define MAPS_PER_PARTITION 2
+
+/* Refuses, before any file is made, partitions the process could not keep
+ * open or map: running out of descriptors or of maps (vm.max_map_count)
+ * midway would fail the request anyway, and then every connection, roll and
+ * checkpoint with it.  A share of each limit stays free for those. */
+int eng_process_check_partition_budget(const char *name, int32_t adding, eng_errdetail *err)
+{
+    long headroom, limit;
+    if (!eng_process_fd_headroom(&headroom, &limit)) {
+        long reserve = limit / 20 > 64 ? limit / 20 : 64;
+        long need = (long)adding * FDS_PER_PARTITION;
+        if (need + reserve > headroom) {
+            eng_errdetail_key(err, "partitions");
+            return eng_fail(err, -EMFILE,
+                            "%d new partitions of '%.200s' need %ld open files, and %ld of this "
+                            "process's limit of %ld are free (%ld kept for connections and "
+                            "segment rolls); " ENG_FD_LIMIT_HINT,
+                            (int)adding, name, need, headroom, limit, reserve);
+        }
+    }
+    if (!eng_process_map_headroom(&headroom, &limit)) {
+        long reserve = limit / 20 > 64 ? limit / 20 : 64;
+        long need = (long)adding * MAPS_PER_PARTITION;
+        if (need + reserve > headroom) {
+            eng_errdetail_key(err, "partitions");
+            return eng_fail(err, -ENOMEM,
+                            "%d new partitions of '%.200s' need %ld memory maps, and %ld of "
+                            "vm.max_map_count=%ld are free (%ld kept for segment rolls); "
+                            ENG_MAP_LIMIT_HINT,
+                            (int)adding, name, need, headroom, limit, reserve);
+        }
+    }
+    return 0; /* or cannot tell: the opens will say */
 }
 
 /* The boot time, seconds since the epoch: /proc/stat's "btime" line, which

@@ -134,45 +134,6 @@ static void new_topic_id(char out[23])
     out[22] = 0;
 }
 
-/* An open partition holds its active segment's .log, .index and .timeindex,
- * and maps the two indexes. */
-#define FDS_PER_PARTITION 3
-#define MAPS_PER_PARTITION 2
-
-/* Refuses, before any file is made, partitions the process could not keep
- * open or map: running out of descriptors or of maps (vm.max_map_count)
- * midway would fail the request anyway, and then every connection, roll and
- * checkpoint with it.  A share of each limit stays free for those. */
-static int check_open_budget(const char *name, int32_t adding, eng_errdetail *err)
-{
-    long headroom, limit;
-    if (!eng_fs_fd_headroom(&headroom, &limit)) {
-        long reserve = limit / 20 > 64 ? limit / 20 : 64;
-        long need = (long)adding * FDS_PER_PARTITION;
-        if (need + reserve > headroom) {
-            eng_errdetail_key(err, "partitions");
-            return eng_fail(err, -EMFILE,
-                            "%d new partitions of '%.200s' need %ld open files, and %ld of this "
-                            "process's limit of %ld are free (%ld kept for connections and "
-                            "segment rolls); " ENG_FD_LIMIT_HINT,
-                            (int)adding, name, need, headroom, limit, reserve);
-        }
-    }
-    if (!eng_process_map_headroom(&headroom, &limit)) {
-        long reserve = limit / 20 > 64 ? limit / 20 : 64;
-        long need = (long)adding * MAPS_PER_PARTITION;
-        if (need + reserve > headroom) {
-            eng_errdetail_key(err, "partitions");
-            return eng_fail(err, -ENOMEM,
-                            "%d new partitions of '%.200s' need %ld memory maps, and %ld of "
-                            "vm.max_map_count=%ld are free (%ld kept for segment rolls); "
-                            ENG_MAP_LIMIT_HINT,
-                            (int)adding, name, need, headroom, limit, reserve);
-        }
-    }
-    return 0; /* or cannot tell: the opens will say */
-}
-
 /* Removes what a failed create or grow made; a leftover would come back as
  * data of the next topic of that name. */
 static void remove_partition_dir(eng_manager *m, const char *name, int32_t id)
@@ -419,7 +380,7 @@ int eng_manager_create_topic_held(eng_manager *m, const char *name, int32_t part
                       "topic '%s' collides with topic '%s': names that differ only in '.' and "
                       "'_' are refused, as in Kafka (their metric names would be the same)",
                       name, twin);
-    else if (!(rc = check_open_budget(name, partitions, err)))
+    else if (!(rc = eng_process_check_partition_budget(name, partitions, err)))
         rc = reserve(m, name, err);
     pthread_rwlock_unlock(&m->lock);
     if (rc) {
@@ -628,7 +589,7 @@ int eng_manager_add_partitions_held(eng_manager *m, const char *name, int32_t to
         eng_errdetail_key(err, "partitions");
         rc = eng_fail(err, ENG_EINVAL, "topic '%s' can grow to at most %d partitions, not %d",
                       name, ENG_TOPIC_PARTITIONS_MAX, total);
-    } else if (total > old && !(rc = check_open_budget(name, total - old, err))) {
+    } else if (total > old && !(rc = eng_process_check_partition_budget(name, total - old, err))) {
         rc = reserve(m, name, err);
     }
     int held_rc = !rc && total == old && out ? hold(t, out) : 0;

@@ -6,6 +6,7 @@
 #include "eng_config.h"
 #include "eng_error.h"
 #include "eng_fs.h"
+#include "eng_process.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -110,7 +111,7 @@ void ts_fd_limit(long extra, struct rlimit *saved)
 {
     long headroom, limit;
     getrlimit(RLIMIT_NOFILE, saved);
-    if (eng_fs_fd_headroom(&headroom, &limit))
+    if (eng_process_fd_headroom(&headroom, &limit))
         return;
     struct rlimit rl = *saved;
     rl.rlim_cur = (rlim_t)(limit - headroom + extra);

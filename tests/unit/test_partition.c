@@ -26,6 +26,7 @@
 #include "eng_error.h"
 #include "eng_fault.h"
 #include "eng_fs.h" /* eng_now_ms */
+#include "eng_process.h"
 #include "eng_logger.h"
 #include "eng_partition.h"
 #include "partition_fixture.h"
@@ -661,7 +662,7 @@ static void test_offset_for_timestamp_and_max(void **state)
 static int open_fds(void)
 {
     long headroom, limit;
-    assert_int_equal(eng_fs_fd_headroom(&headroom, &limit), 0);
+    assert_int_equal(eng_process_fd_headroom(&headroom, &limit), 0);
     return (int)(limit - headroom);
 }
 
