@@ -309,7 +309,7 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc, eng_
     }
     atomic_fetch_add(&g_total, (uint32_t)t->meta.partitions);
     for (int32_t i = 0; i < t->meta.partitions; i++) {
-        if (atomic_load(&m->abort_load)) {
+        if (atomic_load(&m->stop_requested)) {
             eng__topic_free(t);
             return eng_fail(err, ENG_ESHUTDOWN, "loading %s stopped by a stop request", m->dir);
         }
@@ -576,9 +576,9 @@ int eng_manager_load(eng_manager *m, eng_errdetail *err)
     return 0;
 }
 
-void eng_manager_abort_load(eng_manager *m)
+void eng_manager_request_stop(eng_manager *m)
 {
-    atomic_store(&m->abort_load, true);
+    atomic_store(&m->stop_requested, true);
 }
 
 void eng_manager_abandon(eng_manager *m)

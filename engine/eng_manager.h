@@ -109,11 +109,14 @@ int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail 
 int eng_manager_load(eng_manager *m, eng_errdetail *err);
 void eng_manager_abandon(eng_manager *m);
 
-/* Asks a running eng_manager_load to stop after the partition it is on, so
- * a stop request during a long recovery ends the process in seconds (the
- * load then fails with ENG_ESHUTDOWN; abandon the manager: the next start
- * loads again).  Safe from any thread. */
-void eng_manager_abort_load(eng_manager *m);
+/* A stop is coming (a stop signal): a running eng_manager_load stops after
+ * the partition it is on, so a stop request during a long recovery ends the
+ * process in seconds (the load then fails with ENG_ESHUTDOWN; abandon the
+ * manager: the next start loads again), and a snapshot being taken is
+ * abandoned before its next partition or copied MiB (it fails with
+ * ENG_ESHUTDOWN and leaves nothing behind), since the server's stop waits
+ * for the request taking it.  Safe from any thread. */
+void eng_manager_request_stop(eng_manager *m);
 
 /* Clean stop: closes every partition (final index entries, trims, fsync),
  * writes checkpoints, then the clean-shutdown marker, then unlocks.  Frees m

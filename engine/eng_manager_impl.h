@@ -36,7 +36,9 @@ struct eng_manager {
     char **reserved;
     size_t nreserved;
     _Atomic int offline;
-    _Atomic bool abort_load; /* eng_manager_abort_load: the load stops early */
+    /* eng_manager_request_stop: a load stops early and a snapshot being
+     * taken is abandoned, so neither holds the stop past its grace. */
+    _Atomic bool stop_requested;
     eng_startup_report report;
     eng_jobs_opts jobs_opts;
     _Atomic(eng_scheduler *) sched; /* NULL until eng_manager_start_jobs */

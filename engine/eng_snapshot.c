@@ -11,6 +11,7 @@
 #include "eng_snapshot.h"
 
 #include "eng_checkpoint.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
 #include "eng_manager_impl.h"
@@ -36,17 +37,26 @@ bool eng_snapshot_name_valid(const char *name)
     return name && name[0] != '.' && eng_topic_name_valid(name);
 }
 
+/* ENG_ESHUTDOWN once a stop is coming (eng_manager_request_stop): the
+ * server's stop waits for the request taking the snapshot, and a snapshot
+ * of a large data dir copies for longer than a stop's grace, so it gives up
+ * between partitions and between the MiB it copies. */
+static int stopping(const eng_manager *m)
+{
+    return atomic_load(&((eng_manager *)m)->stop_requested) ? ENG_ESHUTDOWN : 0;
+}
+
 /* ---- files ---------------------------------------------------------------- */
 
 /* Copies [0, len) of the open file `fd` to a new file `to`, fsync'd. */
-static int copy_fd(int fd, uint64_t len, const char *to)
+static int copy_fd(const eng_manager *m, int fd, uint64_t len, const char *to)
 {
     int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (out < 0)
         return -errno;
     uint8_t *buf = malloc(COPY_CHUNK);
     int rc = buf ? 0 : -ENOMEM;
-    for (uint64_t pos = 0; !rc && pos < len;) {
+    for (uint64_t pos = 0; !rc && pos < len && !(rc = stopping(m));) {
         size_t want = len - pos < COPY_CHUNK ? (size_t)(len - pos) : COPY_CHUNK;
         ssize_t got = pread(fd, buf, want, (off_t)pos);
         if (got < 0 && errno == EINTR)
@@ -68,13 +78,13 @@ static int copy_fd(int fd, uint64_t len, const char *to)
 }
 
 /* Copies the whole file `from` to `to`; -ENOENT when `from` is missing. */
-static int copy_path(const char *from, const char *to)
+static int copy_path(const eng_manager *m, const char *from, const char *to)
 {
     int fd = open(from, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     struct stat st;
-    int rc = fstat(fd, &st) < 0 ? -errno : copy_fd(fd, (uint64_t)st.st_size, to);
+    int rc = fstat(fd, &st) < 0 ? -errno : copy_fd(m, fd, (uint64_t)st.st_size, to);
     close(fd);
     return rc;
 }
@@ -91,26 +101,27 @@ static int fsync_path(const char *path)
 
 /* Hard-links `from` as `to` (a copy where the file system links nothing),
  * then fsyncs it: a sealed segment's own flush may still be pending. */
-static int link_or_copy(const char *from, const char *to)
+static int link_or_copy(const eng_manager *m, const char *from, const char *to)
 {
     if (link(from, to) == 0)
         return fsync_path(to);
     if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != EOPNOTSUPP)
         return -errno;
-    return copy_path(from, to);
+    return copy_path(m, from, to);
 }
 
 /* ---- one partition ----------------------------------------------------------- */
 
 /* The partition's files that are not segments: copied as they are now. */
-static int copy_partition_files(const char *src, const char *dst, int64_t active_base)
+static int copy_partition_files(const eng_manager *m, const char *src, const char *dst,
+                                int64_t active_base)
 {
     static const char *const names[] = {"leader-epoch-checkpoint", "partition.metadata", NULL};
     char from[PATH_MAX], to[PATH_MAX];
     for (int i = 0; names[i]; i++) {
         if (eng_fs_join(from, sizeof from, src, names[i]) || eng_fs_join(to, sizeof to, dst, names[i]))
             return ENG_EINVAL;
-        int rc = copy_path(from, to);
+        int rc = copy_path(m, from, to);
         if (rc && rc != -ENOENT)
             return rc;
     }
@@ -129,7 +140,7 @@ static int copy_partition_files(const char *src, const char *dst, int64_t active
         if ((rc = eng_fs_join(from, sizeof from, src, e->d_name)) ||
             (rc = eng_fs_join(to, sizeof to, dst, e->d_name)))
             break;
-        rc = copy_path(from, to);
+        rc = copy_path(m, from, to);
         if (rc == -ENOENT) /* removed since the listing */
             rc = 0;
     }
@@ -138,7 +149,7 @@ static int copy_partition_files(const char *src, const char *dst, int64_t active
 }
 
 /* Links (.log) or copies (indexes) one sealed segment into dst. */
-static int take_sealed(eng_segment *seg, const char *dst)
+static int take_sealed(const eng_manager *m, eng_segment *seg, const char *dst)
 {
     static const char *const exts[] = {".log", ".index", ".timeindex", ".txnindex", NULL};
     char from[PATH_MAX], to[PATH_MAX];
@@ -147,7 +158,7 @@ static int take_sealed(eng_segment *seg, const char *dst)
         if (!rc)
             rc = eng_fs_segment_path(to, sizeof to, dst, eng_segment_base(seg), exts[i]);
         if (!rc)
-            rc = i == 0 ? link_or_copy(from, to) : copy_path(from, to);
+            rc = i == 0 ? link_or_copy(m, from, to) : copy_path(m, from, to);
         /* A missing index is rebuilt by the loader from the .log. */
         if (rc && !(i > 0 && rc == -ENOENT))
             return rc;
@@ -161,10 +172,14 @@ typedef struct part_point {
 } part_point;
 
 /* Takes partition p into the new directory dst.  ENG_ENOTOPIC when its topic
- * was deleted meanwhile. */
-static int take_partition(eng_partition *p, const char *dst, part_point *pt)
+ * was deleted meanwhile, ENG_ESHUTDOWN when a stop is coming. */
+static int take_partition(const eng_manager *m, eng_partition *p, const char *dst, part_point *pt)
 {
     int rc = eng_fs_mkdir(dst);
+    if (!rc)
+        rc = ENG_FAULT("snapshot.partition"); /* tests hold a snapshot mid-way here */
+    if (!rc)
+        rc = stopping(m);
     if (rc)
         return rc;
     pthread_mutex_lock(&p->maint_lock);
@@ -185,9 +200,9 @@ static int take_partition(eng_partition *p, const char *dst, part_point *pt)
     pt->recovery_point = eng_segment_base(active);
 
     for (size_t k = 0; !rc && k + 1 < v->n; k++)
-        rc = take_sealed(v->segs[k], dst);
+        rc = take_sealed(m, v->segs[k], dst);
     if (!rc)
-        rc = copy_partition_files(p->dir, dst, eng_segment_base(active));
+        rc = copy_partition_files(m, p->dir, dst, eng_segment_base(active));
     eng__segview_release(v);
     pthread_mutex_unlock(&p->maint_lock);
 
@@ -198,7 +213,7 @@ static int take_partition(eng_partition *p, const char *dst, part_point *pt)
     if (!rc)
         rc = eng_fs_segment_path(to, sizeof to, dst, eng_segment_base(active), ".log");
     if (!rc)
-        rc = copy_fd(eng_segment_log_fd(active), active_size, to);
+        rc = copy_fd(m, eng_segment_log_fd(active), active_size, to);
     eng_segment_unref(active);
     if (!rc)
         rc = eng_fs_sync_dir(dst);
@@ -263,7 +278,7 @@ static int take_topic(eng_manager *m, const char *root, const char *name, ckpts 
     for (; !rc && done < n; done++) {
         int w = snprintf(dir, sizeof dir, "%s/%s-%d", root, name, (int)eng_partition_id(parts[done]));
         part_point pt;
-        rc = w < 0 || (size_t)w >= sizeof dir ? ENG_EINVAL : take_partition(parts[done], dir, &pt);
+        rc = w < 0 || (size_t)w >= sizeof dir ? ENG_EINVAL : take_partition(m, parts[done], dir, &pt);
         if (!rc)
             rc = ckpts_add(c, name, eng_partition_id(parts[done]), &pt);
     }
@@ -327,7 +342,7 @@ static int build(eng_manager *m, const char *root)
      * older than the segments only makes the restored cleaner redo work. */
     if (!rc && !(rc = eng_fs_join(from, sizeof from, m->dir, "cleaner-offset-checkpoint")) &&
         !(rc = eng_fs_join(path, sizeof path, root, "cleaner-offset-checkpoint"))) {
-        rc = copy_path(from, path);
+        rc = copy_path(m, from, path);
         if (rc == -ENOENT)
             rc = 0;
     }
@@ -408,6 +423,8 @@ int eng_manager_snapshot_create(eng_manager *m, const char *name, eng_snapshot_i
     char snaps[PATH_MAX], final[PATH_MAX], partial[PATH_MAX], tmpname[ENG_TOPIC_NAME_MAX + 16];
     snprintf(tmpname, sizeof tmpname, PARTIAL_PREFIX "%s", name);
     int rc = atomic_load(&m->offline) ? ENG_EOFFLINE : 0;
+    if (!rc && stopping(m))
+        rc = eng_fail(err, ENG_ESHUTDOWN, "the server is stopping: no snapshot was taken");
     if (!rc && !(rc = eng_fs_join(snaps, sizeof snaps, m->dir, ENG_SNAPSHOTS_DIR)) &&
         !(rc = snapshot_path(m, name, final, sizeof final)))
         rc = snapshot_path(m, tmpname, partial, sizeof partial);
@@ -423,7 +440,11 @@ int eng_manager_snapshot_create(eng_manager *m, const char *name, eng_snapshot_i
             rc = -errno;
         if (!rc)
             rc = eng_fs_sync_dir(snaps);
-        if (rc) {
+        if (rc == ENG_ESHUTDOWN) {
+            ENG_WARN("snapshot '%s' abandoned: the server is stopping", name);
+            eng_fs_remove_tree(partial);
+            eng_fail(err, rc, "snapshot '%s' abandoned: the server is stopping", name);
+        } else if (rc) {
             ENG_ERROR("snapshot '%s' failed: %s", name, eng_strerror(rc));
             eng_fs_remove_tree(partial);
             eng_fail(err, rc, "taking snapshot '%s': %s", name, eng_strerror(rc));

@@ -51,8 +51,9 @@ bool eng_snapshot_name_valid(const char *name);
 
 /* Takes a snapshot called name; its description in *out (may be NULL).
  * ENG_EINVAL (bad name), -EEXIST (one of that name exists), ENG_EBUSY
- * (another snapshot is being taken), ENG_EOFFLINE, or the failing system
- * call's -errno; on failure nothing is left behind. */
+ * (another snapshot is being taken), ENG_EOFFLINE, ENG_ESHUTDOWN (a stop
+ * is coming, eng_manager_request_stop: the snapshot is abandoned), or the
+ * failing system call's -errno; on failure nothing is left behind. */
 int eng_manager_snapshot_create(eng_manager *m, const char *name, eng_snapshot_info *out,
                                 eng_errdetail *err);
 

@@ -136,7 +136,7 @@ typedef struct stop_watch {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int sig;          /* 0 until a stop signal came */
-    eng_manager *m;   /* told to stop loading, once set */
+    eng_manager *m;   /* told a stop is coming (eng_manager_request_stop), once set */
 } stop_watch;
 
 static void *stop_watch_main(void *arg)
@@ -148,7 +148,7 @@ static void *stop_watch_main(void *arg)
     pthread_mutex_lock(&w->mu);
     w->sig = sig;
     if (w->m)
-        eng_manager_abort_load(w->m);
+        eng_manager_request_stop(w->m);
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -159,7 +159,7 @@ static void stop_watch_manager(stop_watch *w, eng_manager *m)
     pthread_mutex_lock(&w->mu);
     w->m = m;
     if (w->sig)
-        eng_manager_abort_load(m);
+        eng_manager_request_stop(m);
     pthread_mutex_unlock(&w->mu);
 }
 
