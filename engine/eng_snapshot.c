@@ -27,10 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PARTIAL_PREFIX ".partial-"
 #define COPY_CHUNK (1u << 20)
+#define MAINT_POLL_NS 10000000L /* 10 ms */
 
 bool eng_snapshot_name_valid(const char *name)
 {
@@ -166,6 +168,24 @@ static int take_sealed(const eng_manager *m, eng_segment *seg, const char *dst)
     return 0;
 }
 
+/* Takes p's maint_lock, unless a stop comes first (ENG_ESHUTDOWN): a
+ * compaction round under way holds it for as long as the round takes, and
+ * the cleaner is told to stop only once the requests are done
+ * (eng_manager_close), so a snapshot blocked on it held the stop for the
+ * rest of the round.  Polled in slices: retention and the cleaner only ever
+ * try the lock, so nothing queues behind the snapshot meanwhile. */
+static int lock_maint(const eng_manager *m, eng_partition *p)
+{
+    while (pthread_mutex_trylock(&p->maint_lock) != 0) {
+        int rc = stopping(m);
+        if (rc)
+            return rc;
+        struct timespec slice = {0, MAINT_POLL_NS};
+        nanosleep(&slice, NULL);
+    }
+    return 0;
+}
+
 typedef struct part_point {
     int64_t recovery_point; /* everything below is in sealed, fsync'd segments */
     int64_t log_start_offset;
@@ -180,9 +200,10 @@ static int take_partition(const eng_manager *m, eng_partition *p, const char *ds
         rc = ENG_FAULT("snapshot.partition"); /* tests hold a snapshot mid-way here */
     if (!rc)
         rc = stopping(m);
+    if (!rc)
+        rc = lock_maint(m, p);
     if (rc)
         return rc;
-    pthread_mutex_lock(&p->maint_lock);
     if (atomic_load(&p->retired) || p->closed || eng__dir_offline(p)) {
         rc = atomic_load(&p->retired) ? ENG_ENOTOPIC : p->closed ? ENG_ESHUTDOWN : ENG_EOFFLINE;
         pthread_mutex_unlock(&p->maint_lock);
