@@ -48,6 +48,12 @@ static int sync_snapshots(eng_partition *p, const eng_segview *v)
         rc = eng_producers_sync_snapshot(p->dir, written);
     if (!rc)
         rc = eng_fs_sync_dir(p->dir);
+    /* The topic was deleted meanwhile: its directory moved (ENOENT) or may
+     * name the next topic's.  Its files need no durability, and a failure
+     * here must not pass for a writeback error that takes the log dir
+     * offline (the retire marks it before the directory moves). */
+    if (rc && atomic_load(&p->retired))
+        return 0;
     if (!rc)
         eng__raise_atomic(&p->snap_synced, written);
     return rc;

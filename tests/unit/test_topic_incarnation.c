@@ -7,7 +7,8 @@
  * or mix the two; a create, a partition increase or a config change
  * answers with the topic it changed, not 404 or the next topic of that name;
  * and a deleted topic's segments use no path that may by then name the new
- * topic's files.
+ * topic's files; a flush of a partition whose topic is deleted under it
+ * does not take the log dir offline.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -421,6 +422,53 @@ static void test_changes_answer_their_own_topic(void **state)
     free(tmp);
 }
 
+typedef struct deleter {
+    eng_manager *m;
+    const char *name;
+    int rc; /* of the delete; 1 until the hook ran */
+} deleter;
+
+static void delete_topic_hook(void *arg)
+{
+    deleter *d = arg;
+    eng_fault_hook(NULL, NULL, NULL);
+    d->rc = eng_manager_delete_topic(d->m, d->name, NULL);
+}
+
+/* A flush syncing a roll's producer snapshot while its topic is deleted:
+ * the delete moves the partition's directory, and the flush's sync of it
+ * failed there (ENOENT), which a flush takes for a writeback error: the
+ * whole log dir went offline, every partition of every topic answering 503
+ * until a restart.  A deleted topic's files need no durability. */
+static void test_flush_of_deleted_topic_keeps_dir_online(void **state)
+{
+    (void)state;
+    char *tmp = ts_tmpdir();
+    char data[600];
+    snprintf(data, sizeof data, "%s/data", tmp);
+    eng_manager *m = open_mgr(data);
+    assert_int_equal(eng_manager_create_topic(m, "ft", 1, NULL, NULL, 0, NULL), 0);
+    assert_int_equal(eng_manager_create_topic(m, "other", 1, NULL, NULL, 0, NULL), 0);
+    assert_int_equal(append_old(m, "ft", 3), 0);
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, "ft", 0, &p, NULL), 0);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0); /* its producer snapshot, unsynced */
+
+    deleter d = {.m = m, .name = "ft", .rc = 1};
+    eng_fault_hook("snapshot.sync", delete_topic_hook, &d);
+    int rc = eng_partition_flush(p);
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(d.rc, 0); /* deleted mid-flush */
+    assert_int_equal(rc, 0);
+    assert_false(eng_manager_offline(m));
+    assert_int_equal(append_old(m, "other", 2), 0);
+    eng_partition_unref(p);
+    assert_true(eng_manager_close(m));
+    ts_rmtree(tmp);
+    free(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -429,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_describe_stays_on_its_topic),
         cmocka_unit_test(test_changes_answer_their_own_topic),
         cmocka_unit_test(test_retired_partition_opens_nothing_by_path),
+        cmocka_unit_test(test_flush_of_deleted_topic_keeps_dir_online),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
