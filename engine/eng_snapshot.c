@@ -172,8 +172,9 @@ static int take_sealed(const eng_manager *m, eng_segment *seg, const char *dst)
  * compaction round under way holds it for as long as the round takes, and
  * the cleaner is told to stop only once the requests are done
  * (eng_manager_close), so a snapshot blocked on it held the stop for the
- * rest of the round.  Polled in slices: retention and the cleaner only ever
- * try the lock, so nothing queues behind the snapshot meanwhile. */
+ * rest of the round.  Tried in 10 ms slices: retention and the cleaner only
+ * ever try it, and a delete's retire that takes it first leaves the
+ * partition retired, which the caller then finds. */
 static int lock_maint(const eng_manager *m, eng_partition *p)
 {
     while (pthread_mutex_trylock(&p->maint_lock) != 0) {
