@@ -154,11 +154,13 @@ static void *stop_watch_main(void *arg)
     return NULL;
 }
 
+/* m may be NULL: a manager about to be freed is taken back first, so that a
+ * signal arriving after it is gone does not reach freed memory. */
 static void stop_watch_manager(stop_watch *w, eng_manager *m)
 {
     pthread_mutex_lock(&w->mu);
     w->m = m;
-    if (w->sig)
+    if (w->sig && m)
         eng_manager_request_stop(m);
     pthread_mutex_unlock(&w->mu);
 }
@@ -297,6 +299,7 @@ int main(int argc, char **argv)
                  signal_name(stop_watch_signal(&watch)));
         atomic_store(&ctx.state, API_STOPPING);
         api_server_stop(srv);
+        stop_watch_manager(&watch, NULL);
         eng_manager_abandon(m);
         api_waiters_free(ctx.waiters);
         json_decref(ctx.server_settings);
@@ -310,6 +313,7 @@ int main(int argc, char **argv)
         ENG_ERROR("%s", err.message[0] ? err.message : eng_strerror(rc));
         atomic_store(&ctx.state, API_FAILED);
         api_server_stop(srv);
+        stop_watch_manager(&watch, NULL);
         eng_manager_abandon(m);
         free(cert);
         free(key);
@@ -320,6 +324,7 @@ int main(int argc, char **argv)
         ENG_ERROR("cannot start background jobs or the log cleaner: %s", eng_strerror(rc));
         atomic_store(&ctx.state, API_FAILED);
         api_server_stop(srv);
+        stop_watch_manager(&watch, NULL);
         eng_manager_close(m);
         free(cert);
         free(key);
@@ -335,6 +340,7 @@ int main(int argc, char **argv)
     atomic_store(&ctx.state, API_STOPPING);
     api_server_stop(srv);
     atomic_store(&ctx.mgr, NULL);
+    stop_watch_manager(&watch, NULL);
     bool clean = eng_manager_close(m);
     api_waiters_free(ctx.waiters);
     json_decref(ctx.server_settings);
