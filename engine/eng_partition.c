@@ -669,8 +669,12 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
     }
     if (rc) {
         take_offline(p, rc, "append");
-        rc = eng_fail(err, offline_code(p, rc), "writing to %s-%d failed: %s", p->topic, p->id,
-                      eng_strerror(rc));
+        if (rc == ENG_EOFFLINE) /* the segment could not cut the refused bytes off */
+            rc = eng_fail(err, rc, "writing to %s-%d failed and the log could not be cut back, "
+                          "so its log dir is offline: a restart recovers it", p->topic, p->id);
+        else
+            rc = eng_fail(err, offline_code(p, rc), "writing to %s-%d failed: %s", p->topic,
+                          p->id, eng_strerror(rc));
         goto unlock;
     }
     if (plan.producer_batches) {

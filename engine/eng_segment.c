@@ -14,6 +14,7 @@
  */
 #include "eng_segment_impl.h"
 
+#include "eng_batch.h"
 #include "eng_buf.h"
 #include "eng_endian.h"
 #include "eng_error.h"
@@ -602,12 +603,30 @@ static int append_bytes(eng_segment *s, const uint8_t *data, const struct iovec 
          * whole batch left there (its index entries refused for want of
          * room) came back after a crash although the append was refused,
          * and a retry of it was stored twice. */
-        if (ftruncate(s->log_fd, (off_t)pos) < 0)
-            ENG_ERROR("segment %020lld: cannot truncate after failed append: %s",
-                      (long long)s->base, strerror(errno));
-        else
+        int cut = ENG_FAULT("segment.append.truncate");
+        if (!cut && ftruncate(s->log_fd, (off_t)pos) < 0)
+            cut = -errno;
+        if (!cut) {
             s->preallocated = false;
-        return rc;
+            return rc;
+        }
+        /* The refused bytes stay in the file, and a start after a crash
+         * would keep a whole batch its client was told failed (a retry
+         * stores it twice).  Kafka takes the log dir offline on an I/O
+         * error in the append path; so do we (ENG_EOFFLINE, whatever rc
+         * was: a full disk is no longer just "try again"), and zero the
+         * batch header too, which ends the log at pos for recovery.  That
+         * write is not synced: the refused bytes were not either. */
+        ENG_ERROR("segment %020lld: cannot cut a failed append off the .log (%s); the log dir "
+                  "goes offline",
+                  (long long)s->base, eng_strerror(cut));
+        static const uint8_t zeros[ENG_BATCH_OVERHEAD];
+        int z = eng_fs_pwrite_all(s->log_fd, zeros, len < sizeof zeros ? len : sizeof zeros, pos);
+        if (z)
+            ENG_ERROR("segment %020lld: cannot zero the failed append's header either (%s): a "
+                      "restart may keep it",
+                      (long long)s->base, eng_strerror(z));
+        return ENG_EOFFLINE;
     }
     if (s->bytes_since_index > s->opts.index_interval)
         s->bytes_since_index = 0;

@@ -13,6 +13,9 @@
  *                           everything acknowledged there after a restart
  *   segment.append.index    exit: the whole batch stays (nothing truncated);
  *                           enospc: 507 and the .log unchanged
+ *   segment.append.truncate eio after index enospc (the refused batch
+ *                           cannot be cut off): 503, the dir offline, and
+ *                           after a kill -9 and restart the batch is gone
  *   index.reserve           enospc (no blocks for the next index entries):
  *                           507 and the .log unchanged, as above
  *   partition.fsync         eio with flush.messages=1: the append fails, the
@@ -130,6 +133,42 @@ static void test_index_reserve_enospc(void **state)
     /* Appends 2 to 5 each add an offset-index entry (the first batch of a
      * segment gets none): the 4th is the 5th append's. */
     refused_append_leaves_nothing("index.reserve=enospc@4");
+}
+
+/* An append refused after its whole batch was written (no room for its
+ * index entry) whose .log cannot be cut back either: the batch would stay
+ * in the file, and a start after a crash kept it although its client was
+ * told the append failed (507, retriable: a retry stored it twice).  The
+ * dir goes offline instead (503) and the batch is gone after the restart. */
+static void test_append_truncate_eio(void **state)
+{
+    (void)state;
+    static ls_server s; /* static: the teardown finds it after a failed assertion */
+    start(&s, "segment.append.index=enospc@5,segment.append.truncate=eio", NULL, false);
+    assert_int_equal(ls_create_topic(&s, "t", 1, PLAIN), 201);
+    for (int b = 0; b < 4; b++)
+        append_ok(&s, "t", 5, "a");
+    ls_resp r;
+    assert_int_equal(append(&s, "t", 5, "refused", &r), 503);
+    CHECK_ERR(r, 503, "log_dir_offline");
+    ls_resp_free(&r);
+    char st[32];
+    assert_int_equal(ready_status(&s, st, sizeof st), 503);
+    assert_string_equal(st, "offline");
+    assert_int_equal(append(&s, "t", 5, "after", &r), 503);
+    ls_resp_free(&r);
+    ls_kill9(&s);
+    start(&s, NULL, NULL, true);
+    assert_int_equal(ready_status(&s, st, sizeof st), 200);
+    cc_part p = check_files(&s, "t", 0);
+    assert_int_equal(p.next_offset, 20);
+    cc_part_free(&p);
+    assert_int_equal(part_field(&s, "t", "high_watermark"), 20);
+    assert_int_equal(append(&s, "t", 5, "again", &r), 200);
+    assert_int_equal(ls_jint(&r, "base_offset"), 20);
+    ls_resp_free(&r);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
 }
 
 /* An I/O error on the append path takes the log dir offline: 503 on appends,
@@ -374,6 +413,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_append_index_exit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_index_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_reserve_enospc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append_truncate_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_failure_is_final, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_index_sync_eio, setup, teardown),
