@@ -22,7 +22,7 @@
 typedef struct fault {
     char point[64];
     int action; /* 0 exit, FAULT_STALL, else the negative errno */
-    long nth;
+    long nth; /* 0: every hit */
     long hits;
 } fault;
 
@@ -54,7 +54,7 @@ static void parse(const char *spec)
         f->nth = 1;
         if (at) {
             *at = 0;
-            f->nth = atol(at + 1) > 0 ? atol(at + 1) : 1;
+            f->nth = !strcmp(at + 1, "*") ? 0 : atol(at + 1) > 0 ? atol(at + 1) : 1;
         }
         if (!strcmp(eq + 1, "exit"))
             f->action = 0;
@@ -66,6 +66,10 @@ static void parse(const char *spec)
             f->action = -EDQUOT;
         else if (!strcmp(eq + 1, "enomem"))
             f->action = -ENOMEM;
+        else if (!strcmp(eq + 1, "exdev"))
+            f->action = -EXDEV;
+        else if (!strcmp(eq + 1, "eperm"))
+            f->action = -EPERM;
         else if (!strcmp(eq + 1, "stall"))
             f->action = FAULT_STALL;
         else
@@ -105,7 +109,7 @@ int eng__fault(const char *point)
     bool stall = false;
     for (int i = 0; i < nfaults; i++) {
         fault *f = &faults[i];
-        if (strcmp(f->point, point) != 0 || ++f->hits != f->nth)
+        if (strcmp(f->point, point) != 0 || (++f->hits != f->nth && f->nth != 0))
             continue;
         if (f->action == 0) {
             fprintf(stderr, "fault point %s: exiting\n", point);

@@ -8,10 +8,12 @@
  *   LOGSTORE_FAULT="point=action[@n][,point=action[@n]...]"
  *
  * where action is `exit` (the process ends on the spot with status 86, as if
- * killed: nothing is flushed or cleaned up), `eio`, `enospc`, `edquot` or `enomem`
- * (the point returns -EIO / -ENOSPC / -EDQUOT / -ENOMEM to its caller), `stall` (the point sleeps 3 s and
+ * killed: nothing is flushed or cleaned up), `eio`, `enospc`, `edquot`, `enomem`,
+ * `exdev` or `eperm` (the point returns -EIO / -ENOSPC / -EDQUOT / -ENOMEM /
+ * -EXDEV / -EPERM to its caller), `stall` (the point sleeps 3 s and
  * carries on, a slow disk), and n picks the n-th time the point
- * is reached (default 1; later hits pass).  In release builds ENG_FAULT is
+ * is reached (default 1; later hits pass), or `*` every time (a file system
+ * that never links).  In release builds ENG_FAULT is
  * the constant 0 and costs nothing.
  *
  * A unit test that needs something to happen at exactly one step (a topic
