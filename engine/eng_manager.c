@@ -14,6 +14,7 @@
 #include "eng_logger.h"
 #include "eng_parallel.h"
 #include "eng_partition_impl.h" /* first segment base, for log-start-offset-checkpoint */
+#include "eng_snapshot.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -385,8 +386,9 @@ static bool owned(const eng_manager *m, const char *topic, int32_t id)
 }
 
 /* True if dir holds nothing a previous run could have left but the lock
- * file and an empty meta/: a first start, not a crash of a server that
- * stored nothing. */
+ * file, an empty meta/ and snapshots/: a first start, not a crash of a
+ * server that stored nothing.  Snapshots are never loaded (they are copies
+ * for a backup), so a dir holding only them stores no topic yet. */
 static bool holds_nothing(const char *dir)
 {
     DIR *dh = opendir(dir);
@@ -396,7 +398,8 @@ static bool holds_nothing(const char *dir)
     struct dirent *e;
     while (empty && (e = readdir(dh)))
         empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-                !strcmp(e->d_name, ".lock") || !strcmp(e->d_name, "meta");
+                !strcmp(e->d_name, ".lock") || !strcmp(e->d_name, "meta") ||
+                !strcmp(e->d_name, ENG_SNAPSHOTS_DIR);
     closedir(dh);
     return empty;
 }

@@ -67,7 +67,9 @@ static int copy_fd(const eng_manager *m, int fd, uint64_t len, const char *to)
             rc = got < 0 ? -errno : -EIO; /* shorter than its committed size */
             break;
         }
-        rc = eng_fs_pwrite_all(out, buf, (size_t)got, pos);
+        rc = ENG_FAULT("snapshot.copy");
+        if (!rc)
+            rc = eng_fs_pwrite_all(out, buf, (size_t)got, pos);
         pos += (uint64_t)got;
     }
     free(buf);
@@ -105,10 +107,13 @@ static int fsync_path(const char *path)
  * then fsyncs it: a sealed segment's own flush may still be pending. */
 static int link_or_copy(const eng_manager *m, const char *from, const char *to)
 {
-    if (link(from, to) == 0)
+    int rc = ENG_FAULT("snapshot.link"); /* exdev, eperm: a file system that links nothing */
+    if (!rc && link(from, to) == 0)
         return fsync_path(to);
-    if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != EOPNOTSUPP)
-        return -errno;
+    if (!rc)
+        rc = -errno;
+    if (rc != -EXDEV && rc != -EPERM && rc != -EMLINK && rc != -EOPNOTSUPP)
+        return rc;
     return copy_path(m, from, to);
 }
 
