@@ -431,24 +431,38 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
     }
     /* The name stays taken until the directories have moved (below). */
     int rc = reserve(m, name, err);
+    eng_topic *t = m->topics[i];
+    pthread_rwlock_unlock(&m->lock);
     if (rc) {
-        pthread_rwlock_unlock(&m->lock);
         pthread_mutex_unlock(&m->meta_lock);
         return rc;
     }
-    eng_topic *t = m->topics[i];
+    /* The file goes without m->lock: every request to every topic takes
+     * it, and one slow fsync of meta/ held it for all of them.  The
+     * reservation keeps t in the table meanwhile (no other delete, grow or
+     * create of the name), and meta_lock every config change. */
     char path[PATH_MAX], to[PATH_MAX + 64];
+    bool unlinked = false;
     rc = eng__topic_meta_path(m, name, path, sizeof path);
     if (!rc && unlink(path) < 0)
         rc = -errno;
-    if (!rc)
+    unlinked = !rc;
+    if (!rc && !(rc = ENG_FAULT("topic.delete.sync_meta")))
         rc = eng_fs_sync_dir(m->meta_dir);
     if (rc) {
-        pthread_rwlock_unlock(&m->lock);
+        /* The topic stays, so its file must: without it the next start
+         * would drop the topic and set its partitions aside as strays. */
+        int back = unlinked ? write_meta(m, &t->meta) : 0;
+        if (back)
+            ENG_ERROR("topic %s: its delete failed and meta/%s.json cannot be written back (%s): "
+                      "the next start will not load it",
+                      name, name, eng_strerror(back));
         pthread_mutex_unlock(&m->meta_lock);
         release(m, name);
         return eng_fail(err, rc, "removing metadata of topic '%s': %s", name, eng_strerror(rc));
     }
+    pthread_rwlock_wrlock(&m->lock);
+    i = eng__topic_find(m, name, NULL); /* still t (the reservation), maybe moved */
     memmove(&m->topics[i], &m->topics[i + 1], (m->ntopics - (size_t)i - 1) * sizeof *m->topics);
     m->ntopics--;
     eng_cleaner *cleaner = m->cleaner;
@@ -543,15 +557,23 @@ int eng_manager_add_partitions_held(eng_manager *m, const char *name, int32_t to
         rc = open_new_partitions(m, &proto, parts, old, total, err);
     if (!rc) {
         /* A config change parked in its write (meta_lock) read the old
-         * partition count; writing ours in between would be undone by its. */
+         * partition count; writing ours in between would be undone by its.
+         * The file is written without m->lock, which every request takes:
+         * meta_lock holds config changes off until ours is installed, the
+         * reservation deletes and other grows, so the file and the table
+         * end alike; a crash mid-write leaves the old file or the new one. */
         pthread_mutex_lock(&m->meta_lock);
-        pthread_rwlock_wrlock(&m->lock);
-        memcpy(parts, t->parts, (size_t)old * sizeof *parts);
-        t->meta.partitions = total;
-        if ((rc = write_meta(m, &t->meta))) {
-            t->meta.partitions = old;
+        pthread_rwlock_rdlock(&m->lock);
+        /* Its override strings stay t's: only a config change replaces them. */
+        eng_topic_meta updated = t->meta;
+        pthread_rwlock_unlock(&m->lock);
+        updated.partitions = total;
+        if ((rc = write_meta(m, &updated))) {
             eng_fail(err, rc, "adding partitions to '%s': %s", name, eng_strerror(rc));
         } else {
+            pthread_rwlock_wrlock(&m->lock);
+            memcpy(parts, t->parts, (size_t)old * sizeof *parts);
+            t->meta.partitions = total;
             free(t->parts);
             t->parts = parts;
             /* A config change while they opened reached only the old ones. */
@@ -560,8 +582,8 @@ int eng_manager_add_partitions_held(eng_manager *m, const char *name, int32_t to
             parts = NULL;
             if (out)
                 held_rc = hold(t, out);
+            pthread_rwlock_unlock(&m->lock);
         }
-        pthread_rwlock_unlock(&m->lock);
         pthread_mutex_unlock(&m->meta_lock);
         if (rc)
             undo_new_partitions(m, name, parts, old, total);

@@ -13,7 +13,13 @@
  *   - a partition increase or a delete that comes while a config change
  *     is parked waits for it: the file ends up as the table is (a restart
  *     finds the new partitions and the new override), and a deleted
- *     topic's file is not written back by the change that started first.
+ *     topic's file is not written back by the change that started first;
+ *   - a partition increase parked in its write, and a delete parked
+ *     between its unlink and the fsync of meta/ (a hook on the fault point
+ *     topic.delete.sync_meta), leave other topics' lookups running too;
+ *   - a delete whose fsync of meta/ fails changes nothing: the topic stays,
+ *     and so does its file (a restart used to lose the topic, its
+ *     partitions set aside as strays, although the delete had failed).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +27,7 @@
 #include <cmocka.h>
 
 #include "eng_error.h"
+#include "eng_fault.h"
 #include "eng_manager.h"
 #include "manager_fixture.h"
 #include "support.h"
@@ -63,6 +70,22 @@ static int gated_encode(const eng_topic_meta *meta, char **out, size_t *len, voi
     }
     pthread_mutex_unlock(&g->mu);
     return g->inner.encode(meta, out, len, g->inner.ctx);
+}
+
+/* A fault hook that parks like gated_encode, for steps without a codec. */
+static void gated_hook(void *ctx)
+{
+    gate *g = ctx;
+    pthread_mutex_lock(&g->mu);
+    if (g->armed) {
+        g->armed = false;
+        g->parked = true;
+        pthread_cond_broadcast(&g->cv);
+        while (!g->open)
+            pthread_cond_wait(&g->cv, &g->mu);
+        g->parked = false;
+    }
+    pthread_mutex_unlock(&g->mu);
 }
 
 static int gated_decode(const char *buf, size_t len, eng_topic_meta *meta, void *ctx)
@@ -305,12 +328,111 @@ static void test_delete_during_config_write(void **state)
     eng_manager_close(m);
 }
 
+/* Lookups of another topic (and of the changed one) while a change is
+ * parked mid-write: each must finish before the gate opens. */
+static void lookups_finish_while_parked(eng_manager *m, const char *changed, bool changed_stays)
+{
+    op other = {0}, same = {0};
+    op_start(&other, m, OP_LOOKUP, "other");
+    op_start(&same, m, OP_LOOKUP, changed);
+    bool other_done = op_wait(&other), same_done = op_wait(&same);
+    open_gate(); /* whatever happened, so that every thread ends */
+    eng_fault_hook(NULL, NULL, NULL);
+    int other_rc = op_join(&other), same_rc = op_join(&same);
+    assert_true(other_done);
+    assert_true(same_done);
+    assert_int_equal(other_rc, 0);
+    if (changed_stays)
+        assert_int_equal(same_rc, 0);
+}
+
+static void test_grow_write_blocks_no_lookup(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_create_topic(m, "slow", 1, NULL, NULL, 0, &err), 0);
+    assert_int_equal(eng_manager_create_topic(m, "other", 1, NULL, NULL, 0, &err), 0);
+
+    g_gate.armed = true;
+    op grow = {.partitions = 3};
+    op_start(&grow, m, OP_GROW, "slow");
+    bool parked = wait_parked();
+    lookups_finish_while_parked(m, "slow", true);
+    assert_true(parked);
+    assert_int_equal(op_join(&grow), 0);
+    char v[32];
+    int32_t n;
+    assert_non_null(segment_bytes_of(m, "slow", &n, v, sizeof v));
+    assert_int_equal(n, 3);
+    eng_manager_close(m);
+    m = open_mgr(f);
+    assert_non_null(segment_bytes_of(m, "slow", &n, v, sizeof v));
+    assert_int_equal(n, 3);
+    eng_manager_close(m);
+}
+
+static void test_delete_write_blocks_no_lookup(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_create_topic(m, "slow", 1, NULL, NULL, 0, &err), 0);
+    assert_int_equal(eng_manager_create_topic(m, "other", 1, NULL, NULL, 0, &err), 0);
+
+    g_gate.armed = true;
+    eng_fault_hook("topic.delete.sync_meta", gated_hook, &g_gate);
+    op del = {0};
+    op_start(&del, m, OP_DELETE, "slow");
+    bool parked = wait_parked();
+    lookups_finish_while_parked(m, "slow", false);
+    assert_true(parked);
+    assert_int_equal(op_join(&del), 0);
+    eng_topic_desc d;
+    assert_int_equal(eng_manager_describe_topic(m, "slow", &d), ENG_ENOTOPIC);
+    eng_manager_close(m);
+    m = open_mgr(f);
+    assert_int_equal(eng_manager_describe_topic(m, "slow", &d), ENG_ENOTOPIC);
+    assert_int_equal(eng_manager_describe_topic(m, "other", &d), 0);
+    eng_topic_desc_clear(&d);
+    eng_manager_close(m);
+}
+
+static void test_delete_meta_sync_fails(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_create_topic(m, "t", 2, NULL, NULL, 0, &err), 0);
+    eng_fault_set("topic.delete.sync_meta=eio");
+    int rc = eng_manager_delete_topic(m, "t", &err);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, -EIO);
+    char path[700];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/meta/t.json", f->data);
+    assert_int_equal(stat(path, &st), 0);
+    char v[32];
+    int32_t n;
+    assert_non_null(segment_bytes_of(m, "t", &n, v, sizeof v));
+    assert_int_equal(n, 2);
+    eng_manager_close(m);
+    m = open_mgr(f); /* what the files say */
+    assert_non_null(segment_bytes_of(m, "t", &n, v, sizeof v));
+    assert_int_equal(n, 2);
+    assert_int_equal(eng_manager_delete_topic(m, "t", &err), 0);
+    eng_manager_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_config_write_blocks_no_lookup, setup_gated, teardown),
         cmocka_unit_test_setup_teardown(test_grow_during_config_write, setup_gated, teardown),
         cmocka_unit_test_setup_teardown(test_delete_during_config_write, setup_gated, teardown),
+        cmocka_unit_test_setup_teardown(test_grow_write_blocks_no_lookup, setup_gated, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_write_blocks_no_lookup, setup_gated, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_meta_sync_fails, setup_gated, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
