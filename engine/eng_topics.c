@@ -20,6 +20,7 @@
 #include "eng_parallel.h"
 #include "eng_process.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -463,6 +464,7 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
     }
     pthread_rwlock_wrlock(&m->lock);
     i = eng__topic_find(m, name, NULL); /* still t (the reservation), maybe moved */
+    assert(i >= 0 && m->topics[i] == t);
     memmove(&m->topics[i], &m->topics[i + 1], (m->ntopics - (size_t)i - 1) * sizeof *m->topics);
     m->ntopics--;
     eng_cleaner *cleaner = m->cleaner;
