@@ -29,7 +29,9 @@ static json_t *snapshot_json(api_ctx *ctx, const eng_snapshot_info *in)
 static void snapshot_error(api_response *resp, const api_request *req, int rc,
                            const eng_errdetail *d)
 {
-    const char *code = rc == -EEXIST         ? "snapshot_exists"
+    bool about_name = d && !strcmp(d->key, "name");
+    const char *code = !about_name              ? NULL
+                       : rc == -EEXIST         ? "snapshot_exists"
                        : rc == ENG_ENOTFOUND ? "snapshot_not_found"
                        : rc == ENG_EINVAL    ? "invalid_snapshot_name"
                                              : NULL;

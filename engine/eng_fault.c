@@ -70,6 +70,8 @@ static void parse(const char *spec)
             f->action = -EXDEV;
         else if (!strcmp(eq + 1, "eperm"))
             f->action = -EPERM;
+        else if (!strcmp(eq + 1, "eexist"))
+            f->action = -EEXIST;
         else if (!strcmp(eq + 1, "stall"))
             f->action = FAULT_STALL;
         else

@@ -9,8 +9,8 @@
  *
  * where action is `exit` (the process ends on the spot with status 86, as if
  * killed: nothing is flushed or cleaned up), `eio`, `enospc`, `edquot`, `enomem`,
- * `exdev` or `eperm` (the point returns -EIO / -ENOSPC / -EDQUOT / -ENOMEM /
- * -EXDEV / -EPERM to its caller), `stall` (the point sleeps 3 s and
+ * `exdev`, `eperm` or `eexist` (the point returns -EIO / -ENOSPC / -EDQUOT / -ENOMEM /
+ * -EXDEV / -EPERM / -EEXIST to its caller), `stall` (the point sleeps 3 s and
  * carries on, a slow disk), and n picks the n-th time the point
  * is reached (default 1; later hits pass), or `*` every time (a file system
  * that never links).  In release builds ENG_FAULT is

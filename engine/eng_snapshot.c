@@ -439,12 +439,27 @@ static void describe(const char *path, const char *name, eng_snapshot_info *in)
     measure(path, 0, false, in);
 }
 
+/* The refusals that are about the name asked for carry the key "name": the
+ * API answers them with the snapshot codes, and any other failure (an
+ * EEXIST from a link deep inside a build, say) as the error it is. */
+static int bad_name(eng_errdetail *err)
+{
+    eng_errdetail_key(err, "name");
+    return eng_fail(err, ENG_EINVAL,
+                    "a snapshot name is 1 to 249 of [A-Za-z0-9._-], not starting with '.'");
+}
+
+static int no_snapshot(eng_errdetail *err, const char *name)
+{
+    eng_errdetail_key(err, "name");
+    return eng_fail(err, ENG_ENOTFOUND, "no snapshot '%s'", name);
+}
+
 int eng_manager_snapshot_create(eng_manager *m, const char *name, eng_snapshot_info *out,
                                 eng_errdetail *err)
 {
     if (!eng_snapshot_name_valid(name))
-        return eng_fail(err, ENG_EINVAL,
-                        "a snapshot name is 1 to 249 of [A-Za-z0-9._-], not starting with '.'");
+        return bad_name(err);
     if (pthread_mutex_trylock(&m->snap_lock) != 0)
         return eng_fail(err, ENG_EBUSY, "another snapshot is being taken");
     char snaps[PATH_MAX], final[PATH_MAX], partial[PATH_MAX], tmpname[ENG_TOPIC_NAME_MAX + 16];
@@ -457,8 +472,10 @@ int eng_manager_snapshot_create(eng_manager *m, const char *name, eng_snapshot_i
         rc = snapshot_path(m, tmpname, partial, sizeof partial);
     if (!rc)
         rc = eng_fs_mkdir_durable(snaps);
-    if (!rc && eng_fs_exists(final))
+    if (!rc && eng_fs_exists(final)) {
+        eng_errdetail_key(err, "name");
         rc = eng_fail(err, -EEXIST, "snapshot '%s' exists", name);
+    }
     if (!rc) {
         remove_partials(snaps);
         int64_t t0 = eng_mono_ms();
@@ -544,8 +561,7 @@ int eng_manager_snapshot_list(eng_manager *m, eng_snapshot_info **out, size_t *n
 int eng_manager_snapshot_delete(eng_manager *m, const char *name, eng_errdetail *err)
 {
     if (!eng_snapshot_name_valid(name))
-        return eng_fail(err, ENG_EINVAL,
-                        "a snapshot name is 1 to 249 of [A-Za-z0-9._-], not starting with '.'");
+        return bad_name(err);
     char path[PATH_MAX], snaps[PATH_MAX];
     int rc = snapshot_path(m, name, path, sizeof path);
     if (!rc)
@@ -554,7 +570,7 @@ int eng_manager_snapshot_delete(eng_manager *m, const char *name, eng_errdetail 
         return rc;
     struct stat st;
     if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-        return eng_fail(err, ENG_ENOTFOUND, "no snapshot '%s'", name);
+        return no_snapshot(err, name);
     /* Renamed aside first, so a removal cut short never leaves a listed,
      * half-removed snapshot; the next snapshot clears what remains. */
     char aside[PATH_MAX], tmpname[ENG_TOPIC_NAME_MAX + 16];
@@ -563,7 +579,7 @@ int eng_manager_snapshot_delete(eng_manager *m, const char *name, eng_errdetail 
         return eng_fail(err, ENG_EBUSY, "a snapshot is being taken");
     rc = snapshot_path(m, tmpname, aside, sizeof aside);
     if (!rc && rename(path, aside) < 0)
-        rc = errno == ENOENT ? eng_fail(err, ENG_ENOTFOUND, "no snapshot '%s'", name) : -errno;
+        rc = errno == ENOENT ? no_snapshot(err, name) : -errno;
     if (!rc) {
         rc = eng_fs_remove_tree(aside);
         if (!rc)

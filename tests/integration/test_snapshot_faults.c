@@ -309,6 +309,28 @@ static void test_disk_full_mid_snapshot(void **state)
     restore_and_check(s, "full");
 }
 
+/* A failure inside a snapshot's build that happens to be EEXIST (a link
+ * meeting a file it did not expect) is a server error, not the client's
+ * name: it used to answer 409 snapshot_exists for a name that did not
+ * exist, and the name is free again at once. */
+static void test_inner_eexist_is_no_name_clash(void **state)
+{
+    (void)state;
+    ls_server *s = &g_src;
+    start_with_fault(s, "snapshot.link=eexist");
+    load(s, NULL);
+    assert_int_equal(ls_expect_error(s, "POST", "/v1/admin/snapshots", "{\"name\":\"odd\"}", 500,
+                                     "internal_error"),
+                     0);
+    assert_int_equal(snapshot_count(s), 0);
+    ls_resp r;
+    assert_int_equal(take_snapshot(s, "odd", &r), 201); /* the fault fired once */
+    ls_resp_free(&r);
+    assert_int_equal(ls_expect_error(s, "POST", "/v1/admin/snapshots", "{\"name\":\"odd\"}", 409,
+                                     "snapshot_exists"),
+                     0);
+}
+
 /* Waits for the server to end on its own; its exit status, -1 if it did not. */
 static int wait_exit(ls_server *s)
 {
@@ -398,6 +420,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_links_refused_eperm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preallocated_topic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full_mid_snapshot, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inner_eexist_is_no_name_clash, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_mid_snapshot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_only_snapshots_is_first_start, setup, teardown),
     };
