@@ -153,14 +153,24 @@ done:
     return rc;
 }
 
-int eng_fs_sync_dir(const char *path)
+static int sync_path(const char *path, int flags)
 {
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | flags);
     if (fd < 0)
         return -errno;
     int rc = fsync(fd) < 0 ? -errno : 0;
     close(fd);
     return rc;
+}
+
+int eng_fs_sync_dir(const char *path)
+{
+    return sync_path(path, O_DIRECTORY);
+}
+
+int eng_fs_sync_file(const char *path)
+{
+    return sync_path(path, 0);
 }
 
 int eng_fs_sync_parent(const char *file_path)

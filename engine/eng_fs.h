@@ -41,6 +41,9 @@ int eng_fs_read_file(const char *path, size_t max_len, char **out, size_t *len);
 /* fsync of the directory at path (so a create or rename in it is durable). */
 int eng_fs_sync_dir(const char *path);
 
+/* fsync of the file at path (a file written by another descriptor). */
+int eng_fs_sync_file(const char *path);
+
 /* fsync of the directory holding file_path. */
 int eng_fs_sync_parent(const char *file_path);
 

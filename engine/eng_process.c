@@ -17,27 +17,30 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-/* Reads a small /proc file whole into buf (NUL-terminated). */
+/* read(2), retried on EINTR: the bytes read, 0 at the end, or -errno. */
+static ssize_t read_retry(int fd, void *buf, size_t len)
+{
+    ssize_t r;
+    do
+        r = read(fd, buf, len);
+    while (r < 0 && errno == EINTR);
+    return r < 0 ? -errno : r;
+}
+
+/* Reads a small /proc file whole into buf (NUL-terminated).  Not
+ * eng_fs_read_file: /proc files report a size of 0. */
 static int read_small(const char *path, char *buf, size_t cap)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     size_t n = 0;
-    while (n + 1 < cap) {
-        ssize_t r = read(fd, buf + n, cap - 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = -errno;
-            close(fd);
-            return e;
-        }
-        if (r == 0)
-            break;
+    ssize_t r = 0;
+    while (n + 1 < cap && (r = read_retry(fd, buf + n, cap - 1 - n)) > 0)
         n += (size_t)r;
-    }
     close(fd);
+    if (r < 0)
+        return (int)r;
     buf[n] = 0;
     return 0;
 }
@@ -51,21 +54,13 @@ static int count_maps(long *count)
         return -errno;
     char buf[65536];
     long lines = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf, sizeof buf);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = -errno;
-            close(fd);
-            return e;
-        }
-        if (r == 0)
-            break;
+    ssize_t r;
+    while ((r = read_retry(fd, buf, sizeof buf)) > 0)
         for (const char *p = buf; (p = memchr(p, '\n', (size_t)(buf + r - p))); p++)
             lines++;
-    }
     close(fd);
+    if (r < 0)
+        return (int)r;
     *count = lines;
     return 0;
 }
@@ -137,6 +132,12 @@ int eng_process_fd_headroom(long *headroom, long *limit)
 #define FDS_PER_PARTITION 3
 #define MAPS_PER_PARTITION 2
 
+/* What a budget check keeps free of a limit: 5%, at least 64. */
+static long reserve_of(long limit)
+{
+    return limit / 20 > 64 ? limit / 20 : 64;
+}
+
 /* Refuses, before any file is made, partitions the process could not keep
  * open or map: running out of descriptors or of maps (vm.max_map_count)
  * midway would fail the request anyway, and then every connection, roll and
@@ -145,7 +146,7 @@ int eng_process_check_partition_budget(const char *name, int32_t adding, eng_err
 {
     long headroom, limit;
     if (!eng_process_fd_headroom(&headroom, &limit)) {
-        long reserve = limit / 20 > 64 ? limit / 20 : 64;
+        long reserve = reserve_of(limit);
         long need = (long)adding * FDS_PER_PARTITION;
         if (need + reserve > headroom) {
             eng_errdetail_key(err, "partitions");
@@ -157,7 +158,7 @@ int eng_process_check_partition_budget(const char *name, int32_t adding, eng_err
         }
     }
     if (!eng_process_map_headroom(&headroom, &limit)) {
-        long reserve = limit / 20 > 64 ? limit / 20 : 64;
+        long reserve = reserve_of(limit);
         long need = (long)adding * MAPS_PER_PARTITION;
         if (need + reserve > headroom) {
             eng_errdetail_key(err, "partitions");

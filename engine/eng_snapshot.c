@@ -93,23 +93,13 @@ static int copy_path(const eng_manager *m, const char *from, const char *to)
     return rc;
 }
 
-static int fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int rc = fsync(fd) < 0 ? -errno : 0;
-    close(fd);
-    return rc;
-}
-
 /* Hard-links `from` as `to` (a copy where the file system links nothing),
  * then fsyncs it: a sealed segment's own flush may still be pending. */
 static int link_or_copy(const eng_manager *m, const char *from, const char *to)
 {
     int rc = ENG_FAULT("snapshot.link"); /* exdev, eperm: a file system that links nothing */
     if (!rc && link(from, to) == 0)
-        return fsync_path(to);
+        return eng_fs_sync_file(to);
     if (!rc)
         rc = -errno;
     if (rc != -EXDEV && rc != -EPERM && rc != -EMLINK && rc != -EOPNOTSUPP)

@@ -10,10 +10,12 @@
 #ifndef MANAGER_FIXTURE_H
 #define MANAGER_FIXTURE_H
 
+#include "eng_batch.h"
 #include "eng_cleaner.h"
 #include "eng_error.h"
 #include "eng_logger.h"
 #include "eng_manager.h"
+#include "eng_partition.h"
 #include "support.h"
 
 #include <pthread.h>
@@ -100,6 +102,25 @@ static inline eng_manager *open_mgr(fixture *f)
     if (rc)
         fail_msg("eng_manager_open: %s (%s)", eng_strerror(rc), err.message);
     return m;
+}
+
+/* Appends n one-record batches (key "k", value "value") to topic-id. */
+static inline void append_records(eng_manager *m, const char *topic, int32_t id, int n)
+{
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, topic, id, &p, NULL), 0);
+    for (int i = 0; i < n; i++) {
+        eng_record_spec r = {.timestamp = 1700000000000LL + i, .key = (const uint8_t *)"k",
+                             .key_len = 1, .value = (const uint8_t *)"value", .value_len = 5};
+        eng_batch_params bp;
+        eng_batch_params_init(&bp);
+        uint8_t buf[256];
+        size_t len = eng_batch_encode(buf, sizeof buf, &bp, &r, 1);
+        eng_append_opts o = {.expected_offset = -1};
+        eng_append_result res;
+        assert_int_equal(eng_partition_append(p, buf, len, &o, &res, NULL), 0);
+    }
+    eng_partition_unref(p);
 }
 
 #endif

@@ -59,24 +59,6 @@ static int create(eng_manager *m, const char *name, int32_t n, const char *k, co
     return eng_manager_create_topic(m, name, n, keys, values, k ? 1 : 0, err);
 }
 
-static void append_records(eng_manager *m, const char *topic, int32_t id, int n)
-{
-    eng_partition *p;
-    assert_int_equal(eng_manager_partition(m, topic, id, &p, NULL), 0);
-    for (int i = 0; i < n; i++) {
-        eng_record_spec r = {.timestamp = 1700000000000LL + i, .key = (const uint8_t *)"k",
-                             .key_len = 1, .value = (const uint8_t *)"value", .value_len = 5};
-        eng_batch_params bp;
-        eng_batch_params_init(&bp);
-        uint8_t buf[256];
-        size_t len = eng_batch_encode(buf, sizeof buf, &bp, &r, 1);
-        eng_append_opts o = {.expected_offset = -1};
-        eng_append_result res;
-        assert_int_equal(eng_partition_append(p, buf, len, &o, &res, NULL), 0);
-    }
-    eng_partition_unref(p);
-}
-
 /* Waits (up to 10 s) for the background removal of a deleted partition dir
  * and returns the renamed directory name it logged. */
 static void wait_removed(fixture *f, const char *topic, int32_t id, char *name, size_t cap)

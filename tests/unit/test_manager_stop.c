@@ -62,24 +62,6 @@ static bool close_counting(eng_manager *m, int *syncs)
     return ok;
 }
 
-static void append_records(eng_manager *m, const char *topic, int32_t id, int n)
-{
-    eng_partition *p;
-    assert_int_equal(eng_manager_partition(m, topic, id, &p, NULL), 0);
-    for (int i = 0; i < n; i++) {
-        eng_record_spec r = {.timestamp = 1700000000000LL + i, .key = (const uint8_t *)"k",
-                             .key_len = 1, .value = (const uint8_t *)"value", .value_len = 5};
-        eng_batch_params bp;
-        eng_batch_params_init(&bp);
-        uint8_t buf[256];
-        size_t len = eng_batch_encode(buf, sizeof buf, &bp, &r, 1);
-        eng_append_opts o = {.expected_offset = -1};
-        eng_append_result res;
-        assert_int_equal(eng_partition_append(p, buf, len, &o, &res, NULL), 0);
-    }
-    eng_partition_unref(p);
-}
-
 static int64_t log_end(eng_manager *m, const char *topic, int32_t id)
 {
     eng_partition *p;

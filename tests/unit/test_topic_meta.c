@@ -56,23 +56,8 @@ typedef struct gate {
 
 static gate g_gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, false, false, false};
 
-static int gated_encode(const eng_topic_meta *meta, char **out, size_t *len, void *ctx)
-{
-    gate *g = ctx;
-    pthread_mutex_lock(&g->mu);
-    if (g->armed) {
-        g->armed = false;
-        g->parked = true;
-        pthread_cond_broadcast(&g->cv);
-        while (!g->open)
-            pthread_cond_wait(&g->cv, &g->mu);
-        g->parked = false;
-    }
-    pthread_mutex_unlock(&g->mu);
-    return g->inner.encode(meta, out, len, g->inner.ctx);
-}
-
-/* A fault hook that parks like gated_encode, for steps without a codec. */
+/* Parks the calling thread while the gate is armed, until it is opened: a
+ * fault hook for steps without a codec, and the codec's encode below. */
 static void gated_hook(void *ctx)
 {
     gate *g = ctx;
@@ -86,6 +71,13 @@ static void gated_hook(void *ctx)
         g->parked = false;
     }
     pthread_mutex_unlock(&g->mu);
+}
+
+static int gated_encode(const eng_topic_meta *meta, char **out, size_t *len, void *ctx)
+{
+    gate *g = ctx;
+    gated_hook(g);
+    return g->inner.encode(meta, out, len, g->inner.ctx);
 }
 
 static int gated_decode(const char *buf, size_t len, eng_topic_meta *meta, void *ctx)
