@@ -497,6 +497,13 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
      * long for it. */
     if (strstr(line, "resource limit at FIRST connection"))
         nanosleep(&(struct timespec){.tv_nsec = 100 * 1000 * 1000}, NULL);
+    /* libmicrohttpd says the same for both limits; past http.max.connections
+     * it mostly stops accepting instead, so the operator is told which
+     * setting to look at first. */
+    static const char limit_hint[] =
+        " (http.max.connections.per.ip from one address, or http.max.connections)";
+    if (strstr(line, "Server reached connection limit") && n + sizeof limit_hint <= sizeof line)
+        memcpy(line + n, limit_hint, sizeof limit_hint);
     static _Atomic int64_t last_ms;
     static _Atomic uint64_t held;
     int64_t now = eng_mono_ms(), last = atomic_load(&last_ms);
@@ -562,6 +569,15 @@ int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, c
     opts[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
                                         o->connection_limit ? o->connection_limit : 10000, NULL};
     opts[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s, NULL};
+    /* The idle timeout alone leaves one address free to hold every
+     * connection slot with requests that trickle in (a slow-header attack,
+     * or one runaway client): past http.max.connections everyone else
+     * waits.  libmicrohttpd closes a connection over this limit as soon as
+     * it is accepted, before reading a byte, and logs it (WARN, rate-limited
+     * like every client-caused message). */
+    if (o->per_ip_connection_limit)
+        opts[k++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                            o->per_ip_connection_limit, NULL};
     opts[k++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s};
     /* Not MHD_OPTION_LISTENING_ADDRESS_REUSE=1: that is SO_REUSEPORT, which
      * let a second server (another data dir, say) bind the same port and

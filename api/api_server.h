@@ -22,6 +22,7 @@ typedef struct api_server_opts {
     uint16_t port;            /* 0 = any free port */
     unsigned threads;         /* MHD thread pool size */
     unsigned connection_limit;
+    unsigned per_ip_connection_limit; /* from one client address (0 = none) */
     unsigned idle_timeout_s;
     size_t memory_limit;      /* http.max.header.bytes: the request line and headers, checked
                                * before the body (431); libmicrohttpd's per-connection pool

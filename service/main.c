@@ -275,6 +275,7 @@ int main(int argc, char **argv)
     api_server_opts so = {.host = s.listen_host, .port = s.listen_port,
                           .threads = (unsigned)s.http_threads,
                           .connection_limit = (unsigned)s.max_connections,
+                          .per_ip_connection_limit = (unsigned)s.max_connections_per_ip,
                           .idle_timeout_s = (unsigned)((s.idle_timeout_ms + 999) / 1000),
                           .memory_limit = (size_t)s.max_header_bytes,
                           .max_buffered = (size_t)s.max_inflight_request_bytes,

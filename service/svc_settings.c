@@ -45,6 +45,9 @@ static const svc_setting_def defs[SVC_COUNT] = {
                                           "Most records one append request may carry."},
     [SVC_HTTP_MAX_CONNECTIONS] = {"http.max.connections", "10000", 1, 1000000,
                                   "Concurrent HTTP connections accepted."},
+    [SVC_HTTP_MAX_CONNECTIONS_PER_IP] = {
+        "http.max.connections.per.ip", "0", 0, 1000000,
+        "Concurrent HTTP connections from one client address (0 = no limit); past it, a new one is closed at once."},
     [SVC_HTTP_IDLE_TIMEOUT_MS] = {"http.idle.timeout.ms", "60000", 0, 86400000,
                                   "Close a connection idle this long (0 = never)."},
     [SVC_HTTP_MAX_HEADER_BYTES] = {"http.max.header.bytes", "32768", 4096, 16777216,
@@ -441,6 +444,7 @@ static int resolve(svc_settings *s)
         resolve_int(s, SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES, &s->max_inflight_request_bytes) ||
         resolve_int(s, SVC_HTTP_MAX_RECORDS_PER_REQUEST, &s->max_records_per_request) ||
         resolve_int(s, SVC_HTTP_MAX_CONNECTIONS, &s->max_connections) ||
+        resolve_int(s, SVC_HTTP_MAX_CONNECTIONS_PER_IP, &s->max_connections_per_ip) ||
         resolve_int(s, SVC_HTTP_IDLE_TIMEOUT_MS, &s->idle_timeout_ms) ||
         resolve_int(s, SVC_HTTP_MAX_WAITERS, &s->max_waiters) ||
         resolve_int(s, SVC_HTTP_MAX_HEADER_BYTES, &s->max_header_bytes) ||

@@ -32,6 +32,7 @@ typedef enum {
     SVC_HTTP_MAX_INFLIGHT_REQUEST_BYTES,
     SVC_HTTP_MAX_RECORDS_PER_REQUEST,
     SVC_HTTP_MAX_CONNECTIONS,
+    SVC_HTTP_MAX_CONNECTIONS_PER_IP,
     SVC_HTTP_IDLE_TIMEOUT_MS,
     SVC_HTTP_MAX_HEADER_BYTES,
     SVC_AUTH_TOKENS_FILE,
@@ -90,6 +91,7 @@ typedef struct svc_settings {
     int64_t max_inflight_request_bytes;
     int64_t max_records_per_request;
     int64_t max_connections;
+    int64_t max_connections_per_ip;
     int64_t idle_timeout_ms;
     int64_t max_waiters;
     int64_t max_header_bytes;

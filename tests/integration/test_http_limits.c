@@ -31,6 +31,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,73 @@ static void test_max_connections(void **state)
     fprintf(stderr, "# %d of %d queued connections were served once slots freed\n", served, EXTRA);
     assert_int_equal(ls_live_status(&s), 200);
     assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
+/* A connected socket to 127.0.0.1:port from the source address src (any
+ * 127/8 address is ours on loopback): a second client address. */
+static int tcp_connect_from(int port, const char *src)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&me, sizeof me), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* Sends GET_LIVE on fd and says whether a 200 came back within ms
+ * (false: closed, or nothing). */
+static bool served(int fd, int ms)
+{
+    char buf[512];
+    send(fd, GET_LIVE, sizeof GET_LIVE - 1, MSG_NOSIGNAL);
+    return recv_within(fd, buf, sizeof buf, ms) > 0 && !strncmp(buf, "HTTP/1.1 200", 12);
+}
+
+/* http.max.connections.per.ip=2: a third connection from the same address
+ * is closed at once, with no answer, while another address is served; when
+ * one of the two goes, the address may connect again.  The held connections
+ * come from 127.0.0.3, an address of their own: the harness's libcurl keeps
+ * its connections from 127.0.0.1 open. */
+static void test_max_connections_per_ip(void **state)
+{
+    (void)state;
+    static const char *const me = "127.0.0.3";
+    ls_server s;
+    const char *const extra[] = {"http.max.connections.per.ip=2", NULL};
+    assert_int_equal(ls_start(&s, extra), 0);
+    int held[2];
+    for (int i = 0; i < 2; i++) {
+        held[i] = tcp_connect_from(s.port, me);
+        assert_true(served(held[i], 5000));
+    }
+    char buf[512];
+    int third = tcp_connect_from(s.port, me);
+    send(third, GET_LIVE, sizeof GET_LIVE - 1, MSG_NOSIGNAL);
+    ssize_t got = recv_within(third, buf, sizeof buf, 5000);
+    if (got > 0)
+        fprintf(stderr, "# the third connection was served: %.40s\n", buf);
+    assert_int_equal(got, 0); /* closed, not answered nor left waiting */
+    close(third);
+    int other = tcp_connect_from(s.port, "127.0.0.2");
+    assert_true(served(other, 5000));
+    close(other);
+    close(held[0]);
+    /* the server sees the close on its own time: poll, each try a new connection */
+    bool again = false;
+    for (int64_t until = mono_ms() + 10000; !again && mono_ms() < until;) {
+        int fd = tcp_connect_from(s.port, me);
+        again = served(fd, 2000);
+        close(fd);
+    }
+    assert_true(again);
+    close(held[1]);
+    assert_int_equal(ls_stop(&s), 0);
+    assert_true(ls_file_contains(s.log_path, "http.max.connections.per.ip from one address"));
     ls_cleanup(&s);
 }
 
@@ -533,6 +601,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header_and_body_limits),
         cmocka_unit_test(test_max_connections),
+        cmocka_unit_test(test_max_connections_per_ip),
         cmocka_unit_test(test_out_of_descriptors_no_spin),
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_inflight_body_budget),
