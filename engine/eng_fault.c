@@ -66,6 +66,8 @@ static void parse(const char *spec)
             f->action = -EDQUOT;
         else if (!strcmp(eq + 1, "enomem"))
             f->action = -ENOMEM;
+        else if (!strcmp(eq + 1, "emfile"))
+            f->action = -EMFILE;
         else if (!strcmp(eq + 1, "exdev"))
             f->action = -EXDEV;
         else if (!strcmp(eq + 1, "eperm"))

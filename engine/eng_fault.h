@@ -8,8 +8,8 @@
  *   LOGSTORE_FAULT="point=action[@n][,point=action[@n]...]"
  *
  * where action is `exit` (the process ends on the spot with status 86, as if
- * killed: nothing is flushed or cleaned up), `eio`, `enospc`, `edquot`, `enomem`,
- * `exdev`, `eperm` or `eexist` (the point returns -EIO / -ENOSPC / -EDQUOT / -ENOMEM /
+ * killed: nothing is flushed or cleaned up), `eio`, `enospc`, `edquot`, `enomem`, `emfile`,
+ * `exdev`, `eperm` or `eexist` (the point returns -EIO / -ENOSPC / -EDQUOT / -ENOMEM / -EMFILE /
  * -EXDEV / -EPERM / -EEXIST to its caller), `stall` (the point sleeps 3 s and
  * carries on, a slow disk), and n picks the n-th time the point
  * is reached (default 1; later hits pass), or `*` every time (a file system

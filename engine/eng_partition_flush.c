@@ -17,13 +17,15 @@
 #include "eng_stats.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 
-/* fsyncs every segment that may hold data at or after `from`.  With
- * data_only the active (last) segment's indexes are left out: an append is
- * durable once its bytes are, startup recovery rebuilds the indexes of the
- * segment holding the recovery point, and a roll syncs a segment's indexes
- * before it stops being the last one (see eng__partition_roll_locked). */
+/* Errors only an open() gives, never an fsync: no sync was tried. */
+static bool could_not_open(int rc)
+{
+    return rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM;
+}
+
 /* Syncs the producer snapshots written unsynced since the last call (see
  * snap_written), with their directory.  Without it a power loss could
  * leave a roll's snapshot empty or torn long after the recovery point
@@ -59,6 +61,11 @@ static int sync_snapshots(eng_partition *p, const eng_segview *v)
     return rc;
 }
 
+/* fsyncs every segment that may hold data at or after `from`.  With
+ * data_only the active (last) segment's indexes are left out: an append is
+ * durable once its bytes are, startup recovery rebuilds the indexes of the
+ * segment holding the recovery point, and a roll syncs a segment's indexes
+ * before it stops being the last one (see eng__partition_roll_locked). */
 int eng__sync_from(eng_partition *p, int64_t from, bool data_only)
 {
     /* Before the view is taken: a roll after this point syncs the segment
@@ -71,8 +78,6 @@ int eng__sync_from(eng_partition *p, int64_t from, bool data_only)
     for (size_t k = i < 0 ? 0 : (size_t)i; k < v->n && !rc; k++)
         rc = data_only && k == v->n - 1 ? eng_segment_sync_data(v->segs[k])
                                         : eng_segment_sync(v->segs[k]);
-    if (!rc)
-        rc = sync_snapshots(p, v);
     eng__segview_release(v);
     return rc;
 }
@@ -132,17 +137,34 @@ int eng__flush_upto(eng_partition *p, int64_t upto, bool data_only)
     }
     int64_t done = p->flushed_offset;
     pthread_mutex_unlock(&p->flush_lock);
+    bool snapshots_owed = false;
     if (!rc && atomic_load(&p->snap_written) > atomic_load(&p->snap_synced)) {
-        /* With flush.messages the data below a roll was flushed before the
-         * roll wrote its snapshot: the flush-log job after it finds nothing
-         * to flush, and syncs the snapshot here. */
+        /* After the data: with flush.messages the data below a roll was
+         * flushed before the roll wrote its snapshot, and the flush-log job
+         * after it has no data to flush. */
         eng_segview *v = eng__segview_acquire(p);
-        rc = sync_snapshots(p, v);
+        int src = sync_snapshots(p, v);
         eng__segview_release(v);
-        if (rc) {
+        if (could_not_open(src)) {
+            /* No fsync ran, so none failed: the data above is on disk and
+             * its appends may be acknowledged.  Taking the dir offline for
+             * it (as an fsync error must) turned a server short of
+             * descriptors, which heals when they are freed, into one that
+             * refused every append until restarted. */
+            snapshots_owed = true;
+            if (!atomic_exchange(&p->snap_sync_put_off, true))
+                ENG_WARN("%s-%d: cannot sync its producer snapshots now (%s): the recovery "
+                         "point stays at %" PRId64 " until a later flush can",
+                         p->topic, p->id, eng_strerror(src),
+                         atomic_load(&p->recovery_point));
+        } else if (src) {
+            rc = src;
             pthread_mutex_lock(&p->flush_lock);
             p->fsync_failed = true;
             pthread_mutex_unlock(&p->flush_lock);
+        } else if (atomic_exchange(&p->snap_sync_put_off, false)) {
+            ENG_INFO("%s-%d: producer snapshots synced; the recovery point moves again",
+                     p->topic, p->id);
         }
     }
     if (rc && rc != ENG_EOFFLINE) {
@@ -158,7 +180,8 @@ int eng__flush_upto(eng_partition *p, int64_t upto, bool data_only)
     }
     if (rc)
         return rc;
-    eng__raise_atomic(&p->recovery_point, done);
+    if (!snapshots_owed)
+        eng__raise_atomic(&p->recovery_point, done);
     atomic_store(&p->last_flush_ms, eng_mono_ms());
     return 0;
 }

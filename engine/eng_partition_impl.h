@@ -83,8 +83,11 @@ struct eng_partition {
     /* Producer snapshots written unsynced (at a roll, at a load that rebuilt
      * the state): the latest one's offset, and the offset below which
      * every one is synced with its directory.  The next flush syncs those
-     * in between before it moves the recovery point (eng__sync_from). */
+     * in between before it moves the recovery point (eng__flush_upto). */
     _Atomic int64_t snap_written, snap_synced;
+    /* Their sync could not open a file (out of descriptors): the recovery
+     * point waits for a later flush, and the warning is logged once. */
+    _Atomic bool snap_sync_put_off;
     int64_t unflushed_records;  /* appended since the last flush (append_lock) */
     /* The latest LogAppendTime stamped here (append_lock; from the log's
      * last batch at the first LogAppendTime append since open, see

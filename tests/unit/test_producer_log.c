@@ -5,7 +5,7 @@
  * (snapshot, then the batches after it), survives unreadable or stale
  * snapshot files, leaves with retention, and expires.  A roll's snapshot
  * is synced by the flush after the roll, before the recovery point passes
- * it.
+ * it (and, short of descriptors to open it, by a later flush).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -467,6 +467,34 @@ static void test_roll_snapshot_synced_when_data_was(void **state)
     eng_partition_unref(p);
 }
 
+/* Out of descriptors, the flush after a roll cannot open the roll's
+ * snapshot (or its dir) to sync it.  No fsync ran, so none failed: the
+ * flush succeeds for the data, the recovery point waits, and the dir stays
+ * online (it was taken offline, refusing every append until a restart);
+ * once descriptors are back the next flush syncs the snapshot and moves
+ * the recovery point. */
+static void test_snapshot_sync_short_of_descriptors_waits(void **state)
+{
+    fixture *f = *state;
+    _Atomic int offline = 0;
+    eng_partition *p = open_watched(f, &offline);
+    send_ok(p, 1, 0, 0, 2);
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    eng_fault_set("snapshot.sync=emfile@*");
+    int rc = eng_partition_flush_upto(p, base);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(atomic_load(&offline), 0);
+    assert_int_equal(eng_partition_recovery_point(p), 0);
+    send_ok(p, 1, 0, 2, 1);
+    assert_int_equal(eng_partition_flush_upto(p, eng_partition_log_end_offset(p)), 0);
+    assert_int_equal(eng_partition_recovery_point(p), 3);
+    assert_int_equal(atomic_load(&offline), 0);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+}
+
 static int count_files(fixture *f, const char *suffix)
 {
     DIR *d = opendir(f->pdir);
@@ -625,6 +653,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retry_answer_keeps_log_append_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_snapshot_synced_by_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_snapshot_synced_when_data_was, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_sync_short_of_descriptors_waits, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
