@@ -63,6 +63,15 @@ void api_h_snapshot_create(api_ctx *ctx, const api_request *req, const api_param
         json_decref(body);
         return;
     }
+    /* jansson keeps a \u0000 (JSON_ALLOW_NUL): the C string would end
+     * there, and a snapshot of another name than the one asked for be taken. */
+    if (strlen(json_string_value(name)) != json_string_length(name)) {
+        api_error(resp, req, "invalid_snapshot_name", NULL,
+                  "a snapshot name holds no NUL byte: 1 to 249 of [A-Za-z0-9._-], not starting "
+                  "with '.'");
+        json_decref(body);
+        return;
+    }
     eng_errdetail d = {0};
     eng_snapshot_info in;
     int rc = eng_manager_snapshot_create(api_mgr(ctx), json_string_value(name), &in, &d);
