@@ -67,7 +67,7 @@ void api_h_snapshot_create(api_ctx *ctx, const api_request *req, const api_param
      * there, and a snapshot of another name than the one asked for be taken. */
     if (strlen(json_string_value(name)) != json_string_length(name)) {
         api_error(resp, req, "invalid_snapshot_name", NULL,
-                  "a snapshot name holds no NUL byte: 1 to 249 of [A-Za-z0-9._-], not starting "
+                  "a snapshot name holds no NUL byte: 1 to 246 of [A-Za-z0-9._-], not starting "
                   "with '.'");
         json_decref(body);
         return;

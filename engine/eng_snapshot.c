@@ -34,9 +34,12 @@
 #define COPY_CHUNK (1u << 20)
 #define MAINT_POLL_NS 10000000L /* 10 ms */
 
+_Static_assert(sizeof PARTIAL_PREFIX - 1 + ENG_SNAPSHOT_NAME_MAX <= NAME_MAX,
+               "snapshots/.partial-<name> must fit a file name");
+
 bool eng_snapshot_name_valid(const char *name)
 {
-    return name && name[0] != '.' && eng_topic_name_valid(name);
+    return name && name[0] != '.' && strlen(name) <= ENG_SNAPSHOT_NAME_MAX && eng_topic_name_valid(name);
 }
 
 /* ENG_ESHUTDOWN once a stop is coming (eng_manager_request_stop): the
@@ -436,7 +439,7 @@ static int bad_name(eng_errdetail *err)
 {
     eng_errdetail_key(err, "name");
     return eng_fail(err, ENG_EINVAL,
-                    "a snapshot name is 1 to 249 of [A-Za-z0-9._-], not starting with '.'");
+                    "a snapshot name is 1 to 246 of [A-Za-z0-9._-], not starting with '.'");
 }
 
 static int no_snapshot(eng_errdetail *err, const char *name)

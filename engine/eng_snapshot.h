@@ -36,6 +36,11 @@
 /* The directory under log.dirs that holds the snapshots. */
 #define ENG_SNAPSHOTS_DIR "snapshots"
 
+/* The longest snapshot name: a snapshot is built, and removed, under
+ * snapshots/.partial-<name>, and that name must fit a file name (255 bytes
+ * on Linux's file systems), 9 bytes more than the name itself. */
+#define ENG_SNAPSHOT_NAME_MAX 246
+
 typedef struct eng_snapshot_info {
     char name[ENG_TOPIC_NAME_MAX + 1];
     int64_t created_ms;      /* when it was completed (its directory's mtime) */
@@ -45,8 +50,9 @@ typedef struct eng_snapshot_info {
     uint32_t partitions;
 } eng_snapshot_info;
 
-/* True if name may name a snapshot: a legal topic name that does not start
- * with '.' (names starting with '.' are the server's own, in-progress ones). */
+/* True if name may name a snapshot: a legal topic name of at most
+ * ENG_SNAPSHOT_NAME_MAX bytes that does not start with '.' (names starting
+ * with '.' are the server's own, in-progress ones). */
 bool eng_snapshot_name_valid(const char *name);
 
 /* Takes a snapshot called name; its description in *out (may be NULL).
