@@ -18,9 +18,10 @@
  * TLS: a self-signed certificate for localhost is made here with libcrypto;
  * the server runs an https:// listener (harness ls_start_opts) and libcurl,
  * trusting that certificate, reaches health, appends and reads (JSON and raw
- * batches).  TLS 1.2 and 1.3 work; TLS 1.1 is refused (the client is allowed
- * TLS 1.1 with @SECLEVEL=0, and `openssl s_server -tls1_1`, when installed,
- * shows that client does speak it); plain HTTP to the TLS port fails; an
+ * batches), and takes, lists and removes a snapshot.  TLS 1.2 and 1.3 work;
+ * TLS 1.1 is refused (the client is allowed TLS 1.1 with @SECLEVEL=0, and
+ * `openssl s_server -tls1_1`, when installed, shows that client does speak
+ * it); plain HTTP to the TLS port fails; an
  * https listener without a key pair, or a key pair without one, or a key
  * of another pair, exits 2.  A client stalling in the handshake holds no
  * worker and is closed after http.idle.timeout.ms.
@@ -596,6 +597,19 @@ static void test_tls_serves_the_api(void **state)
     assert_int_equal(r.len, len);
     assert_memory_equal(r.body, disk, len);
     free(disk);
+    ls_resp_free(&r);
+    /* snapshots: taken, listed and removed over HTTPS as over HTTP */
+    assert_int_equal(ls_post(T, "/v1/admin/snapshots", "{\"name\":\"over-tls\"}", &r), 0);
+    assert_int_equal(r.status, 201);
+    assert_string_equal(ls_header(&r, "Location"), "/v1/admin/snapshots/over-tls");
+    assert_int_equal(ls_jint(&r, "partitions"), 1);
+    ls_resp_free(&r);
+    assert_int_equal(ls_get(T, "/v1/admin/snapshots", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(ls_jstr(&r, "snapshots.0.name"), "over-tls");
+    ls_resp_free(&r);
+    assert_int_equal(ls_delete(T, "/v1/admin/snapshots/over-tls", &r), 0);
+    assert_int_equal(r.status, 204);
     ls_resp_free(&r);
     /* a client that does not trust the certificate gets nowhere */
     long st;
