@@ -3,8 +3,9 @@
  *
  * One self-contained HTML file (api/web/dashboard.html: markup, CSS and
  * JavaScript, no build step, nothing fetched from elsewhere), embedded at
- * build time.  It reads only the public JSON API, with the bearer token the
- * user types in when authentication is on, so serving the page needs no role.
+ * build time.  It reads only the public API (the JSON routes and /metrics),
+ * with the bearer token the user types in when authentication is on, so
+ * serving the page needs no role.
  */
 #include "api_router.h"
 

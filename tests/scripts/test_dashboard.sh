@@ -2,10 +2,14 @@
 # The dashboard at GET / rendered by a real browser: headless chromium loads
 # it from a running logstore, lets its JavaScript call the API, and dumps the
 # DOM, which must show the topic, its partitions' high watermarks, its config
-# overrides, the background jobs and the "ready" state, with no error line.
+# overrides, the background jobs, a snapshot with its exact sizes and path,
+# the bytes only snapshots hold (/v1/log-dirs), the process figures from
+# /metrics (resident memory, CPU time, start time, memory maps of their limit)
+# and the "ready" state, with no error line.
 # A sealed segment cut short while the server was down is drawn as damaged.
 # With authentication on and no token typed in, the page must show the API's
-# 401 message and none of the data, while its state badge still says ready.
+# 401 message and none of the data (no snapshot name, no process figure),
+# while its state badge still says ready.
 # A screenshot of the first page is saved as build/san/test-logs/dashboard.png
 # (1280x1000) for people to look at.
 # Prints TAP.
@@ -89,6 +93,17 @@ traffic() {
     post "/v1/topics/$topic/partitions/0/segments:roll" '{}'
 }
 check "a topic $topic with records in both partitions, partition 0 rolled" traffic
+check "a snapshot dash-snap-1" post /v1/admin/snapshots '{"name":"dash-snap-1"}'
+# What the page must show, as the API and /metrics say it (nothing changes
+# until the page has loaded: the periodic jobs wait log.initial.task.delay.ms).
+snap_json=$(curl -sf "$B/v1/admin/snapshots")
+snap_size=$(printf '%s' "$snap_json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshots"][0]["size_bytes"])')
+snap_unshared=$(printf '%s' "$snap_json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshots"][0]["unshared_bytes"])')
+snapshot_bytes=$(curl -sf "$B/v1/log-dirs" | python3 -c 'import json,sys; print(json.load(sys.stdin)["log_dirs"][0]["snapshot_bytes"])')
+metric() { curl -sf "$B/metrics" | sed -n "s/^$1 //p"; }
+maps_limit=$(metric logstore_memory_maps_limit)
+started=$(metric process_start_time_seconds)
+started_text=$(date -u -d "@${started%.*}" '+%F %T')
 
 # ---- the rendered page ----------------------------------------------------------------------
 chromium_run "$B/" --dump-dom >"$tmp/dom.html"
@@ -110,6 +125,17 @@ check "the background jobs are listed" dom_has '<td>log-retention</td>'
 no_unit_without_figure() { ! grep -qF -- '>– ms<' "$tmp/dom.html" || { echo "# a job shows '– ms'"; return 1; }; }
 check "a job that never ran shows no duration" no_unit_without_figure
 check "the cleaner section rendered" dom_has 'no compacted topics'
+check "the snapshot is listed" dom_has '<tr><td>dash-snap-1</td>'
+check "with its size ($snap_size bytes)" dom_has "<td class=\"num\" title=\"$snap_size bytes\">"
+check "and what removing it frees ($snap_unshared bytes)" dom_has "<td class=\"num\" title=\"$snap_unshared bytes\">"
+check "and its path" dom_has "$tmp/data-open/snapshots/dash-snap-1<"
+check "what only snapshots hold ($snapshot_bytes bytes)" \
+    dom_has "title=\"$snapshot_bytes\"><span class=\"muted\">Held only by snapshots</span>"
+dom_re() { grep -qE -- "$1" "$tmp/dom.html" || { echo "# the DOM matches no: $1"; return 1; }; }
+check "the resident memory" dom_re 'title="[0-9]+"><span class="muted">Resident memory</span><b>[0-9.]+ (KiB|MiB|GiB)</b>'
+check "the CPU time" dom_re '<span class="muted">CPU time</span><b>[0-9]+\.[0-9]{2} s</b>'
+check "when the process started ($started_text)" dom_has "<span class=\"muted\">Process started</span><b>$started_text</b>"
+check "the memory maps, of the limit ($maps_limit)" dom_re "<span class=\"muted\">Memory maps</span><b>[0-9]+ of $maps_limit</b>"
 check "no error line" dom_has '<p id="error" class="err"></p>'
 
 # Many topics: only 20 are drawn (a refresh costs a request per topic and
@@ -169,15 +195,18 @@ printf '%s admin\n' "$("$bin" --hash-token "$token")" >"$tmp/tokens"
 check "logstore starts with auth.tokens.file" start_logstore auth --set auth.tokens.file="$tmp/tokens" || finish
 B=http://127.0.0.1:$port_auth
 check "a topic made with the admin token" post /v1/topics "{\"name\":\"$topic\"}" "Authorization: Bearer $token"
+check "a snapshot taken with the admin token" post /v1/admin/snapshots '{"name":"dash-secret"}' "Authorization: Bearer $token"
 chromium_run "$B/" --dump-dom >"$tmp/dom.html"
 check "chromium dumps the page served without a token" test -s "$tmp/dom.html"
 check "the page shows the API's 401 message" dom_has ': 401 a bearer token is required'
 no_data() {
-    ! grep -qF -- "$topic" "$tmp/dom.html" && ! grep -qF '<td>log-retention</td>' "$tmp/dom.html" ||
+    ! grep -qF -- "$topic" "$tmp/dom.html" && ! grep -qF '<td>log-retention</td>' "$tmp/dom.html" &&
+        ! grep -qF 'dash-secret' "$tmp/dom.html" && ! grep -qF '<span class="muted">Resident memory</span>' "$tmp/dom.html" ||
         { echo "# the page shows data without a token"; return 1; }
 }
-check "and none of the data" no_data
+check "and none of the data (topics, jobs, snapshots, process figures)" no_data
 check "the topics section still says Loading" dom_has 'id="topics" class="muted">Loading…<'
+check "the snapshots section still says Loading" dom_has 'id="snapshots" class="muted">Loading…<'
 check "the state badge still says ready (/health/ready needs no token)" \
     dom_has 'id="state" class="status ready">ready<'
 stop_logstore auth

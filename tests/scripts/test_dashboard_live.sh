@@ -6,7 +6,8 @@
 # request to 404), shows rates once two refreshes have run, says
 # "unreachable" (not "ready") once the server is stopped, "ready" again once
 # it is back on the same port, and never shows a negative rate although the
-# server's counters started again from zero.  Prints TAP.
+# server's counters started again from zero, and shows the new process's
+# start time (from /metrics) once it is back.  Prints TAP.
 #
 # Needs chromium and python3 (browser_env.sh installs them as root).  Every
 # process started here is stopped by PID and the temp dir is removed.
@@ -55,10 +56,12 @@ state='document.getElementById("state")'
 h3='(document.querySelector("#topics h3") || {}).textContent || ""'
 # Every topic heading the page ever draws, kept to look for negative rates.
 watch='window.seen = []; new MutationObserver(() => document.querySelectorAll("#topics h3").forEach((h) => seen.push(h.textContent))).observe(document.getElementById("topics"), {childList: true, subtree: true}); true'
+# The process start time the page shows (/metrics): another after the restart.
+started='([...document.querySelectorAll("#process .stat")].find((d) => d.textContent.startsWith("Process started")) || {textContent: ""}).textContent'
 profile=$(mktemp -d "$tmp/profile-XXXXXX")
 timeout -k 5 120 python3 tests/scripts/browser_steps.py "$chrome" "$profile" "$B/" \
     "until:10000:/in [0-9.]+ rec\\/s/.test($h3)" \
-    "js:$watch" \
+    "js:$watch; window.firstStarted = $started; true" \
     "js:$state.textContent" \
     "sh:kill \$(cat $tmp/pid1)" \
     "until:10000:$state.textContent === 'unreachable'" \
@@ -68,6 +71,8 @@ timeout -k 5 120 python3 tests/scripts/browser_steps.py "$chrome" "$profile" "$B
     "sleep:4500" \
     "js:seen.filter((t) => /(in|out) -[0-9]/.test(t))" \
     "js:$h3" \
+    "until:15000:/Process started[0-9]/.test($started) && $started !== firstStarted" \
+    "js:[firstStarted, $started]" \
     >"$tmp/steps.out" 2>"$tmp/steps.err"
 rc=$?
 sed 's/^/# /' "$tmp/steps.out"
@@ -89,6 +94,10 @@ check "the badge says ready again" test "${out[7]}" = "until true"
 check "no negative rate after the server's counters restarted from zero" test "${out[8]}" = "js []"
 check "no console error once the server is back ($after_start)" test "$after_start" -eq 0
 echo "# the topic's heading at the end: ${out[9]}"
+echo "# process start times shown: ${out[11]}"
+check "the page showed the first server's start time" \
+    grep -qE '^js \["Process started[0-9]{4}-[0-9]{2}-[0-9]{2} ' <<<"${out[11]}"
+check "and shows the new server's once it is back" test "${out[10]}" = "until true"
 
 stop_pid "$tmp/pid2"
 if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$tmp"/logstore*.log; then
