@@ -15,7 +15,8 @@
  *   - many creates of one name at once: one 201, every other 409 (busy or
  *     snapshot_exists), one snapshot listed and nothing half-made left;
  *   - a log dir gone offline (a failed write): 503 log_dir_offline and
- *     nothing written under snapshots/.
+ *     nothing written under snapshots/;
+ *   - removing one while another is being taken: 409 busy, nothing removed.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -321,6 +322,55 @@ static void test_offline_log_dir(void **state)
     assert_int_equal(listed(s), 0);
 }
 
+typedef struct bg_create {
+    ls_server *s;
+    long status;
+} bg_create;
+
+static void *create_in_background(void *arg)
+{
+    bg_create *b = arg;
+    ls_resp r;
+    b->status = ls_send_json(b->s, "POST", SNAPS, "{\"name\":\"new\"}", &r) == 0 ? r.status : -1;
+    if (b->status >= 0)
+        ls_resp_free(&r);
+    return NULL;
+}
+
+/* While one is being taken, removing another answers 409 busy and removes
+ * nothing (both use snapshots/.partial-*); once it is taken, it goes. */
+static void test_delete_while_one_is_taken(void **state)
+{
+    (void)state;
+    ls_server *s = &g_s;
+    /* Every partition of the second snapshot stalls (3 s each; the first
+     * takes hits 1 to 4): the DELETE below has 12 s to land while it is
+     * under way. */
+    setenv("LOGSTORE_FAULT",
+           "snapshot.partition=stall@5,snapshot.partition=stall@6,snapshot.partition=stall@7,"
+           "snapshot.partition=stall@8",
+           1);
+    int started = ls_start(s, settings);
+    unsetenv("LOGSTORE_FAULT");
+    assert_int_equal(started, 0);
+    assert_int_equal(ls_create_topic(s, "t", 4, NULL), 201);
+    create_ok(s, "old");
+    bg_create b = {.s = s};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, create_in_background, &b), 0);
+    char first[1400];
+    snprintf(first, sizeof first, "%s/snapshots/.partial-new/t-0", s->dir);
+    for (int i = 0; i < 6000 && !eng_fs_exists(first); i++)
+        usleep(5000);
+    assert_true(eng_fs_exists(first));
+    assert_int_equal(ls_expect_error(s, "DELETE", SNAPS "/old", NULL, 409, "busy"), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(b.status, 201);
+    assert_int_equal(listed(s), 2);
+    delete_ok(s, "old");
+    assert_int_equal(listed(s), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +379,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_name_of_a_topic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_creates_of_one_name, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offline_log_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_while_one_is_taken, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
