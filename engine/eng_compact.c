@@ -552,6 +552,7 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
          * while a full-index error would fail the round (and mark the
          * partition uncleanable) every time. */
         eng_segment_skip_full_index(cleaned);
+        eng_segment_discard_on_failure(cleaned);
     }
     int64_t drm = rd->cfg.v[ENG_CFG_DELETE_RETENTION_MS].i;
     for (size_t k = 0; k < n && !rc; k++) {

@@ -610,6 +610,15 @@ static int append_bytes(eng_segment *s, const uint8_t *data, const struct iovec 
             s->preallocated = false;
             return rc;
         }
+        if (s->discarded_on_failure) {
+            /* The owner removes the whole file (a clean's output), so the
+             * refused bytes reach no log: the write's own error is what
+             * happened, and no dir is offline. */
+            ENG_WARN("segment %020lld: cannot cut a failed write off the .log (%s); the file is "
+                     "discarded",
+                     (long long)s->base, eng_strerror(cut));
+            return rc;
+        }
         /* The refused bytes stay in the file, and a start after a crash
          * would keep a whole batch its client was told failed (a retry
          * stores it twice).  Kafka takes the log dir offline on an I/O
@@ -657,6 +666,11 @@ int eng_segment_appendv(eng_segment *s, const struct iovec *iov, int iovcnt, siz
 void eng_segment_skip_full_index(eng_segment *s)
 {
     s->index_full_skips = true;
+}
+
+void eng_segment_discard_on_failure(eng_segment *s)
+{
+    s->discarded_on_failure = true;
 }
 
 int eng_segment_write_final_time_entry(eng_segment *s)

@@ -147,6 +147,12 @@ int eng_segment_appendv(eng_segment *s, const struct iovec *iov, int iovcnt, siz
  * forward from the entry before, whereas failing would fail the clean. */
 void eng_segment_skip_full_index(eng_segment *s);
 
+/* The caller removes the whole file when an append fails (the cleaner's
+ * output): an append whose refused bytes cannot be cut back then answers
+ * its own error, not ENG_EOFFLINE, which is for a log whose next start
+ * would keep them. */
+void eng_segment_discard_on_failure(eng_segment *s);
+
 /* Writes the time-index entry a seal ends with (the segment's largest
  * timestamp and its offset); nothing if it is there already.  After a
  * restart that entry is all that tells the segment's largest timestamp, so

@@ -38,6 +38,7 @@ struct eng_segment {
     int64_t created_ms;
     bool preallocated;
     bool index_full_skips; /* eng_segment_skip_full_index (cleaned segments) */
+    bool discarded_on_failure; /* eng_segment_discard_on_failure (cleaned segments) */
 };
 
 /* Opens (or reopens) both indexes; writable ones are preallocated. */

@@ -7,6 +7,8 @@
  *   compact.after_swap      exit and eio: the restart completes the swap
  *   compact.before_final    the restart completes the swap (.swap + .deleted)
  *   cleaner.before_checkpoint  compacted data; the next clean is harmless
+ *   segment.append.truncate  a clean's refused write not cut back: its own
+ *                           error (507), the dir online, the next clean fine
  *   fs.write_atomic.mid     exit in a checkpoint job: the old checkpoints
  *                           intact, the torn .tmp ignored and removed;
  *                           enospc on topic creation: 507, nothing created
@@ -151,6 +153,32 @@ static void test_cleaner_before_checkpoint(void **state)
     assert_int_equal(compaction_run(&s), 200);
     check_compacted(&s);
     assert_true(ls_file_size(path) > 0);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
+/* The cleaned segment refuses a write (a full disk) and cannot be cut
+ * back either.  Unlike an append's, the refused bytes are in a file the
+ * clean throws away whole, so nothing is wrong with the log: the answer is
+ * the write's own error (507), not 503 log_dir_offline with the dir still
+ * online, and the next clean succeeds. */
+static void test_compact_write_and_cut_fail(void **state)
+{
+    (void)state;
+    static ls_server s; /* static: the teardown finds it after a failed assertion */
+    /* Hits 1-3 are the setup's appends; the 4th is the clean's first write. */
+    compacted_setup(&s, "segment.append.partial=enospc@4,segment.append.truncate=eio", NULL);
+    ls_resp r;
+    assert_int_equal(ls_post(&s, "/v1/topics/c/compaction:run", "{}", &r), 0);
+    CHECK_ERR(r, 507, "disk_full");
+    ls_resp_free(&r);
+    char st[32];
+    assert_int_equal(ready_status(&s, st, sizeof st), 200);
+    assert_int_equal(count_suffix(&s, "c", ".log.cleaned"), 0);
+    check_uncompacted(&s);
+    assert_int_equal(compaction_run(&s), 200);
+    check_compacted(&s);
+    append_ok(&s, "c", 10, "c");
     assert_int_equal(ls_stop(&s), 0);
     ls_cleanup(&s);
 }
@@ -354,6 +382,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_compact_after_swap_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_before_final, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cleaner_before_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compact_write_and_cut_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_write_exit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_topic_meta_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retention_after_start_offset, setup, teardown),
