@@ -252,6 +252,91 @@ static void test_delete_under_stalled_raw_read(void **state)
     close(fd);
 }
 
+/* Descriptors the server holds on files of `<topic>-0` that retention
+ * has set aside or unlinked (`.deleted`, or `(deleted)` once gone). */
+static int open_deleted_files(ls_server *s, const char *topic)
+{
+    char dir[64], link[PATH_MAX], needle[300];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)s->pid);
+    snprintf(needle, sizeof needle, "/%s-0/", topic);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t len = readlink(path, link, sizeof link - 1);
+        if (len <= 0)
+            continue;
+        link[len] = 0;
+        if (strstr(link, needle) && strstr(link, "deleted"))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* A raw read (sendfile) of a segment that retention then deletes, whose
+ * client stopped reading: the descriptor keeps the unlinked file's disk
+ * space until the connection goes, which http.idle.timeout.ms bounds (a
+ * stalled send is no activity).  Its own server: the group's has the
+ * timeout off. */
+static ls_server g_own;
+
+/* After a test that ran its own server in S: stops it if a failed
+ * assertion left it running, and gives S back to the group's. */
+static int own_server_teardown(void **state)
+{
+    (void)state;
+    if (S != &g_own)
+        return 0;
+    int rc = ls_stop(S);
+    ls_cleanup(S);
+    S = &g_srv;
+    return rc == 0 ? 0 : -1;
+}
+
+static void test_retention_under_stalled_raw_read(void **state)
+{
+    (void)state;
+    ls_server *const own = &g_own;
+    static const char *const idle[] = {"http.idle.timeout.ms=2000", "log.initial.task.delay.ms=3600000",
+                                       "log.segment.delete.delay.ms=0", NULL};
+    S = own;
+    assert_int_equal(ls_start(S, idle), 0);
+    assert_int_equal(ls_create_topic(S, "aged", 1, "{\"file.delete.delay.ms\":\"0\"}"), 201);
+    append_big("aged", 16); /* one segment of ~16 MB */
+    ls_resp r;
+    assert_int_equal(ls_post(S, "/v1/topics/aged/partitions/0/segments:roll", "{}", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    int fd = raw_get(S, "/v1/topics/aged/partitions/0/records?offset=0&max_bytes=67108864",
+                     "application/octet-stream", 4096);
+    assert_true(fd >= 0);
+    char head[4096];
+    assert_true(raw_read(fd, head, sizeof head, 2000) > 0);
+    assert_true(wait_stalled(fd, 20000));
+    assert_int_equal(ls_post(S, "/v1/topics/aged/partitions/0/records:delete", "{\"before_offset\":-1}", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_post(S, "/v1/topics/aged/retention:run", "{\"dry_run\":false}", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    /* The read may still hold the deleted segment (unless the timeout
+     * already ended it), then lets it go. */
+    long long t = ru_mono_ms(), end = t + 20000;
+    int left = open_deleted_files(S, "aged");
+    fprintf(stderr, "# %d descriptors on the deleted segment after retention\n", left);
+    while ((left = open_deleted_files(S, "aged")) > 0 && ru_mono_ms() < end)
+        ru_sleep_ms(100);
+    fprintf(stderr, "# %d descriptors on the deleted segment after %lld ms\n", left,
+            ru_mono_ms() - t);
+    assert_int_equal(left, 0);
+    assert_true(drain_to_end(fd, 20000));
+    close(fd);
+}
+
 #define LEAVERS 24
 
 /* Clients that leave in the middle of an event or of a sendfile, half of
@@ -390,6 +475,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_delete_under_stalled_streams),
         cmocka_unit_test(test_delete_under_stalled_raw_read),
+        cmocka_unit_test_teardown(test_retention_under_stalled_raw_read, own_server_teardown),
         cmocka_unit_test(test_clients_leave_mid_event),
         cmocka_unit_test(test_stalled_readers_memory_and_stop),
     };
