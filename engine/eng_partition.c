@@ -258,6 +258,13 @@ void eng_partition_retire(eng_partition *p)
         p->ev.on_hw(p, INT64_MAX, p->ev.ctx);
 }
 
+void eng_partition_set_deleting(eng_partition *p, bool deleting)
+{
+    atomic_store(&p->deleting, deleting);
+    pthread_mutex_lock(&p->append_lock);
+    pthread_mutex_unlock(&p->append_lock);
+}
+
 bool eng_partition_retired(const eng_partition *p)
 {
     return atomic_load(&((eng_partition *)p)->retired);
@@ -584,6 +591,10 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
     pthread_mutex_lock(&p->append_lock);
     if (atomic_load(&p->retired)) {
         rc = eng_fail(err, ENG_ENOTOPIC, "topic '%s' was deleted", p->topic);
+        goto unlock;
+    }
+    if (atomic_load(&p->deleting)) {
+        rc = eng_fail(err, ENG_EBUSY, "topic '%s' is being deleted", p->topic);
         goto unlock;
     }
     if (p->closed) {

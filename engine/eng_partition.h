@@ -173,6 +173,11 @@ int eng_partition_close(eng_partition *p);
  * files. */
 void eng_partition_retire(eng_partition *p);
 
+/* A delete of p's topic has begun (true) or failed (false).  From true on,
+ * appends are refused with ENG_EBUSY: acknowledged, they would go with the
+ * topic.  Returns once the appends under way have finished. */
+void eng_partition_set_deleting(eng_partition *p, bool deleting);
+
 /* True once eng_partition_retire has begun on p: a reader about to wait for
  * p's high watermark learns here that no append will ever move it. */
 bool eng_partition_retired(const eng_partition *p);

@@ -60,6 +60,9 @@ struct eng_partition {
     /* The topic was deleted (eng_partition_retire): set under maint_lock
      * and append_lock, read without them by the cleaner to stop early. */
     _Atomic bool retired;
+    /* A delete of the topic has begun (eng_partition_set_deleting): set
+     * and cleared outside append_lock, read under it by appends. */
+    _Atomic bool deleting;
     /* Its segments' leave to use paths under dir: revoked on retire, before
      * the directory moves and the path may name the next topic's. */
     eng_segment_gate *gate;

@@ -438,6 +438,11 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
         pthread_mutex_unlock(&m->meta_lock);
         return rc;
     }
+    /* An append acknowledged from here on would go with the topic, or with
+     * its file after a crash: appends are refused as busy, those under way
+     * finish first.  The reservation keeps t's partitions as they are. */
+    for (int32_t p = 0; p < t->meta.partitions; p++)
+        eng_partition_set_deleting(t->parts[p], true);
     /* The file goes without m->lock: every request to every topic takes
      * it, and one slow fsync of meta/ held it for all of them.  The
      * reservation keeps t in the table meanwhile (no other delete, grow or
@@ -458,6 +463,8 @@ int eng_manager_delete_topic(eng_manager *m, const char *name, eng_errdetail *er
             ENG_ERROR("topic %s: its delete failed and meta/%s.json cannot be written back (%s): "
                       "the next start will not load it",
                       name, name, eng_strerror(back));
+        for (int32_t p = 0; p < t->meta.partitions; p++)
+            eng_partition_set_deleting(t->parts[p], false);
         pthread_mutex_unlock(&m->meta_lock);
         release(m, name);
         return eng_fail(err, rc, "removing metadata of topic '%s': %s", name, eng_strerror(rc));

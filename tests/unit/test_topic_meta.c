@@ -19,7 +19,10 @@
  *     topic.delete.sync_meta), leave other topics' lookups running too;
  *   - a delete whose fsync of meta/ fails changes nothing: the topic stays,
  *     and so does its file (a restart used to lose the topic, its
- *     partitions set aside as strays, although the delete had failed).
+ *     partitions set aside as strays, although the delete had failed);
+ *   - an append that comes while a delete removes the file is refused as
+ *     busy (it was acknowledged, then deleted), and taken again if the
+ *     delete fails.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +32,7 @@
 #include "eng_error.h"
 #include "eng_fault.h"
 #include "eng_manager.h"
+#include "eng_partition.h"
 #include "manager_fixture.h"
 #include "support.h"
 
@@ -424,6 +428,74 @@ static void test_delete_meta_sync_fails(void **state)
     eng_manager_close(m);
 }
 
+/* An append that comes while a delete removes the topic's metadata: made
+ * from the delete's own thread (a hook on topic.delete.sync_meta, between
+ * the unlink and the fsync of meta/), so it lands there on every run. */
+typedef struct append_probe {
+    eng_partition *p;
+    int rc;
+    int64_t base_offset;
+} append_probe;
+
+static int append_one(eng_partition *p, int64_t *base_offset)
+{
+    uint8_t b[4096];
+    size_t len = ts_build_batch(b, sizeof b, 0, 1, 1718000000000, 10);
+    assert_true(len > 0);
+    eng_append_opts o = {.expected_offset = -1};
+    eng_append_result res;
+    eng_errdetail err = {0};
+    int rc = eng_partition_append(p, b, len, &o, &res, &err);
+    if (!rc && base_offset)
+        *base_offset = res.base_offset;
+    return rc;
+}
+
+static void append_probe_hook(void *ctx)
+{
+    append_probe *a = ctx;
+    a->rc = append_one(a->p, &a->base_offset);
+}
+
+/* The delete has begun once its metadata is going: an append acknowledged
+ * then would be gone when the delete ends (or, after a crash, when the
+ * restart finds no meta/<topic>.json).  It is refused as busy instead, and
+ * if the delete fails, appends are taken again. */
+static void test_append_during_delete(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_create_topic(m, "t", 1, NULL, NULL, 0, &err), 0);
+    append_probe a = {.rc = 1};
+    assert_int_equal(eng_manager_partition(m, "t", 0, &a.p, &err), 0);
+    assert_int_equal(append_one(a.p, NULL), 0);
+
+    /* A delete that fails at the fsync of meta/: refused meanwhile, then
+     * taken again, at the next offset. */
+    eng_fault_hook("topic.delete.sync_meta", append_probe_hook, &a);
+    eng_fault_set("topic.delete.sync_meta=eio");
+    int rc = eng_manager_delete_topic(m, "t", &err);
+    eng_fault_set(NULL);
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(rc, -EIO);
+    assert_int_equal(a.rc, ENG_EBUSY);
+    int64_t base = -1;
+    assert_int_equal(append_one(a.p, &base), 0);
+    assert_int_equal(base, 1);
+
+    /* A delete that goes through. */
+    a.rc = 1;
+    eng_fault_hook("topic.delete.sync_meta", append_probe_hook, &a);
+    rc = eng_manager_delete_topic(m, "t", &err);
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(a.rc, ENG_EBUSY);
+    assert_int_equal(append_one(a.p, NULL), ENG_ENOTOPIC);
+    eng_partition_unref(a.p);
+    eng_manager_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -433,6 +505,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_grow_write_blocks_no_lookup, setup_gated, teardown),
         cmocka_unit_test_setup_teardown(test_delete_write_blocks_no_lookup, setup_gated, teardown),
         cmocka_unit_test_setup_teardown(test_delete_meta_sync_fails, setup_gated, teardown),
+        cmocka_unit_test_setup_teardown(test_append_during_delete, setup_gated, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
