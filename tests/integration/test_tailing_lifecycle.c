@@ -8,7 +8,11 @@
  * reach it: checked through /proc/<server pid>/fd, the deleted partition's
  * segment files must be closed within seconds of the DELETE, not at
  * http.idle.timeout.ms (or never, with the timeout off).  The same for a
- * raw read whose sendfile waits on a client that stopped reading.  Many
+ * raw read whose sendfile waits on a client that stopped reading, and, for
+ * a segment retention deleted under such a read, http.idle.timeout.ms
+ * bounds how long its descriptor stays.  Readers parked on a topic that is
+ * deleted and at once created again end on the old one (404, an error
+ * event or line), never reading the new one's offsets.  Many
  * such readers at once, beside parked ones, hold memory that does not grow
  * with the log, and a stop ends them all, cleanly and in bounded time.
  * Clients leaving mid-event or mid-sendfile (some with a reset) leave no
@@ -252,6 +256,74 @@ static void test_delete_under_stalled_raw_read(void **state)
     close(fd);
 }
 
+static void append_value(const char *topic, const char *value)
+{
+    char path[128], body[256];
+    snprintf(path, sizeof path, "/v1/topics/%s/partitions/0/records", topic);
+    snprintf(body, sizeof body, "{\"records\":[{\"key\":\"k\",\"value\":\"%s\"}]}", value);
+    ls_resp r;
+    assert_int_equal(ls_post(S, path, body, &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+}
+
+/* Readers parked at the end of a topic that is deleted and at once created
+ * again, with more records than the old one had: each ends on the old
+ * topic (404 unknown_topic, an error event or line) and none goes on
+ * reading the new topic's offsets, which are the same numbers. */
+static void test_delete_and_recreate_under_parked_readers(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "again", 1, NULL), 201);
+    append_value("again", "old-0");
+    long long base = parked(S);
+    poll_req q, raw;
+    assert_int_equal(poll_start(&q, S, "/v1/topics/again/partitions/0/records?offset=1&wait_ms=20000"), 0);
+    assert_int_equal(poll_start_accept(&raw, S,
+                                       "/v1/topics/again/partitions/0/records?offset=1&wait_ms=20000",
+                                       "application/octet-stream"),
+                     0);
+    mset sse, nd;
+    mset_start(&sse, S, "/v1/topics/again/partitions/0/records?offset=0", 1, "text/event-stream");
+    mset_start(&nd, S, "/v1/topics/again/partitions/0/records?offset=0", 1, "application/x-ndjson");
+    long long end = ru_mono_ms() + 10000;
+    while (parked(S) < base + 4 && ru_mono_ms() < end) {
+        mset_pump(&sse, 20);
+        mset_pump(&nd, 20);
+    }
+    assert_true(wait_parked(S, base + 4, 100));
+    ls_resp r;
+    assert_int_equal(ls_delete(S, "/v1/topics/again", &r), 0);
+    assert_int_equal(r.status, 204);
+    ls_resp_free(&r);
+    assert_int_equal(ls_create_topic(S, "again", 1, NULL), 201);
+    for (int i = 0; i < 3; i++)
+        append_value("again", "new");
+    end = ru_mono_ms() + 10000;
+    while ((sse.ndone < 1 || nd.ndone < 1) && ru_mono_ms() < end) {
+        mset_pump(&sse, 20);
+        mset_pump(&nd, 20);
+    }
+    pthread_join(q.th, NULL);
+    pthread_join(raw.th, NULL);
+    assert_int_equal(q.r.status, 404);
+    assert_string_equal(ls_jstr(&q.r, "error_code"), "unknown_topic");
+    assert_int_equal(raw.r.status, 404);
+    ls_resp_free(&q.r);
+    ls_resp_free(&raw.r);
+    assert_int_equal(sse.ndone, 1);
+    assert_int_equal(nd.ndone, 1);
+    assert_non_null(strstr(sse.r[0].body, "old-0"));
+    assert_non_null(strstr(sse.r[0].body, "event: error"));
+    assert_non_null(strstr(sse.r[0].body, "\"unknown_topic\""));
+    assert_null(strstr(sse.r[0].body, "new"));
+    assert_non_null(strstr(nd.r[0].body, "old-0"));
+    assert_non_null(strstr(nd.r[0].body, "{\"error\":{\"error_code\":\"unknown_topic\""));
+    assert_null(strstr(nd.r[0].body, "new"));
+    mset_free(&sse);
+    mset_free(&nd);
+}
+
 /* Descriptors the server holds on files of `<topic>-0` that retention
  * has set aside or unlinked (`.deleted`, or `(deleted)` once gone). */
 static int open_deleted_files(ls_server *s, const char *topic)
@@ -475,6 +547,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_delete_under_stalled_streams),
         cmocka_unit_test(test_delete_under_stalled_raw_read),
+        cmocka_unit_test(test_delete_and_recreate_under_parked_readers),
         cmocka_unit_test_teardown(test_retention_under_stalled_raw_read, own_server_teardown),
         cmocka_unit_test(test_clients_leave_mid_event),
         cmocka_unit_test(test_stalled_readers_memory_and_stop),
