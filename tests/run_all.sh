@@ -20,8 +20,9 @@ logdir=$root/test-logs
 mkdir -p "$logdir"
 
 run_one() {
-    local bin=$1 limit=$2 name out rc p f
+    local bin=$1 limit=$2 name out rc p f start
     name=$(basename "$bin")
+    start=$SECONDS
     out=$logdir/$name.log
     echo "== $name"
     timeout --kill-after=10 "$limit" "$bin" >"$out" 2>&1
@@ -38,7 +39,7 @@ run_one() {
         grep -E '^# (ERROR|FAIL|.*error)' "$out" | head -20 | sed 's/^/   /'
         failed_names+=("$name")
     fi
-    echo "   $p passed, $f failed"
+    echo "   $p passed, $f failed ($((SECONDS - start)) s)"
     passed=$((passed + p))
     failed=$((failed + f))
 }
