@@ -255,6 +255,13 @@ int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n);
 int eng_partition_segments_page(eng_partition *p, size_t start, size_t limit,
                                 eng_segment_info **out, size_t *n, size_t *total);
 
+/* The same from the first segment whose base offset is above after (>= 0):
+ * a cursor that stays put while retention drops segments before it, where
+ * a start index would skip as many segments as went.  *more tells whether
+ * segments follow the page. */
+int eng_partition_segments_after(eng_partition *p, int64_t after, size_t limit,
+                                 eng_segment_info **out, size_t *n, size_t *total, bool *more);
+
 /* A referenced segment by base offset (eng_segment_unref when done);
  * ENG_ENOTFOUND, or ENG_ENOTOPIC once the topic was deleted. */
 int eng_partition_segment(eng_partition *p, int64_t base, eng_segment **out);

@@ -504,8 +504,10 @@ int eng_partition_segments(eng_partition *p, eng_segment_info **out, size_t *n)
     return eng_partition_segments_page(p, 0, SIZE_MAX, out, n, &total);
 }
 
-int eng_partition_segments_page(eng_partition *p, size_t start, size_t limit,
-                                eng_segment_info **out, size_t *n, size_t *total)
+/* Lists at most limit segments of p from the start'th, or, when after >= 0,
+ * from the first whose base offset is above after. */
+static int segments_list(eng_partition *p, size_t start, int64_t after, size_t limit,
+                         eng_segment_info **out, size_t *n, size_t *total, bool *more)
 {
     if (atomic_load(&p->retired))
         return ENG_ENOTOPIC;
@@ -513,6 +515,8 @@ int eng_partition_segments_page(eng_partition *p, size_t start, size_t limit,
     /* Read the count while the view is held: once released, a roll may have
      * dropped the last reference and freed it. */
     size_t all = v->n;
+    if (after >= 0)
+        start = (size_t)(eng__segview_floor(v, after) + 1);
     size_t first = start < all ? start : all;
     size_t count = all - first < limit ? all - first : limit;
     eng_segment_info *arr = calloc(count ? count : 1, sizeof *arr);
@@ -559,7 +563,21 @@ int eng_partition_segments_page(eng_partition *p, size_t start, size_t limit,
     *out = arr;
     *n = count;
     *total = all;
+    *more = first + count < all;
     return 0;
+}
+
+int eng_partition_segments_page(eng_partition *p, size_t start, size_t limit,
+                                eng_segment_info **out, size_t *n, size_t *total)
+{
+    bool more;
+    return segments_list(p, start, -1, limit, out, n, total, &more);
+}
+
+int eng_partition_segments_after(eng_partition *p, int64_t after, size_t limit,
+                                 eng_segment_info **out, size_t *n, size_t *total, bool *more)
+{
+    return segments_list(p, 0, after < 0 ? 0 : after, limit, out, n, total, more);
 }
 
 int eng_partition_segment(eng_partition *p, int64_t base, eng_segment **out)
