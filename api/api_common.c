@@ -58,6 +58,42 @@ bool api_query_i64(const api_request *req, api_response *resp, const char *key, 
     return true;
 }
 
+bool api_page_limit(const api_request *req, api_response *resp, size_t *limit)
+{
+    int64_t v;
+    if (!api_query_i64(req, resp, "limit", API_PAGE_DEFAULT, 1, API_PAGE_MAX, &v))
+        return false;
+    *limit = (size_t)v;
+    return true;
+}
+
+void api_page_bad_after(const api_request *req, api_response *resp, const char *what)
+{
+    api_error(resp, req, "invalid_request", NULL,
+              "query parameter after must be %s (the next_after of the page before)", what);
+}
+
+bool api_page_after(const api_request *req, api_response *resp, const char *what,
+                    const char **after)
+{
+    bool present;
+    const char *v = api_query(req, "after", &present);
+    if (present && (!v || !*v)) {
+        api_page_bad_after(req, resp, what);
+        return false;
+    }
+    *after = present ? v : NULL;
+    return true;
+}
+
+void api_page_answer(json_t *o, bool has_more, json_t *next)
+{
+    json_object_set_new(o, "has_more", json_boolean(has_more));
+    json_object_set_new(o, "next_after", has_more && next ? next : json_null());
+    if (!has_more && next)
+        json_decref(next);
+}
+
 bool api_query_bool(const api_request *req, api_response *resp, const char *key, bool dflt,
                     bool *out)
 {

@@ -27,6 +27,34 @@ bool api_query_bool(const api_request *req, api_response *resp, const char *key,
                     bool *out);
 
 
+/* Every listing pages the same way (the topics, a topic's partitions, the
+ * log dir's partitions, a partition's segments): at most ?limit= items,
+ * API_PAGE_DEFAULT when absent, so a client that ignores paging gets a
+ * bounded answer rather than one document of every item; and ?after=, a
+ * key of the listing's stable order (topic name; partition id; topic and
+ * partition; base offset), from which the page goes on.  A key, not a
+ * position: a client that follows "next_after" sees every item that exists
+ * from its first page to its last exactly once, whatever is created or
+ * deleted between its pages. */
+#define API_PAGE_DEFAULT 1000
+#define API_PAGE_MAX 100000
+
+/* ?limit= in [1, API_PAGE_MAX], API_PAGE_DEFAULT when absent. */
+bool api_page_limit(const api_request *req, api_response *resp, size_t *limit);
+
+/* ?after= as given (borrowed from req), NULL when absent; an empty one is
+ * refused.  what names the key in the 400's message ("a topic name"). */
+bool api_page_after(const api_request *req, api_response *resp, const char *what,
+                    const char **after);
+
+/* Answers a refused ?after= value: 400 naming what the key must be. */
+void api_page_bad_after(const api_request *req, api_response *resp, const char *what);
+
+/* Adds the paging fields to a listing's answer o: "has_more", and
+ * "next_after", the ?after= of the next page (next, stolen), null when
+ * there is none. */
+void api_page_answer(json_t *o, bool has_more, json_t *next);
+
 /* Looks up {topic}/{partition}; on success *out is referenced. */
 bool api_lookup_partition(api_ctx *ctx, const api_request *req, const api_params *params,
                           api_response *resp, eng_partition **out);

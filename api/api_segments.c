@@ -18,18 +18,36 @@ static json_t *ts_or_null(int64_t ts)
 void api_h_segments(api_ctx *ctx, const api_request *req, const api_params *params,
                     api_response *resp)
 {
-    /* Paged as the dumps are: a listing scans every batch header of the
-     * segments it shows, so all of a long log's was seconds and megabytes. */
-    int64_t start, limit;
-    if (!api_query_i64(req, resp, "start", 0, 0, INT64_MAX, &start) ||
-        !api_query_i64(req, resp, "limit", 1000, 1, 100000, &limit))
+    /* Paged: a listing scans every batch header of the segments it shows,
+     * so all of a long log's was seconds and megabytes.  ?start= (a
+     * position, as the dumps take) stays for the clients that used it;
+     * ?after= (a base offset) is the cursor that retention cannot shift. */
+    int64_t start, after = -1;
+    size_t limit;
+    const char *after_text;
+    if (!api_query_i64(req, resp, "start", -1, 0, INT64_MAX, &start) ||
+        !api_page_limit(req, resp, &limit) ||
+        !api_page_after(req, resp, "a segment's base offset", &after_text))
         return;
+    if (after_text && (!api_parse_i64(after_text, &after) || after < 0)) {
+        api_page_bad_after(req, resp, "a segment's base offset");
+        return;
+    }
+    if (after_text && start >= 0) {
+        api_error(resp, req, "invalid_request", NULL, "give start or after, not both");
+        return;
+    }
     eng_partition *p;
     if (!api_lookup_partition(ctx, req, params, resp, &p))
         return;
     eng_segment_info *si;
     size_t n, total;
-    int rc = eng_partition_segments_page(p, (size_t)start, (size_t)limit, &si, &n, &total);
+    bool more;
+    int rc = after_text ? eng_partition_segments_after(p, after, limit, &si, &n, &total, &more)
+                        : eng_partition_segments_page(p, start < 0 ? 0 : (size_t)start, limit, &si,
+                                                      &n, &total);
+    if (!rc && !after_text)
+        more = (start < 0 ? 0 : (size_t)start) + n < total;
     if (rc) {
         eng_errdetail d = {0};
         if (rc == ENG_ENOTOPIC)
@@ -61,10 +79,13 @@ void api_h_segments(api_ctx *ctx, const api_request *req, const api_params *para
         json_object_set_new(o, "max_timestamp", ts_or_null(si[i].max_timestamp));
         json_array_append_new(arr, o);
     }
+    json_t *next = n ? json_integer(si[n - 1].base_offset) : NULL;
     free(si);
-    api_resp_json(resp, 200, json_pack("{s:s,s:i,s:I,s:o}", "topic", eng_partition_topic(p),
-                                       "partition", (int)eng_partition_id(p), "segment_count",
-                                       (json_int_t)total, "segments", arr));
+    json_t *o = json_pack("{s:s,s:i,s:I,s:o}", "topic", eng_partition_topic(p), "partition",
+                          (int)eng_partition_id(p), "segment_count", (json_int_t)total, "segments",
+                          arr);
+    api_page_answer(o, more, next);
+    api_resp_json(resp, 200, o);
     eng_partition_unref(p);
 }
 

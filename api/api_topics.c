@@ -49,23 +49,48 @@ static json_t *overrides_json(const eng_config_overrides *ov)
     return o;
 }
 
-/* Full description of a held topic (cleared here). */
-static json_t *held_json(eng_topic_held *h)
+/* Description of a held topic (cleared here) with one page of its
+ * partitions: at most limit of them, from the one after partition `after`
+ * (-1: from the first).  The topic's totals cover every partition: a
+ * dashboard shows them without reading every page. */
+static json_t *held_json(eng_topic_held *h, int64_t after, size_t limit)
 {
     json_t *parts = json_array();
-    for (size_t i = 0; i < h->n; i++)
-        json_array_append_new(parts, partition_json(h->parts[i]));
+    json_int_t size = 0, appended = 0, read = 0;
+    size_t first = after + 1 < (int64_t)h->n ? (size_t)(after + 1) : h->n;
+    size_t end = h->n - first < limit ? h->n : first + limit;
+    for (size_t i = 0; i < h->n; i++) {
+        if (i >= first && i < end) {
+            json_t *pj = partition_json(h->parts[i]);
+            size += json_integer_value(json_object_get(pj, "size_bytes"));
+            appended += json_integer_value(json_object_get(pj, "records_appended"));
+            read += json_integer_value(json_object_get(pj, "records_read"));
+            json_array_append_new(parts, pj);
+            continue;
+        }
+        eng_partition_info in;
+        eng_partition_counters c;
+        eng_partition_info_get(h->parts[i], &in);
+        eng_partition_counters_get(h->parts[i], &c);
+        size += (json_int_t)in.size_bytes;
+        appended += (json_int_t)c.appended_records;
+        read += (json_int_t)c.read_records;
+    }
     const eng_topic_meta *meta = &h->desc.meta;
-    json_t *o = json_pack("{s:s,s:s,s:i,s:I,s:o,s:o}", "name", meta->name, "topic_id",
+    json_t *o = json_pack("{s:s,s:s,s:i,s:I,s:o,s:I,s:I,s:I,s:o}", "name", meta->name, "topic_id",
                           meta->topic_id, "partition_count", (int)meta->partitions, "created_ms",
                           (json_int_t)meta->created_ms, "configs", overrides_json(&meta->overrides),
+                          "size_bytes", size, "records_appended", appended, "records_read", read,
                           "partitions", parts);
+    api_page_answer(o, end < h->n, end > first ? json_integer((json_int_t)(end - 1)) : NULL);
     eng_topic_held_clear(h);
     return o;
 }
 
-/* Full description of a topic, or NULL with resp filled. */
-static json_t *describe(api_ctx *ctx, const api_request *req, const char *name, api_response *resp)
+/* Description of a topic with one page of its partitions (held_json), or
+ * NULL with resp filled. */
+static json_t *describe(api_ctx *ctx, const api_request *req, const char *name, int64_t after,
+                        size_t limit, api_response *resp)
 {
     /* The partitions with the description, of one incarnation: not the
      * id of a topic deleted meanwhile beside its successor's offsets. */
@@ -73,12 +98,14 @@ static json_t *describe(api_ctx *ctx, const api_request *req, const char *name, 
     if (!api_topic_partitions(ctx, req, resp, name, &h.desc, &h.parts, &h.n))
         return NULL;
     (void)ENG_FAULT("describe.topic_read");
-    return held_json(&h);
+    return held_json(&h, after, limit);
 }
 
 /* Answers a successful create (201) or grow (200) with the topic as the
  * change left it (h, cleared here): described again by name, a delete
- * right after the change made it answer 404, or the next topic's state. */
+ * right after the change made it answer 404, or the next topic's state.
+ * Its partitions are the description's first page, as a GET without
+ * paging arguments answers. */
 static void answer_changed(api_response *resp, int status, eng_topic_held *h)
 {
     if (status == 201) {
@@ -86,13 +113,22 @@ static void answer_changed(api_response *resp, int status, eng_topic_held *h)
         snprintf(loc, sizeof loc, "/v1/topics/%s", h->desc.meta.name);
         api_resp_header(resp, "Location", loc);
     }
-    api_resp_json(resp, status, held_json(h));
+    api_resp_json(resp, status, held_json(h, -1, API_PAGE_DEFAULT));
 }
 
 void api_h_topics_list(api_ctx *ctx, const api_request *req, const api_params *params,
                        api_response *resp)
 {
     (void)params;
+    static const char what[] = "a topic name";
+    size_t limit;
+    const char *after;
+    if (!api_page_limit(req, resp, &limit) || !api_page_after(req, resp, what, &after))
+        return;
+    if (after && !eng_topic_name_valid(after)) {
+        api_page_bad_after(req, resp, what);
+        return;
+    }
     char **names;
     size_t n;
     int rc = eng_manager_list_topics(api_mgr(ctx), &names, &n);
@@ -100,8 +136,22 @@ void api_h_topics_list(api_ctx *ctx, const api_request *req, const api_params *p
         api_error_from_engine(resp, req, rc, NULL);
         return;
     }
+    /* The names come sorted as the engine sorts them (strcmp): the page
+     * starts at the first above after, which need not exist any more. */
+    size_t first = 0;
+    if (after) {
+        size_t hi = n;
+        while (first < hi) {
+            size_t mid = first + (hi - first) / 2;
+            if (strcmp(names[mid], after) <= 0)
+                first = mid + 1;
+            else
+                hi = mid;
+        }
+    }
+    size_t end = n - first < limit ? n : first + limit;
     json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = first; i < end; i++) {
         eng_topic_desc d;
         if (eng_manager_describe_topic(api_mgr(ctx), names[i], &d) != 0)
             continue; /* deleted meanwhile */
@@ -110,8 +160,12 @@ void api_h_topics_list(api_ctx *ctx, const api_request *req, const api_params *p
                                              overrides_json(&d.meta.overrides)));
         eng_topic_desc_clear(&d);
     }
+    /* The last name looked at, listed or deleted meanwhile: the next page
+     * goes on after it either way. */
+    json_t *o = json_pack("{s:o}", "topics", arr);
+    api_page_answer(o, end < n, end > first ? json_string(names[end - 1]) : NULL);
     eng_strv_free(names, n);
-    api_resp_json(resp, 200, json_pack("{s:o}", "topics", arr));
+    api_resp_json(resp, 200, o);
 }
 
 void api_h_topic_create(api_ctx *ctx, const api_request *req, const api_params *params,
@@ -215,7 +269,17 @@ void api_h_topic_get(api_ctx *ctx, const api_request *req, const api_params *par
     const char *name;
     if (!topic_param(req, params, resp, &name))
         return;
-    json_t *o = describe(ctx, req, name, resp);
+    static const char what[] = "a partition number";
+    size_t limit;
+    const char *after_text;
+    int64_t after = -1;
+    if (!api_page_limit(req, resp, &limit) || !api_page_after(req, resp, what, &after_text))
+        return;
+    if (after_text && (!api_parse_i64(after_text, &after) || after < 0 || after > INT32_MAX)) {
+        api_page_bad_after(req, resp, what);
+        return;
+    }
+    json_t *o = describe(ctx, req, name, after, limit, resp);
     if (o)
         api_resp_json(resp, 200, o);
 }
