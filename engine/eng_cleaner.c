@@ -268,8 +268,10 @@ static int run_clean(eng_cleaner *c, eng_partition *p, eng_offset_map *map, bool
         set_uncleanable(c, p, rc);
     else if (!dry_run && !rc && on_demand)
         clear_uncleanable(c, p);
+    /* Not once the topic is gone from the manager: its forget (which
+     * follows, under this lock) may have run already. */
     if (rc != ENG_EBUSY && rc != ENG_ENOTCOMPACT && rc != ENG_ENOTOPIC &&
-        (st->segments_before || rc || on_demand))
+        (st->segments_before || rc || on_demand) && still_registered(c, p))
         record_run(c, p, on_demand, rc, st);
     pthread_mutex_unlock(&c->lock);
     return rc;
@@ -541,6 +543,19 @@ void eng_cleaner_forget(eng_cleaner *c, const char *topic)
         if (strcmp(c->uncleanable[i].topic, topic))
             c->uncleanable[j++] = c->uncleanable[i];
     c->nuncleanable = j;
+    /* Its runs too: /v1/cleaner would show a deleted topic's cleanings as
+     * the history of a topic created later under the name.  Kept in order,
+     * oldest first, from slot 0. */
+    eng_cleaner_run kept[MAX_RUNS];
+    size_t nkept = 0;
+    for (size_t i = 0; i < c->nruns; i++) {
+        const eng_cleaner_run *r = &c->runs[(c->next_run + MAX_RUNS - c->nruns + i) % MAX_RUNS];
+        if (strcmp(r->topic, topic))
+            kept[nkept++] = *r;
+    }
+    memcpy(c->runs, kept, nkept * sizeof *kept);
+    c->nruns = nkept;
+    c->next_run = nkept % MAX_RUNS;
     int rc = dropped ? ckpt_write(c) : 0;
     if (rc)
         ENG_WARN("writing cleaner-offset-checkpoint: %s", eng_strerror(rc));

@@ -99,11 +99,12 @@ void eng_cleaner_stop(eng_cleaner *c);
  * ENG_ENOTCOMPACT, ENG_EBUSY (being cleaned), or the cleaning's error. */
 int eng_cleaner_clean_now(eng_cleaner *c, eng_partition *p, bool dry_run, eng_clean_stats *st);
 
-/* The checkpointed first dirty offset of topic/partition, -1 if none. */
 /* Drops what the cleaner remembers of a deleted topic (its checkpoint
- * entries, uncleanable marks), as Kafka does, so a topic created later under
- * the same name starts clean from offset 0. */
+ * entries, uncleanable marks, last runs), as Kafka does, so a topic created
+ * later under the same name starts clean from offset 0 with no history. */
 void eng_cleaner_forget(eng_cleaner *c, const char *topic);
+
+/* The checkpointed first dirty offset of topic/partition, -1 if none. */
 int64_t eng_cleaner_checkpoint(eng_cleaner *c, const char *topic, int32_t partition);
 
 int eng_cleaner_status_get(eng_cleaner *c, eng_cleaner_status *out);

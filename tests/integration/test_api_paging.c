@@ -10,7 +10,8 @@
  * each item that lived through it exactly once, the new ones ahead of its
  * cursor too, and none of the deleted ones ahead of it; a client that sends
  * no paging arguments gets the first 1000 items and has_more; bad limit and
- * after values answer 400 invalid_request.
+ * after values answer 400 invalid_request.  Also: /v1/cleaner forgets a
+ * deleted topic's last runs.
  *
  * One server serves the whole group; tests build on each other in order.
  */
@@ -543,6 +544,53 @@ static void test_segments(void **state)
         expect_400(bad[i]);
 }
 
+/* ---- the cleaner's last runs --------------------------------------------- */
+
+/* How many of /v1/cleaner's last runs are of topic. */
+static int runs_of(const char *topic)
+{
+    ls_resp r;
+    get_ok("/v1/cleaner", &r);
+    json_t *o;
+    size_t i;
+    int n = 0;
+    json_array_foreach(ls_jget(&r, "last_runs"), i, o)
+        n += strcmp(json_string_value(json_object_get(o, "topic")), topic) == 0;
+    ls_resp_free(&r);
+    return n;
+}
+
+static void compact_once(const char *topic)
+{
+    char path[300];
+    assert_int_equal(ls_create_topic(S, topic, 1, "{\"cleanup.policy\":\"compact\"}"), 201);
+    assert_int_equal(ls_append_json(S, topic, 0,
+                                    "{\"records\":[{\"key\":\"k\",\"value\":\"1\"},"
+                                    "{\"key\":\"k\",\"value\":\"2\"}]}"),
+                     200);
+    snprintf(path, sizeof path, "/v1/topics/%s/partitions/0/segments:roll", topic);
+    send_ok("POST", path, NULL, 200);
+    snprintf(path, sizeof path, "/v1/topics/%s/compaction:run", topic);
+    send_ok("POST", path, "{}", 200);
+}
+
+static void test_cleaner_forgets_deleted_topic(void **state)
+{
+    (void)state;
+    compact_once("cl-a");
+    compact_once("cl-b");
+    assert_int_equal(runs_of("cl-a"), 1);
+    assert_int_equal(runs_of("cl-b"), 1);
+    delete_topic("cl-a");
+    assert_int_equal(runs_of("cl-a"), 0);
+    assert_int_equal(runs_of("cl-b"), 1);
+    /* A topic made again under the name starts with no history. */
+    assert_int_equal(ls_create_topic(S, "cl-a", 1, "{\"cleanup.policy\":\"compact\"}"), 201);
+    assert_int_equal(runs_of("cl-a"), 0);
+    delete_topic("cl-a");
+    delete_topic("cl-b");
+}
+
 static void test_zz_clean_stop(void **state)
 {
     (void)state;
@@ -557,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_log_dirs),
         cmocka_unit_test(test_default_page),
         cmocka_unit_test(test_segments),
+        cmocka_unit_test(test_cleaner_forgets_deleted_topic),
         cmocka_unit_test(test_zz_clean_stop),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
