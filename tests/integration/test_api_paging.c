@@ -11,7 +11,8 @@
  * cursor too, and none of the deleted ones ahead of it; a client that sends
  * no paging arguments gets the first 1000 items and has_more; bad limit and
  * after values answer 400 invalid_request.  Also: /v1/cleaner forgets a
- * deleted topic's last runs.
+ * deleted topic's last runs, and POST /v1/admin/retention:run?partition=N
+ * runs partition N of every topic that has one.
  *
  * One server serves the whole group; tests build on each other in order.
  */
@@ -591,6 +592,39 @@ static void test_cleaner_forgets_deleted_topic(void **state)
     delete_topic("cl-b");
 }
 
+/* ---- POST /v1/admin/retention:run?partition=N ---------------------------- */
+
+static void test_admin_retention_partition(void **state)
+{
+    (void)state;
+    /* wide (30), a (6), b (2), d (2), a0 (1), sg (1): partition 5 exists in
+     * wide and a only; the others are left out, not refused. */
+    ls_resp r;
+    assert_int_equal(ls_send_json(S, "POST", "/v1/admin/retention:run?partition=5",
+                                  "{\"dry_run\":true}", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    json_t *parts = ls_jget(&r, "partitions"), *o;
+    assert_int_equal(json_array_size(parts), 2);
+    size_t i;
+    json_array_foreach(parts, i, o) {
+        assert_int_equal(json_integer_value(json_object_get(o, "partition")), 5);
+        const char *t = json_string_value(json_object_get(o, "topic"));
+        assert_true(!strcmp(t, "a") || !strcmp(t, "wide"));
+    }
+    ls_resp_free(&r);
+    /* A partition no topic has: an empty report. */
+    assert_int_equal(ls_send_json(S, "POST", "/v1/admin/retention:run?partition=99",
+                                  "{\"dry_run\":true}", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(json_array_size(ls_jget(&r, "partitions")), 0);
+    ls_resp_free(&r);
+    assert_int_equal(ls_expect_error(S, "POST", "/v1/admin/retention:run?partition=-1", "{}", 400,
+                                     "invalid_request"),
+                     0);
+}
+
 static void test_zz_clean_stop(void **state)
 {
     (void)state;
@@ -606,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_default_page),
         cmocka_unit_test(test_segments),
         cmocka_unit_test(test_cleaner_forgets_deleted_topic),
+        cmocka_unit_test(test_admin_retention_partition),
         cmocka_unit_test(test_zz_clean_stop),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
