@@ -422,7 +422,11 @@ static void test_query_parameters(void **state)
     expect_rejected_h("GET", BAD "?offset=0&offset=1", NULL, NULL, 0, NULL, 400, "invalid_request");
     expect_rejected_h("GET", BAD "?max_records=1&max_records=5", NULL, NULL, 0, NULL, 400,
                       "invalid_request");
-    expect_rejected_h("GET", "/v1/topics?limit=5", NULL, NULL, 0, NULL, 400, "invalid_request");
+    /* A misspelt paging argument: ignored, it would answer a page of the
+     * default size, not the one asked for. */
+    expect_rejected_h("GET", "/v1/topics?limt=5", NULL, NULL, 0, NULL, 400, "invalid_request");
+    expect_rejected_h("GET", "/v1/topics?limit=5&limit=6", NULL, NULL, 0, NULL, 400,
+                      "invalid_request");
     /* earliest and latest are flags: a value other than true is refused
      * (?latest=0 read from the high watermark) */
     expect_rejected_h("GET", BAD "?latest=0", NULL, NULL, 0, NULL, 400, "invalid_request");
