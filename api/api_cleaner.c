@@ -112,6 +112,11 @@ void api_h_cleaner(api_ctx *ctx, const api_request *req, const api_params *param
                    api_response *resp)
 {
     (void)params;
+    /* Only the partitions are paged: the threads, the last runs and the
+     * uncleanable marks are few whatever the number of partitions. */
+    api_part_pager pg;
+    if (!api_part_pager_init(req, resp, &pg))
+        return;
     eng_cleaner *c = eng_manager_cleaner(api_mgr(ctx));
     eng_cleaner_status s;
     if (!c || eng_cleaner_status_get(c, &s)) {
@@ -151,7 +156,8 @@ void api_h_cleaner(api_ctx *ctx, const api_request *req, const api_params *param
         for (size_t i = 0; i < n; i++) {
             eng_config cfg;
             eng_partition_get_config(all[i], &cfg);
-            if (!(cfg.v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT))
+            if (!(cfg.v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_COMPACT) ||
+                !api_part_pager_take(&pg, all[i]))
                 continue;
             eng_clean_range r;
             int64_t ck = eng_cleaner_checkpoint(c, eng_partition_topic(all[i]), eng_partition_id(all[i]));
@@ -170,10 +176,11 @@ void api_h_cleaner(api_ctx *ctx, const api_request *req, const api_params *param
         }
         eng_partitions_release(all, n);
     }
-    api_resp_json(resp, 200,
-                  json_pack("{s:b,s:i,s:I,s:o,s:o,s:o,s:o}", "enabled", s.enabled, "threads_count",
-                            (int)s.nthreads, "dedupe_buffer_bytes_per_thread",
-                            (json_int_t)s.dedupe_buffer_bytes_per_thread, "threads", threads,
-                            "last_runs", runs, "uncleanable", unc, "partitions", parts));
+    json_t *o = json_pack("{s:b,s:i,s:I,s:o,s:o,s:o,s:o}", "enabled", s.enabled, "threads_count",
+                          (int)s.nthreads, "dedupe_buffer_bytes_per_thread",
+                          (json_int_t)s.dedupe_buffer_bytes_per_thread, "threads", threads,
+                          "last_runs", runs, "uncleanable", unc, "partitions", parts);
+    api_part_pager_answer(&pg, o);
+    api_resp_json(resp, 200, o);
     eng_cleaner_status_free(&s);
 }

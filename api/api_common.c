@@ -8,6 +8,7 @@
 #include "eng_fault.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -92,6 +93,60 @@ void api_page_answer(json_t *o, bool has_more, json_t *next)
     json_object_set_new(o, "next_after", has_more && next ? next : json_null());
     if (!has_more && next)
         json_decref(next);
+}
+
+static const char part_after[] = "a partition's directory name, <topic>-<partition>";
+
+bool api_part_pager_init(const api_request *req, api_response *resp, api_part_pager *pg)
+{
+    memset(pg, 0, sizeof *pg);
+    pg->after_partition = -1;
+    const char *after;
+    if (!api_page_limit(req, resp, &pg->limit) || !api_page_after(req, resp, part_after, &after))
+        return false;
+    if (!after)
+        return true;
+    const char *dash = strrchr(after, '-');
+    int64_t id;
+    if (!dash || (size_t)(dash - after) > ENG_TOPIC_NAME_MAX || !api_parse_i64(dash + 1, &id) ||
+        id < 0 || id > INT32_MAX) {
+        api_page_bad_after(req, resp, part_after);
+        return false;
+    }
+    memcpy(pg->after_topic, after, (size_t)(dash - after));
+    pg->after_topic[dash - after] = 0;
+    if (!eng_topic_name_valid(pg->after_topic)) {
+        api_page_bad_after(req, resp, part_after);
+        return false;
+    }
+    pg->has_after = true;
+    pg->after_partition = id;
+    return true;
+}
+
+bool api_part_pager_take(api_part_pager *pg, eng_partition *p)
+{
+    if (pg->has_after) {
+        int c = strcmp(eng_partition_topic(p), pg->after_topic);
+        if (c < 0 || (c == 0 && eng_partition_id(p) <= pg->after_partition))
+            return false;
+    }
+    if (pg->listed == pg->limit) {
+        pg->more = true;
+        return false;
+    }
+    if (++pg->listed == pg->limit) {
+        char name[ENG_TOPIC_NAME_MAX + 16];
+        snprintf(name, sizeof name, "%s-%d", eng_partition_topic(p), (int)eng_partition_id(p));
+        pg->next = json_string(name);
+    }
+    return true;
+}
+
+void api_part_pager_answer(api_part_pager *pg, json_t *o)
+{
+    api_page_answer(o, pg->more, pg->next);
+    pg->next = NULL;
 }
 
 bool api_query_bool(const api_request *req, api_response *resp, const char *key, bool dflt,

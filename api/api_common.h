@@ -55,6 +55,29 @@ void api_page_bad_after(const api_request *req, api_response *resp, const char *
  * there is none. */
 void api_page_answer(json_t *o, bool has_more, json_t *next);
 
+/* Pages a listing of partitions across topics (the log dir's, the
+ * cleaner's), which come by topic name (strcmp, as the engine sorts its
+ * topics), then id.  Its ?after= is a partition's directory name,
+ * <topic>-<partition>, read by its last '-' as the engine reads directory
+ * names. */
+typedef struct api_part_pager {
+    size_t limit, listed;
+    bool has_after, more;
+    char after_topic[ENG_TOPIC_NAME_MAX + 1];
+    int64_t after_partition;
+    json_t *next; /* owned until api_part_pager_answer */
+} api_part_pager;
+
+/* Reads ?limit= and ?after=; false with the 400 answered. */
+bool api_part_pager_init(const api_request *req, api_response *resp, api_part_pager *pg);
+
+/* Offered each partition of the listing in order: true when p goes on
+ * this page. */
+bool api_part_pager_take(api_part_pager *pg, eng_partition *p);
+
+/* Adds has_more and next_after to o. */
+void api_part_pager_answer(api_part_pager *pg, json_t *o);
+
 /* Looks up {topic}/{partition}; on success *out is referenced. */
 bool api_lookup_partition(api_ctx *ctx, const api_request *req, const api_params *params,
                           api_response *resp, eng_partition **out);

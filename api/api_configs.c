@@ -381,42 +381,13 @@ void api_h_configs_defaults(api_ctx *ctx, const api_request *req, const api_para
     api_resp_json(resp, 200, json_pack("{s:o,s:o}", "server", server, "topic_defaults", topic));
 }
 
-/* Parses a partition's directory name, <topic>-<partition>, by its last
- * '-' as the engine names directories; topic needs ENG_TOPIC_NAME_MAX + 1. */
-static bool dir_name_parse(const char *s, char *topic, int64_t *partition)
-{
-    const char *dash = strrchr(s, '-');
-    if (!dash || (size_t)(dash - s) > ENG_TOPIC_NAME_MAX)
-        return false;
-    memcpy(topic, s, (size_t)(dash - s));
-    topic[dash - s] = 0;
-    return eng_topic_name_valid(topic) && api_parse_i64(dash + 1, partition) && *partition >= 0 &&
-           *partition <= INT32_MAX;
-}
-
-/* The log dir listing's order: by topic name (strcmp, as the engine sorts
- * its topics), then partition id. */
-static int dir_order(const char *topic, int32_t partition, const char *other, int64_t other_part)
-{
-    int c = strcmp(topic, other);
-    return c ? c : partition < other_part ? -1 : partition > other_part;
-}
-
 void api_h_log_dirs(api_ctx *ctx, const api_request *req, const api_params *params,
                     api_response *resp)
 {
     (void)params;
-    static const char what[] = "a partition's directory name, <topic>-<partition>";
-    size_t limit;
-    const char *after;
-    char after_topic[ENG_TOPIC_NAME_MAX + 1] = "";
-    int64_t after_part = -1;
-    if (!api_page_limit(req, resp, &limit) || !api_page_after(req, resp, what, &after))
+    api_part_pager pg;
+    if (!api_part_pager_init(req, resp, &pg))
         return;
-    if (after && !dir_name_parse(after, after_topic, &after_part)) {
-        api_page_bad_after(req, resp, what);
-        return;
-    }
     eng_manager *m = api_mgr(ctx);
     uint64_t total = 0, usable = 0;
     int rc = eng_manager_disk_usage(m, &total, &usable);
@@ -433,28 +404,12 @@ void api_h_log_dirs(api_ctx *ctx, const api_request *req, const api_params *para
     json_t *cur = NULL;
     const char *cur_name = NULL;
     json_int_t dir_bytes = 0;
-    size_t listed = 0;
-    bool more = false;
-    json_t *next = NULL;
     for (size_t i = 0; i < n; i++) {
         eng_partition_info in;
         eng_partition_info_get(all[i], &in);
         dir_bytes += (json_int_t)in.size_bytes;
-        if (after && dir_order(eng_partition_topic(all[i]), eng_partition_id(all[i]),
-                               after_topic, after_part) <= 0)
+        if (!api_part_pager_take(&pg, all[i]))
             continue;
-        if (listed == limit) {
-            more = true;
-            continue;
-        }
-        listed++;
-        if (listed == limit) {
-            char dn[ENG_TOPIC_NAME_MAX + 16];
-            snprintf(dn, sizeof dn, "%s-%d", eng_partition_topic(all[i]),
-                     (int)eng_partition_id(all[i]));
-            json_decref(next);
-            next = json_string(dn);
-        }
         if (!cur_name || strcmp(cur_name, eng_partition_topic(all[i]))) {
             cur_name = eng_partition_topic(all[i]);
             cur = json_array();
@@ -478,6 +433,6 @@ void api_h_log_dirs(api_ctx *ctx, const api_request *req, const api_params *para
                                          : eng_manager_offline(m) ? json_string("KAFKA_STORAGE_ERROR")
                                                                   : json_null());
     json_t *o = json_pack("{s:[o]}", "log_dirs", dir);
-    api_page_answer(o, more, next);
+    api_part_pager_answer(&pg, o);
     api_resp_json(resp, 200, o);
 }

@@ -51,7 +51,7 @@ static const api_route routes[] = {
     {"GET", "/v1/jobs", api_h_jobs, API_ROLE_READ, E, NULL},
     {"POST", "/v1/topics/{topic}/compaction:run", api_h_topic_compaction, API_ROLE_ADMIN, E | B, "partition"},
     {"POST", "/v1/admin/compaction:run", api_h_admin_compaction, API_ROLE_ADMIN, E | B, "partition"},
-    {"GET", "/v1/cleaner", api_h_cleaner, API_ROLE_READ, E, NULL},
+    {"GET", "/v1/cleaner", api_h_cleaner, API_ROLE_READ, E, "limit after"},
     {"GET", "/v1/topics/{topic}/configs", api_h_configs_get, API_ROLE_READ, E, NULL},
     {"POST", "/v1/topics/{topic}/configs:alter", api_h_configs_alter, API_ROLE_ADMIN, E | B, NULL},
     {"PUT", "/v1/topics/{topic}/configs/{name}", api_h_config_put, API_ROLE_ADMIN, E | B, NULL},

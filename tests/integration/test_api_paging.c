@@ -1,8 +1,8 @@
 /*
  * test_api_paging.c - the admin listings page (README "Paging"), against the
  * real server: GET /v1/topics (by name), GET /v1/topics/{t} (its partitions,
- * by id), GET /v1/log-dirs (partitions by topic and id) and GET
- * .../segments (by base offset).
+ * by id), GET /v1/log-dirs and GET /v1/cleaner (partitions by topic and
+ * id) and GET .../segments (by base offset).
  *
  * For each: a walk that follows next_after sees every item exactly once, in
  * order, and ends with has_more false and next_after null; a walk with
@@ -545,6 +545,72 @@ static void test_segments(void **state)
         expect_400(bad[i]);
 }
 
+/* ---- GET /v1/cleaner's partitions ---------------------------------------- */
+
+static size_t cleaner_items(const ls_resp *r, seen *s)
+{
+    json_t *arr = ls_jget(r, "partitions"), *o;
+    size_t i;
+    json_array_foreach(arr, i, o) {
+        char item[64];
+        snprintf(item, sizeof item, "%s %04lld", json_string_value(json_object_get(o, "topic")),
+                 (long long)json_integer_value(json_object_get(o, "partition")));
+        seen_add(s, item);
+    }
+    return json_array_size(arr);
+}
+
+static void cleaner_churn(int page)
+{
+    if (page != 1)
+        return;
+    /* The first page of 3 ended at cp1-2. */
+    delete_topic("cp3");
+    assert_int_equal(ls_create_topic(S, "cp0", 1, "{\"cleanup.policy\":\"compact\"}"), 201);
+    assert_int_equal(ls_create_topic(S, "cp4", 2, "{\"cleanup.policy\":\"compact\"}"), 201);
+}
+
+static void test_cleaner_pages(void **state)
+{
+    (void)state;
+    /* Beside the topics without compact left by the tests before. */
+    assert_int_equal(ls_create_topic(S, "cp1", 4, "{\"cleanup.policy\":\"compact\"}"), 201);
+    assert_int_equal(ls_create_topic(S, "cp2", 3, "{\"cleanup.policy\":\"compact\"}"), 201);
+    assert_int_equal(ls_create_topic(S, "cp3", 2, "{\"cleanup.policy\":\"compact\"}"), 201);
+    static seen s;
+    assert_int_equal(walk("/v1/cleaner?limit=3", cleaner_items, NULL, &s), 3);
+    assert_int_equal(s.n, 9);
+    assert_ordered_once(&s);
+    assert_string_equal(s.item[0], "cp1 0000");
+    assert_string_equal(s.item[8], "cp3 0001");
+    ls_resp r;
+    get_ok("/v1/cleaner", &r);
+    assert_int_equal(json_array_size(ls_jget(&r, "partitions")), 9);
+    assert_true(json_is_array(ls_jget(&r, "last_runs")));
+    assert_false(json_is_true(ls_jget(&r, "has_more")));
+    ls_resp_free(&r);
+    get_ok("/v1/cleaner?limit=4&after=cp1-3", &r);
+    assert_string_equal(ls_jstr(&r, "partitions.0.topic"), "cp2");
+    assert_string_equal(ls_jstr(&r, "next_after"), "cp3-0");
+    ls_resp_free(&r);
+
+    walk("/v1/cleaner?limit=3", cleaner_items, cleaner_churn, &s);
+    assert_ordered_once(&s);
+    assert_int_equal(seen_count(&s, "cp0 0000"), 0); /* made behind the cursor */
+    assert_int_equal(seen_count(&s, "cp3 0000"), 0);
+    assert_int_equal(seen_count(&s, "cp4 0001"), 1);
+    assert_int_equal(s.n, 4 + 3 + 2);
+
+    static const char *const bad[] = {"/v1/cleaner?limit=0", "/v1/cleaner?after=cp1",
+                                      "/v1/cleaner?after=cp1-x", "/v1/cleaner?after="};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_400(bad[i]);
+    delete_topic("cp0");
+    delete_topic("cp1");
+    delete_topic("cp2");
+    delete_topic("cp4");
+}
+
 /* ---- the cleaner's last runs --------------------------------------------- */
 
 /* How many of /v1/cleaner's last runs are of topic. */
@@ -639,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_log_dirs),
         cmocka_unit_test(test_default_page),
         cmocka_unit_test(test_segments),
+        cmocka_unit_test(test_cleaner_pages),
         cmocka_unit_test(test_cleaner_forgets_deleted_topic),
         cmocka_unit_test(test_admin_retention_partition),
         cmocka_unit_test(test_zz_clean_stop),
