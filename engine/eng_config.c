@@ -33,10 +33,10 @@ static const eng_config_def defs[ENG_CFG_COUNT] = {
                                NULL, {{"log.segment.bytes", 1}},
                                "Largest size of a segment's .log file before a new segment is rolled."},
     [ENG_CFG_SEGMENT_MS] = {"segment.ms", ENG_CFG_LONG, "604800000", 1, LMAX, 0, 0, NULL,
-                            {{"log.roll.ms", 1}, {"log.roll.hours", HOURS}},
+                            {{"log.roll.ms", 1}, {"log.roll.hours", HOURS, 1}},
                             "Roll a new segment once the active one spans this much record time."},
     [ENG_CFG_SEGMENT_JITTER_MS] = {"segment.jitter.ms", ENG_CFG_LONG, "0", 0, LMAX, 0, 0, NULL,
-                                   {{"log.roll.jitter.ms", 1}, {"log.roll.jitter.hours", HOURS}},
+                                   {{"log.roll.jitter.ms", 1}, {"log.roll.jitter.hours", HOURS, 0}},
                                    "Random jitter subtracted from segment.ms per segment."},
     [ENG_CFG_SEGMENT_INDEX_BYTES] = {"segment.index.bytes", ENG_CFG_INT, "10485760", 4, IMAX, 0, 0,
                                      NULL, {{"log.index.size.max.bytes", 1}},
@@ -51,8 +51,9 @@ static const eng_config_def defs[ENG_CFG_COUNT] = {
                                  {{"log.retention.bytes", 1}},
                                  "Delete oldest segments while the partition exceeds this size; -1 = no limit."},
     [ENG_CFG_RETENTION_MS] = {"retention.ms", ENG_CFG_LONG, "604800000", -1, LMAX, 0, 0, NULL,
-                              {{"log.retention.ms", 1}, {"log.retention.minutes", MINUTES},
-                               {"log.retention.hours", HOURS}},
+                              {{"log.retention.ms", 1},
+                               {"log.retention.minutes", MINUTES, INT32_MIN},
+                               {"log.retention.hours", HOURS, INT32_MIN}},
                               "Delete segments whose newest record is older than this; -1 = forever."},
     [ENG_CFG_MAX_MESSAGE_BYTES] = {"max.message.bytes", ENG_CFG_INT, "1048588", 0, IMAX, 0, 0, NULL,
                                    {{"message.max.bytes", 1}},
@@ -209,13 +210,22 @@ static int parse_list(const eng_config_def *d, const char *text, int64_t *mask, 
     }
 }
 
-static int bad(eng_errdetail *err, const eng_config_def *d, const char *text, const char *why)
+static int bad_named(eng_errdetail *err, const char *name, const char *text, const char *why)
 {
-    eng_errdetail_key(err, d->name);
-    return eng_fail(err, ENG_ECONFIG, "invalid value '%.64s' for %s: %s", text, d->name, why);
+    eng_errdetail_key(err, name);
+    return eng_fail(err, ENG_ECONFIG, "invalid value '%.64s' for %s: %s", text, name, why);
 }
 
-int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, eng_errdetail *err)
+static int bad(eng_errdetail *err, const eng_config_def *d, const char *text, const char *why)
+{
+    return bad_named(err, d->name, text, why);
+}
+
+/* eng_config_parse, with errors naming `name`: a broker synonym is refused
+ * under the name the user gave (log.segment.bytes), as Kafka's broker
+ * config refuses it, not under the topic config it feeds. */
+static int parse_as(eng_config_id id, const char *name, const char *text, eng_config_value *out,
+                    eng_errdetail *err)
 {
     const eng_config_def *d = &defs[id];
     eng_config_value v = {0};
@@ -224,7 +234,8 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
     case ENG_CFG_INT:
     case ENG_CFG_LONG:
         if (parse_long(text, &v.i))
-            return bad(err, d, text, d->type == ENG_CFG_INT ? "expected an int" : "expected a long");
+            return bad_named(err, name, text,
+                             d->type == ENG_CFG_INT ? "expected an int" : "expected a long");
         if (v.i < d->min || v.i > d->max) {
             /* An open-ended range names its lower bound, unless the value
              * is past the type's top (2147483648 for an int). */
@@ -235,22 +246,22 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
             else
                 snprintf(why, sizeof why, "must be in [%lld, %lld]", (long long)d->min,
                          (long long)d->max);
-            return bad(err, d, text, why);
+            return bad_named(err, name, text, why);
         }
         /* Kafka's validator: 1..9, or -1 for zlib's default; 0 (no
          * compression) is refused, not taken as the default. */
         if (id == ENG_CFG_COMPRESSION_GZIP_LEVEL && v.i == 0)
-            return bad(err, d, text, "must be in [1, 9] or -1");
+            return bad_named(err, name, text, "must be in [1, 9] or -1");
         break;
     case ENG_CFG_DOUBLE: {
         char *end;
         errno = 0;
         v.d = strtod(text, &end);
         if (errno || end == text || *end || !isfinite(v.d))
-            return bad(err, d, text, "expected a number");
+            return bad_named(err, name, text, "expected a number");
         if (v.d < d->dmin || v.d > d->dmax) {
             snprintf(why, sizeof why, "must be in [%g, %g]", d->dmin, d->dmax);
-            return bad(err, d, text, why);
+            return bad_named(err, name, text, why);
         }
         break;
     }
@@ -260,24 +271,30 @@ int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, 
         else if (strcasecmp(text, "false") == 0)
             v.i = 0;
         else
-            return bad(err, d, text, "expected true or false");
+            return bad_named(err, name, text, "expected true or false");
         break;
     case ENG_CFG_STRING: {
         int c = choice_index(d->choices, text, strlen(text), false);
         if (c < 0)
-            return bad(err, d, text, "not one of the allowed values");
+            return bad_named(err, name, text, "not one of the allowed values");
         if (id == ENG_CFG_COMPRESSION_TYPE && !eng_codec_supported(eng_config_codec(c)))
-            return bad(err, d, text, "this codec is not available in this build");
+            return bad_named(err, name, text, "this codec is not available in this build");
         v.i = c;
         break;
     }
     case ENG_CFG_LIST:
         if (parse_list(d, text, &v.i, NULL, false, NULL, 0))
-            return bad(err, d, text, "expected a comma-separated subset of delete, compact");
+            return bad_named(err, name, text,
+                             "expected a comma-separated subset of delete, compact");
         break;
     }
     *out = v;
     return 0;
+}
+
+int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, eng_errdetail *err)
+{
+    return parse_as(id, defs[id].name, text, out, err);
 }
 
 void eng_format_double(double d, char *buf, size_t len)
@@ -325,55 +342,62 @@ void eng_config_defaults_init(eng_config_defaults *d)
     }
 }
 
+/* The value of unit synonym syn (log.retention.hours, ...) in
+ * milliseconds.  Kafka reads the setting as a Java int with its own lower
+ * bound, then multiplies; a negative retention means unlimited. */
+static int scale_synonym(const eng_config_synonym *syn, const char *text, int64_t *ms,
+                         eng_errdetail *err)
+{
+    int64_t raw;
+    char why[64];
+    if (parse_long(text, &raw) || raw < INT32_MIN || raw > INT32_MAX)
+        return bad_named(err, syn->name, text, "expected an int");
+    if (raw < syn->min) {
+        snprintf(why, sizeof why, "must be at least %lld", (long long)syn->min);
+        return bad_named(err, syn->name, text, why);
+    }
+    *ms = raw < 0 ? -1 : raw * syn->factor; /* |int| * 3,600,000 fits a long */
+    return 0;
+}
+
 int eng_config_defaults_apply(eng_config_defaults *d, const char *name, const char *text,
                               eng_errdetail *err)
 {
     int applied = 0;
     for (int i = 0; i < ENG_CFG_COUNT; i++) {
         for (int s = 0; s < 4 && defs[i].synonyms[s].name; s++) {
-            if (strcmp(defs[i].synonyms[s].name, name) != 0)
+            const eng_config_synonym *syn = &defs[i].synonyms[s];
+            if (strcmp(syn->name, name) != 0)
                 continue;
-            /* A lower-priority synonym never overrides a higher one already set. */
-            if (d->synonym_rank[i] >= 0 && d->synonym_rank[i] < s) {
-                applied = 1;
-                continue;
-            }
-            int64_t factor = defs[i].synonyms[s].factor;
             eng_config_value v;
             int rc;
             int64_t neg;
-            if (factor == 1 && i == ENG_CFG_RETENTION_MS && !parse_long(text, &neg) && neg < 0) {
+            if (syn->factor == 1 && i == ENG_CFG_RETENTION_MS && !parse_long(text, &neg) &&
+                neg < 0) {
                 /* Kafka's logRetentionTimeMillis: any negative broker value,
                  * whichever synonym gave it, means unlimited. */
                 v.i = -1;
                 rc = 0;
-            } else if (factor == 1) {
-                rc = eng_config_parse((eng_config_id)i, text, &v, err);
+            } else if (syn->factor == 1) {
+                rc = parse_as((eng_config_id)i, name, text, &v, err);
             } else {
-                int64_t raw;
-                if (parse_long(text, &raw)) {
-                    eng_errdetail_key(err, name);
-                    return eng_fail(err, ENG_ECONFIG, "invalid value '%.64s' for %s: expected a long",
-                                    text, name);
-                }
-                /* Kafka: a negative hours/minutes retention means unlimited. */
-                if (raw < 0)
-                    v.i = -1;
-                else if (raw > INT64_MAX / factor)
-                    v.i = INT64_MAX;
-                else
-                    v.i = raw * factor;
+                int64_t ms = 0;
                 char scaled[32];
-                snprintf(scaled, sizeof scaled, "%lld", (long long)v.i);
-                rc = eng_config_parse((eng_config_id)i, scaled, &v, err);
+                rc = scale_synonym(syn, text, &ms, err);
+                if (!rc) {
+                    snprintf(scaled, sizeof scaled, "%lld", (long long)ms);
+                    rc = parse_as((eng_config_id)i, name, scaled, &v, err);
+                }
             }
-            if (rc) {
-                eng_errdetail_key(err, name);
+            if (rc)
                 return rc;
-            }
+            applied = 1;
+            /* Checked, but a lower-priority synonym never overrides a
+             * higher one already set. */
+            if (d->synonym_rank[i] >= 0 && d->synonym_rank[i] < s)
+                continue;
             d->cfg.v[i] = v;
             d->synonym_rank[i] = (int8_t)s;
-            applied = 1;
         }
     }
     return applied;

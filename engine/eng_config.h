@@ -84,6 +84,9 @@ typedef union eng_config_value {
 typedef struct eng_config_synonym {
     const char *name;
     int64_t factor; /* multiply the broker value by this (hours -> ms) */
+    /* factor != 1 only: the setting is a Java int in Kafka (log.roll.hours,
+     * log.retention.minutes, ...) with this lower bound of its own. */
+    int64_t min;
 } eng_config_synonym;
 
 typedef struct eng_config_def {
@@ -141,7 +144,10 @@ void eng_format_double(double d, char *buf, size_t len);
 void eng_config_defaults_init(eng_config_defaults *d);
 
 /* Applies one server setting if it is a broker synonym of a topic config.
- * Returns 1 if applied, 0 if name is no synonym, or ENG_ECONFIG. */
+ * The value is checked whatever its priority, as Kafka parses every setting
+ * it is given, and an error names the setting and the value as given.
+ * Returns 1 if it is a synonym (applied, or outranked by a higher-priority
+ * synonym already set), 0 if name is no synonym, or ENG_ECONFIG. */
 int eng_config_defaults_apply(eng_config_defaults *d, const char *name, const char *text,
                               eng_errdetail *err);
 

@@ -343,6 +343,67 @@ static void test_broker_synonyms_priority(void **state)
     assert_int_equal(eng_config_source_of(&d, NULL, ENG_CFG_FLUSH_MS), ENG_SRC_DEFAULT);
 }
 
+/* A broker synonym is checked as Kafka's broker config checks it, and the
+ * error names the setting and the value as the user gave them: the unit
+ * synonyms (log.retention.hours, .minutes, log.roll.hours,
+ * log.roll.jitter.hours) are Java ints with their own bounds, and a
+ * lower-priority synonym is checked even when a higher one is already set,
+ * as Kafka parses every setting it is given. */
+static void expect_synonym_refused(eng_config_defaults *d, const char *name, const char *text,
+                                   const char *in_message)
+{
+    eng_errdetail err = {0};
+    int rc = eng_config_defaults_apply(d, name, text, &err);
+    if (rc != ENG_ECONFIG)
+        fail_msg("%s=%s: rc %d, want ENG_ECONFIG", name, text, rc);
+    assert_string_equal(err.key, name);
+    char want[160];
+    snprintf(want, sizeof want, "'%s' for %s", text, name);
+    if (!strstr(err.message, want) || !strstr(err.message, in_message))
+        fail_msg("%s=%s: message \"%s\" lacks \"%s\" or \"%s\"", name, text, err.message, want,
+                 in_message);
+}
+
+static void test_broker_synonyms_checked_as_kafka(void **state)
+{
+    (void)state;
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    /* Java ints: one past Integer.MAX_VALUE is refused, not scaled. */
+    expect_synonym_refused(&d, "log.retention.hours", "2147483648", "int");
+    expect_synonym_refused(&d, "log.retention.minutes", "99999999999", "int");
+    expect_synonym_refused(&d, "log.roll.hours", "2147483648", "int");
+    expect_synonym_refused(&d, "log.roll.jitter.hours", "2147483648", "int");
+    /* Their own lower bounds, named with the value given (-5, not -1). */
+    expect_synonym_refused(&d, "log.roll.hours", "0", "at least 1");
+    expect_synonym_refused(&d, "log.roll.hours", "-3", "at least 1");
+    expect_synonym_refused(&d, "log.roll.jitter.hours", "-5", "at least 0");
+    /* A factor-1 synonym names itself too, not the topic config. */
+    expect_synonym_refused(&d, "log.segment.bytes", "1000", "at least 1048576");
+    expect_synonym_refused(&d, "message.max.bytes", "-1", "at least 0");
+    assert_int_equal(d.cfg.v[ENG_CFG_RETENTION_MS].i, 604800000);
+    assert_int_equal(d.cfg.v[ENG_CFG_SEGMENT_MS].i, 604800000);
+    assert_int_equal(d.synonym_rank[ENG_CFG_RETENTION_MS], -1);
+    /* Still valid: the largest int, and a negative retention (unlimited). */
+    assert_int_equal(eng_config_defaults_apply(&d, "log.retention.hours", "2147483647", NULL), 1);
+    assert_int_equal(d.cfg.v[ENG_CFG_RETENTION_MS].i, 2147483647LL * 3600000);
+    assert_int_equal(eng_config_defaults_apply(&d, "log.retention.minutes", "-7", NULL), 1);
+    assert_int_equal(d.cfg.v[ENG_CFG_RETENTION_MS].i, -1);
+    /* Whatever the order: a bad lower-priority synonym after a good
+     * higher one is refused, and leaves the value in force alone. */
+    eng_config_defaults d2;
+    eng_config_defaults_init(&d2);
+    assert_int_equal(eng_config_defaults_apply(&d2, "log.retention.ms", "1000", NULL), 1);
+    expect_synonym_refused(&d2, "log.retention.hours", "abc", "int");
+    expect_synonym_refused(&d2, "log.retention.minutes", "2147483648", "int");
+    assert_int_equal(eng_config_defaults_apply(&d2, "log.roll.ms", "5000", NULL), 1);
+    expect_synonym_refused(&d2, "log.roll.hours", "0", "at least 1");
+    assert_int_equal(eng_config_defaults_apply(&d2, "log.retention.hours", "2", NULL), 1);
+    assert_int_equal(d2.cfg.v[ENG_CFG_RETENTION_MS].i, 1000);
+    assert_int_equal(d2.cfg.v[ENG_CFG_SEGMENT_MS].i, 5000);
+    assert_int_equal(d2.synonym_rank[ENG_CFG_RETENTION_MS], 0);
+}
+
 static void test_compaction_lag_cross_check(void **state)
 {
     (void)state;
@@ -551,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_numeric_bounds_table),
         cmocka_unit_test(test_cleanup_policy_lists),
         cmocka_unit_test(test_broker_synonyms_priority),
+        cmocka_unit_test(test_broker_synonyms_checked_as_kafka),
         cmocka_unit_test(test_compaction_lag_cross_check),
         cmocka_unit_test(test_overrides_set_and_resolve),
         cmocka_unit_test(test_timestamp_limit_fallback),
