@@ -288,7 +288,11 @@ static void configs_alter_locked(api_ctx *ctx, const api_request *req, const api
         } else if (!strcasecmp(k, "DELETE")) {
             rc = eng_config_overrides_set(&d.meta.overrides, n, NULL, &ed);
         } else if (!strcasecmp(k, "APPEND") || !strcasecmp(k, "SUBTRACT")) {
-            if (id < 0 || eng_config_def_at((eng_config_id)id)->type != ENG_CFG_LIST) {
+            /* A name that is no topic config is refused as SET refuses it:
+             * "not a list" would be wrong for Kafka's replication lists. */
+            if (id < 0) {
+                rc = eng_config_name_error(n, &ed);
+            } else if (eng_config_def_at((eng_config_id)id)->type != ENG_CFG_LIST) {
                 eng_errdetail_key(&ed, n);
                 rc = eng_fail(&ed, ENG_ECONFIG, "%s applies to list configs only; %.100s is not one", k, n);
             } else {

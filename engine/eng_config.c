@@ -142,6 +142,15 @@ bool eng_config_is_inapplicable(const char *name)
     return false;
 }
 
+int eng_config_name_error(const char *name, eng_errdetail *err)
+{
+    eng_errdetail_key(err, name);
+    if (eng_config_is_inapplicable(name))
+        return eng_fail(err, ENG_ECONFIG, "%.100s has no meaning on a single-node log store",
+                        name);
+    return eng_fail(err, ENG_ECONFIG, "unknown topic config '%.100s'", name);
+}
+
 static int parse_long(const char *text, int64_t *out)
 {
     while (isspace((unsigned char)*text))
@@ -505,13 +514,8 @@ int eng_config_overrides_set(eng_config_overrides *ov, const char *name, const c
                              eng_errdetail *err)
 {
     int id = eng_config_lookup(name);
-    if (id < 0) {
-        eng_errdetail_key(err, name);
-        if (eng_config_is_inapplicable(name))
-            return eng_fail(err, ENG_ECONFIG, "%.100s has no meaning on a single-node log store",
-                            name);
-        return eng_fail(err, ENG_ECONFIG, "unknown topic config '%.100s'", name);
-    }
+    if (id < 0)
+        return eng_config_name_error(name, err);
     if (!text) {
         free(ov->text[id]);
         ov->text[id] = NULL;

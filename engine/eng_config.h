@@ -130,6 +130,11 @@ int eng_config_lookup(const char *name);
  * refused with a message that says so). */
 bool eng_config_is_inapplicable(const char *name);
 
+/* Refuses name, which is no topic config (eng_config_lookup gave -1), with
+ * ENG_ECONFIG and the key named: unknown, or a Kafka config that has no
+ * meaning on one node. */
+int eng_config_name_error(const char *name, eng_errdetail *err);
+
 /* Parses text for config id; fails with ENG_ECONFIG naming the key. */
 int eng_config_parse(eng_config_id id, const char *text, eng_config_value *out, eng_errdetail *err);
 

@@ -508,6 +508,36 @@ static void test_alter_refused_changes_nothing(void **state)
     json_decref(after);
 }
 
+/* APPEND and SUBTRACT on a name that is no topic config say what it is, as
+ * SET and DELETE do (Kafka: unknown config name), not that it is no list:
+ * leader.replication.throttled.replicas is a list in Kafka. */
+static void test_list_ops_name_unknown_and_inapplicable(void **state)
+{
+    (void)state;
+    assert_int_equal(ls_create_topic(S, "listops", 1, NULL), 201);
+    static const char *const cases[][3] = {
+        {"no.such.config", "APPEND", "unknown topic config"},
+        {"no.such.config", "SUBTRACT", "unknown topic config"},
+        {"leader.replication.throttled.replicas", "APPEND", "no meaning on a single-node"},
+        {"follower.replication.throttled.replicas", "SUBTRACT", "no meaning on a single-node"},
+        {"min.insync.replicas", "APPEND", "no meaning on a single-node"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"operations\":[{\"name\":\"%s\",\"op\":\"%s\",\"value\":\"*\"}]}",
+                 cases[i][0], cases[i][1]);
+        ls_resp r;
+        send_expect("POST", "/v1/topics/listops/configs:alter", body, 422, "invalid_config", &r);
+        assert_string_equal(ls_jstr(&r, "details.key"), cases[i][0]);
+        const char *msg = ls_jstr(&r, "message");
+        if (!msg || !strstr(msg, cases[i][2]))
+            fail_msg("%s %s: message \"%s\", want \"%s\"", cases[i][1], cases[i][0],
+                     msg ? msg : "(none)", cases[i][2]);
+        ls_resp_free(&r);
+    }
+}
+
 static void test_unknown_topic(void **state)
 {
     (void)state;
@@ -758,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_put_and_delete_revert),
         cmocka_unit_test(test_alter_operations),
         cmocka_unit_test(test_alter_refused_changes_nothing),
+        cmocka_unit_test(test_list_ops_name_unknown_and_inapplicable),
         cmocka_unit_test(test_unknown_topic),
         cmocka_unit_test(test_concurrent_changes_all_kept),
         cmocka_unit_test(test_changes_survive_restart),
