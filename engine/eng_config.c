@@ -121,6 +121,14 @@ static const char *const inapplicable[] = {
     "local.retention.bytes", "remote.log.copy.disable", "remote.log.delete.on.disable", NULL,
 };
 
+/* Their broker-level synonyms, which a reused Kafka server.properties may
+ * hold. */
+static const char *const inapplicable_broker[] = {
+    "min.insync.replicas", "unclean.leader.election.enable", "log.message.format.version",
+    "log.message.downconversion.enable", "log.local.retention.ms", "log.local.retention.bytes",
+    NULL,
+};
+
 const eng_config_def *eng_config_def_at(eng_config_id id)
 {
     return (unsigned)id < ENG_CFG_COUNT ? &defs[id] : NULL;
@@ -138,6 +146,14 @@ bool eng_config_is_inapplicable(const char *name)
 {
     for (size_t i = 0; inapplicable[i]; i++)
         if (strcmp(inapplicable[i], name) == 0)
+            return true;
+    return false;
+}
+
+bool eng_config_is_inapplicable_broker(const char *name)
+{
+    for (size_t i = 0; inapplicable_broker[i]; i++)
+        if (strcmp(inapplicable_broker[i], name) == 0)
             return true;
     return false;
 }

@@ -130,6 +130,10 @@ int eng_config_lookup(const char *name);
  * refused with a message that says so). */
 bool eng_config_is_inapplicable(const char *name);
 
+/* True for the broker-level synonyms of those configs (min.insync.replicas,
+ * log.message.format.version, ...): server settings with no meaning here. */
+bool eng_config_is_inapplicable_broker(const char *name);
+
 /* Refuses name, which is no topic config (eng_config_lookup gave -1), with
  * ENG_ECONFIG and the key named: unknown, or a Kafka config that has no
  * meaning on one node. */

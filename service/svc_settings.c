@@ -333,6 +333,18 @@ static int apply(svc_settings *s, raw_list *raw)
             return -1;
         if (id >= 0 || rc == 1)
             continue;
+        /* Said as the topic configs refuse them, so a reused Kafka
+         * server.properties tells what was dropped and why. */
+        if (eng_config_is_inapplicable_broker(e->name)) {
+            if (e->source == SVC_SRC_FLAG) {
+                fprintf(stderr, "logstore: %s has no meaning on a single-node log store\n",
+                        e->name);
+                return -1;
+            }
+            warn(s, "ignoring '%s' from the %s: it has no meaning on a single-node log store",
+                 e->name, e->source == SVC_SRC_FILE ? "config file" : "environment");
+            continue;
+        }
         if (e->source == SVC_SRC_FLAG) {
             fprintf(stderr, "logstore: unknown setting '%s' (see --help)\n", e->name);
             return -1;

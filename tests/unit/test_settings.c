@@ -306,6 +306,39 @@ static void test_bounds_and_unknown_names(void **state)
     svc_settings_free(&s);
 }
 
+/* The broker-level names of Kafka's topic configs that mean nothing on one
+ * node are said to be that, as the topic configs are (422 "has no meaning
+ * on a single-node log store"), not called unknown: refused as a flag,
+ * ignored with that warning from a file. */
+static void test_inapplicable_broker_synonyms(void **state)
+{
+    fixture *f = *state;
+    static const char *const names[] = {"min.insync.replicas", "unclean.leader.election.enable",
+                                        "log.message.format.version",
+                                        "log.message.downconversion.enable",
+                                        "log.local.retention.ms", "log.local.retention.bytes"};
+    svc_settings s;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char set[128], want[160];
+        write_file(f, "", 0);
+        snprintf(set, sizeof set, "%s=2", names[i]);
+        assert_int_equal(load(f, &s, f->path, set, NULL), SVC_LOAD_EXIT_ERROR);
+        snprintf(want, sizeof want, "%s has no meaning on a single-node log store", names[i]);
+        if (!strstr(f->err, want))
+            fail_msg("--set %s printed \"%s\", want \"%s\"", set, f->err, want);
+        snprintf(set, sizeof set, "%s=2\n", names[i]);
+        write_file(f, set, strlen(set));
+        assert_int_equal(load(f, &s, f->path, NULL, NULL), SVC_LOAD_RUN);
+        snprintf(want, sizeof want,
+                 "ignoring '%s' from the config file: it has no meaning on a single-node log store",
+                 names[i]);
+        if (!s.warnings || !strstr(s.warnings, want))
+            fail_msg("file %s warned \"%s\", want \"%s\"", names[i],
+                     s.warnings ? s.warnings : "", want);
+        svc_settings_free(&s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +349,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_file_listeners_mixed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_precedence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds_and_unknown_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inapplicable_broker_synonyms, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
