@@ -273,7 +273,7 @@ static void test_preallocated_topic(void **state)
     (void)state;
     ls_server *s = &g_src;
     start_with_fault(s, "snapshot.link=exdev@*");
-    load(s, "{\"preallocate\":\"true\"}");
+    load(s, "{\"preallocate\":\"true\",\"segment.bytes\":\"1048576\"}");
     long long data = active_segment_bytes(s);
     char active[2048];
     snprintf(active, sizeof active, "%s/t-0/00000000000000000040.log", s->dir);

@@ -272,7 +272,7 @@ static void *create_big(void *arg)
 {
     big_create *b = arg;
     eng_errdetail err = {0};
-    b->rc = eng_manager_create_topic(b->m, "big", 1500, NULL, NULL, 0, &err);
+    b->rc = eng_manager_create_topic(b->m, "big", 300, NULL, NULL, 0, &err);
     atomic_store(&b->done, true);
     return NULL;
 }
@@ -293,7 +293,7 @@ static void test_changes_during_create_are_busy(void **state)
     eng_config_overrides ov = {0};
     while (!atomic_load(&b.done)) {
         eng_errdetail err = {0};
-        int rc[3] = {eng_manager_add_partitions(b.m, "big", 1500, &err),
+        int rc[3] = {eng_manager_add_partitions(b.m, "big", 300, &err),
                      eng_manager_set_topic_overrides(b.m, "big", NULL, &ov, &err),
                      /* last: it succeeds once the create is done */
                      atomic_load(&b.done) ? ENG_EBUSY : eng_manager_delete_topic(b.m, "big", &err)};
