@@ -97,7 +97,7 @@ int eng__set_aside_partition_dir(const eng_manager *m, const char *topic, int32_
  * it may be someone's data.  `why` says where it was found. */
 void eng__set_aside_stray(const eng_manager *m, const char *topic, int32_t id, const char *why);
 
-/* ---- eng_manager.c ---- */
+/* ---- eng_manager_load.c, eng_manager.c ---- */
 
 struct load_ctx;
 
