@@ -119,6 +119,7 @@ int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail 
     m->on_hw = o->on_hw;
     m->on_hw_ctx = o->on_hw_ctx;
     m->jobs_opts = o->jobs;
+    m->recovery_threads = o->recovery_threads;
     if (o->cleaner)
         m->cleaner_opts = *o->cleaner;
     else

@@ -70,6 +70,9 @@ typedef struct eng_cleaner eng_cleaner;
 typedef struct eng_manager_opts {
     const char *log_dir;
     eng_jobs_opts jobs;
+    /* num.recovery.threads.per.data.dir: threads loading the partitions at
+     * startup (0 counts as 1, one after another). */
+    unsigned recovery_threads;
     struct eng_cleaner_opts *cleaner; /* NULL: Kafka's defaults */
     eng_config_defaults defaults;
     eng_meta_codec codec;
@@ -110,7 +113,7 @@ int eng_manager_load(eng_manager *m, eng_errdetail *err);
 void eng_manager_abandon(eng_manager *m);
 
 /* A stop is coming (a stop signal): a running eng_manager_load stops after
- * the partition it is on, so a stop request during a long recovery ends the
+ * the partitions its threads are on, so a stop request during a long recovery ends the
  * process in seconds (the load then fails with ENG_ESHUTDOWN; abandon the
  * manager: the next start loads again), and a snapshot being taken is
  * abandoned before its next partition or copied MiB (it fails with

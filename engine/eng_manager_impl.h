@@ -41,6 +41,7 @@ struct eng_manager {
     _Atomic bool stop_requested;
     eng_startup_report report;
     eng_jobs_opts jobs_opts;
+    unsigned recovery_threads; /* num.recovery.threads.per.data.dir */
     _Atomic(eng_scheduler *) sched; /* NULL until eng_manager_start_jobs */
     eng_cleaner_opts cleaner_opts;
     eng_cleaner *cleaner; /* NULL until eng_manager_start_cleaner */
@@ -104,7 +105,7 @@ struct load_ctx;
 /* Opens (creating when missing) partition `id` of t into *out, a new
  * reference.  lc is the startup load's state, or NULL for a partition
  * created now. */
-int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const struct load_ctx *lc,
+int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, struct load_ctx *lc,
                         eng_partition **out);
 
 /* Removes a directory on a detached thread of m's; an interrupted removal

@@ -12,6 +12,7 @@
 #include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
+#include "eng_parallel.h"
 #include "eng_process.h"
 #include "eng_snapshot.h"
 
@@ -80,15 +81,19 @@ static void remove_stale_tmp(const char *dir)
     closedir(dh);
 }
 
+/* The startup load's state, shared by its threads: the checkpoints are
+ * only read; the report's counters and the progress log's clock are what
+ * they write. */
 struct load_ctx {
     bool clean;
     eng_ckpt recovery, start;
-    int64_t last_progress_ms;
+    _Atomic int64_t last_progress_ms;
+    pthread_mutex_t report_lock; /* m->report while partitions load */
 };
 typedef struct load_ctx load_ctx;
 
-int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx *lc,
-                          eng_partition **out)
+int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, load_ctx *lc,
+                        eng_partition **out)
 {
     char pdir[PATH_MAX];
     int rc = eng__partition_dir(m, t->meta.name, id, pdir, sizeof pdir);
@@ -153,10 +158,12 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, const load_ctx
     }
     if (!lc)
         return 0; /* created now, not loaded: not part of the startup report */
+    pthread_mutex_lock(&lc->report_lock);
     m->report.partitions++;
     m->report.segments += st.segments;
     m->report.segments_recovered += st.segments_recovered;
     m->report.bytes_truncated += st.bytes_truncated;
+    pthread_mutex_unlock(&lc->report_lock);
     if (st.segments_recovered)
         ENG_INFO("%s-%d: loaded %u segments, recovered %u, truncated %" PRIu64 " bytes",
                  t->meta.name, id, st.segments, st.segments_recovered, st.bytes_truncated);
@@ -183,7 +190,7 @@ static int load_failed(const eng_manager *m, int rc, eng_errdetail *err)
  * topic, set its directories aside as strays and drop its checkpoint entries
  * (a restored file would then bring back records deleted by records:delete);
  * loading a copy would give one set of files two owners. */
-static int load_topic(eng_manager *m, const char *file, const load_ctx *lc, eng_errdetail *err)
+static int read_topic(eng_manager *m, const char *file, eng_errdetail *err)
 {
     char path[PATH_MAX], *buf;
     size_t len;
@@ -249,34 +256,88 @@ static int load_topic(eng_manager *m, const char *file, const load_ctx *lc, eng_
         eng__topic_free(t);
         return load_failed(m, -ENOMEM, err);
     }
-    atomic_fetch_add(&g_total, (uint32_t)t->meta.partitions);
-    for (int32_t i = 0; i < t->meta.partitions; i++) {
-        if (atomic_load(&m->stop_requested)) {
-            eng__topic_free(t);
-            return eng_fail(err, ENG_ESHUTDOWN, "loading %s stopped by a stop request", m->dir);
-        }
-        int64_t t0 = eng_mono_ms();
-        if ((rc = eng__open_partition(m, t, i, lc, &t->parts[i]))) {
-            ENG_ERROR("topic %s partition %d failed to load: %s", t->meta.name, i, eng_strerror(rc));
-            eng__topic_free(t);
-            return load_failed(m, rc, err);
-        }
-        uint32_t loaded = atomic_fetch_add(&g_loaded, 1) + 1;
-        int64_t took = eng_mono_ms() - t0;
-        if (took >= 1000)
-            ENG_INFO("%s-%d loaded in %lld ms", t->meta.name, i, (long long)took);
-        /* Long loads report progress every couple of seconds. */
-        if (eng_mono_ms() - lc->last_progress_ms >= 2000) {
-            ((load_ctx *)lc)->last_progress_ms = eng_mono_ms();
-            ENG_INFO("loading: %u of %u partitions so far", loaded, atomic_load(&g_total));
-        }
-    }
+    /* In the table before its partitions load, with none of them yet (a
+     * failed start frees it with the manager); it lets the next file's
+     * copy check see it. */
     if ((rc = eng__topic_insert(m, t))) {
         eng__topic_free(t);
         return load_failed(m, rc, err);
     }
-    m->report.topics++;
+    atomic_fetch_add(&g_total, (uint32_t)t->meta.partitions);
     return 0;
+}
+
+typedef struct load_item {
+    eng_topic *t;
+    int32_t id;
+} load_item;
+
+typedef struct load_run {
+    eng_manager *m;
+    load_ctx *lc;
+    load_item *items;
+    _Atomic bool stopped; /* an item saw the stop request */
+} load_run;
+
+/* One partition of the startup load, on one of its threads. */
+static int load_one(void *arg, size_t i)
+{
+    load_run *r = arg;
+    eng_manager *m = r->m;
+    if (atomic_load(&m->stop_requested)) {
+        atomic_store(&r->stopped, true);
+        return ENG_ESHUTDOWN;
+    }
+    eng_topic *t = r->items[i].t;
+    int32_t id = r->items[i].id;
+    int64_t t0 = eng_mono_ms();
+    int rc = eng__open_partition(m, t, id, r->lc, &t->parts[id]);
+    if (rc) {
+        ENG_ERROR("topic %s partition %d failed to load: %s", t->meta.name, id, eng_strerror(rc));
+        return rc;
+    }
+    uint32_t loaded = atomic_fetch_add(&g_loaded, 1) + 1;
+    int64_t now = eng_mono_ms();
+    if (now - t0 >= 1000)
+        ENG_INFO("%s-%d loaded in %lld ms", t->meta.name, id, (long long)(now - t0));
+    /* Long loads report progress every couple of seconds: the thread
+     * that moves the clock says it, the others see it moved. */
+    int64_t last = atomic_load(&r->lc->last_progress_ms);
+    if (now - last >= 2000 && atomic_compare_exchange_strong(&r->lc->last_progress_ms, &last, now))
+        ENG_INFO("loading: %u of %u partitions so far", loaded, atomic_load(&g_total));
+    return 0;
+}
+
+/* Loads every partition of the topics read so far, on
+ * num.recovery.threads.per.data.dir threads (Kafka's recovery threads):
+ * partitions are independent, and one after another their waits on the
+ * file system (segments read back, indexes rewritten, producer snapshots)
+ * added up to seconds for a few thousand.  The first failure stops the others from
+ * taking more; what loaded stays in the table for the caller to free. */
+static int load_partitions(eng_manager *m, load_ctx *lc, eng_errdetail *err)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->ntopics; i++)
+        n += (size_t)m->topics[i]->meta.partitions;
+    load_item *items = calloc(n ? n : 1, sizeof *items);
+    if (!items)
+        return load_failed(m, -ENOMEM, err);
+    size_t k = 0;
+    for (size_t i = 0; i < m->ntopics; i++)
+        for (int32_t p = 0; p < m->topics[i]->meta.partitions; p++)
+            items[k++] = (load_item){.t = m->topics[i], .id = p};
+    load_run r = {.m = m, .lc = lc, .items = items};
+    atomic_init(&r.stopped, false);
+    unsigned threads = m->recovery_threads ? m->recovery_threads : 1;
+    int rc = eng_parallel_for(n, threads, true, load_one, &r);
+    free(items);
+    /* A stop asked for while the last partitions loaded still stops: the
+     * start would otherwise go on to serve, and then stop cleanly only
+     * after the jobs had started. */
+    if ((rc == ENG_ESHUTDOWN && atomic_load(&r.stopped)) ||
+        (!rc && atomic_load(&m->stop_requested)))
+        return eng_fail(err, ENG_ESHUTDOWN, "loading %s stopped by a stop request", m->dir);
+    return rc ? load_failed(m, rc, err) : 0;
 }
 
 static void read_checkpoint(const char *dir, const char *name, eng_ckpt *out, bool *trusted)
@@ -360,7 +421,9 @@ static bool names_missing(eng_manager *m, const eng_ckpt *c)
 
 static int load_all(eng_manager *m, bool clean, eng_errdetail *err)
 {
-    load_ctx lc = {.clean = clean, .last_progress_ms = eng_mono_ms()};
+    load_ctx lc = {.clean = clean};
+    atomic_init(&lc.last_progress_ms, eng_mono_ms());
+    pthread_mutex_init(&lc.report_lock, NULL);
     remove_stale_tmp(m->dir);
     remove_stale_tmp(m->meta_dir);
     bool recovery_ok = true;
@@ -376,10 +439,17 @@ static int load_all(eng_manager *m, bool clean, eng_errdetail *err)
     while (!rc && (e = readdir(dh))) {
         size_t n = strlen(e->d_name);
         if (n > 5 && strcmp(e->d_name + n - 5, ".json") == 0)
-            rc = load_topic(m, e->d_name, &lc, err);
+            rc = read_topic(m, e->d_name, err);
     }
     if (dh)
         closedir(dh);
+    /* Every topic's metadata is read before any partition loads: one that
+     * does not parse stops the start with nothing touched. */
+    if (!rc)
+        rc = load_partitions(m, &lc, err);
+    if (!rc)
+        m->report.topics = (uint32_t)m->ntopics;
+    pthread_mutex_destroy(&lc.report_lock);
     bool stale = !rc && (names_missing(m, &lc.recovery) || names_missing(m, &lc.start));
     eng_checkpoint_free(&lc.recovery);
     eng_checkpoint_free(&lc.start);

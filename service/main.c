@@ -258,7 +258,8 @@ int main(int argc, char **argv)
     }
 
     eng_manager_opts mo = {.log_dir = s.log_dir, .defaults = s.topic_defaults,
-                           .codec = svc_meta_codec(), .jobs = s.jobs, .cleaner = &s.cleaner,
+                           .codec = svc_meta_codec(), .jobs = s.jobs,
+                           .recovery_threads = (unsigned)s.recovery_threads, .cleaner = &s.cleaner,
                            .on_hw = notify_hw, .on_hw_ctx = &ctx};
     eng_manager *m = NULL;
     eng_errdetail err = {0};

@@ -67,6 +67,9 @@ static const svc_setting_def defs[SVC_COUNT] = {
     [SVC_LOG_LEVEL] = {"log.level", "INFO", TEXT, "DEBUG, INFO, WARN or ERROR."},
     [SVC_BACKGROUND_THREADS] = {"background.threads", "10", 1, 1024,
                                 "Threads running background jobs (retention, flushes, checkpoints)."},
+    [SVC_NUM_RECOVERY_THREADS_PER_DATA_DIR] = {
+        "num.recovery.threads.per.data.dir", "4", 1, 1024,
+        "Threads loading the partitions at startup, recovery included; 1 loads them one after another."},
     [SVC_LOG_INITIAL_TASK_DELAY_MS] = {"log.initial.task.delay.ms", "30000", 0, INT64_MAX,
                                        "Delay before the periodic jobs first run."},
     [SVC_LOG_RETENTION_CHECK_INTERVAL_MS] = {"log.retention.check.interval.ms", "300000", 1,
@@ -461,7 +464,8 @@ static int resolve(svc_settings *s)
         resolve_int(s, SVC_HTTP_MAX_WAITERS, &s->max_waiters) ||
         resolve_int(s, SVC_HTTP_MAX_HEADER_BYTES, &s->max_header_bytes) ||
         resolve_int(s, SVC_HTTP_SSE_HEARTBEAT_MS, &s->sse_heartbeat_ms) ||
-        resolve_int(s, SVC_NUM_PARTITIONS, &s->num_partitions))
+        resolve_int(s, SVC_NUM_PARTITIONS, &s->num_partitions) ||
+        resolve_int(s, SVC_NUM_RECOVERY_THREADS_PER_DATA_DIR, &s->recovery_threads))
         return -1;
     int64_t threads;
     eng_jobs_opts_default(&s->jobs);

@@ -44,6 +44,7 @@ typedef enum {
     SVC_NUM_PARTITIONS,
     SVC_LOG_LEVEL,
     SVC_BACKGROUND_THREADS,
+    SVC_NUM_RECOVERY_THREADS_PER_DATA_DIR,
     SVC_LOG_INITIAL_TASK_DELAY_MS,
     SVC_LOG_RETENTION_CHECK_INTERVAL_MS,
     SVC_LOG_FLUSH_SCHEDULER_INTERVAL_MS,
@@ -98,6 +99,7 @@ typedef struct svc_settings {
     bool tls;             /* listeners is https:// */
     int64_t sse_heartbeat_ms;
     int64_t num_partitions;
+    int64_t recovery_threads; /* num.recovery.threads.per.data.dir */
     int log_level;
     eng_config_defaults topic_defaults;
     eng_jobs_opts jobs;

@@ -23,6 +23,9 @@
 #       recovery       restart after an unclean stop (kill -9): engine open time against
 #                      the total and the unflushed log size, warm and cold page cache;
 #                      RECOVERY_TOTALS_MB (256,1024) and RECOVERY_UNFLUSHED_MB (0,32,128,512)
+#       startup        start time with STARTUP_PARTITIONS (2000) small partitions over 8 topics,
+#                      after a clean stop and after kill -9 (every active segment to recover),
+#                      warm page cache, on STARTUP_THREADS (1,4) num.recovery.threads.per.data.dir
 #       cleaner        one cleaner thread compacting CLEANER_MB (256) of 100-byte values over
 #                      100,000 keys: Kafka's default 1 GiB segments with the 128 MiB (default)
 #                      and 4 MiB dedupe buffers, and 1 MiB segments; vs read() of the same files
@@ -508,6 +511,21 @@ bench_recovery() {
     rm -rf "$work/recovery"
 }
 
+bench_startup() {
+    local parts=${STARTUP_PARTITIONS:-2000} threads=${STARTUP_THREADS:-1,4}
+    echo "== startup: $parts partitions over 8 topics, a few batches each; clean stop, then kill -9"
+    "$B/bench_startup" "$work/startup" "$parts" 8 "$threads" 3 | tee "$work/startup.out" | sed 's/^/  /'
+    # One row per thread count: the medians after a clean stop and after kill -9.
+    awk '/num.recovery.threads.per.data.dir=/ {split($1, a, "="); t = a[2]}
+         /^    clean/ {c[t] = $6} /^    unclean/ {u[t] = $6; order[++n] = t}
+         END {for (i = 1; i <= n; i++) print order[i], c[order[i]], u[order[i]]}' "$work/startup.out" |
+        while read -r t c u; do
+            row "startup, $(fmt "$parts") partitions, $t recovery thread(s)" "clean stop $c ms, kill -9 $u ms (medians)" \
+                "-" "-" "(report)" "-"
+        done
+    rm -rf "$work/startup"
+}
+
 bench_cleaner() {
     local mb=${CLEANER_MB:-256} seg buf wall cpu raw
     echo "== log cleaner: one thread, ${mb} MB of dirty log, 100-byte values over 100,000 keys"
@@ -543,7 +561,7 @@ PY
 
 # ---- main ------------------------------------------------------------------------
 
-all_groups=(engine http durable json binary durable-redis read raw tail compress recovery cleaner)
+all_groups=(engine http durable json binary durable-redis read raw tail compress recovery startup cleaner)
 if [ $# -eq 0 ] || [ "$1" = all ]; then
     set -- "${all_groups[@]}"
 fi
@@ -551,7 +569,7 @@ for g in "$@"; do
     case " ${all_groups[*]} " in *" $g "*) ;; *) echo "unknown group $g (groups: ${all_groups[*]})"; exit 2 ;; esac
 done
 missing=()
-for b in build/logstore "$B"/bench_{engine_append,fsync,json_parse,make_batch,mhd_echo,tail_latency,recovery,cleaner}; do
+for b in build/logstore "$B"/bench_{engine_append,fsync,json_parse,make_batch,mhd_echo,tail_latency,recovery,startup,cleaner}; do
     [ -x "$b" ] || missing+=("$b")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -572,6 +590,7 @@ for g in "$@"; do
         tail) bench_tail ;;
         compress) bench_compress ;;
         recovery) bench_recovery ;;
+        startup) bench_startup ;;
         cleaner) bench_cleaner ;;
     esac
     stop_servers
