@@ -307,6 +307,20 @@ void eng_index_reset(eng_index *idx)
     atomic_store_explicit(&idx->entries, 0, memory_order_release);
 }
 
+bool eng_index_zero_past(const eng_index *idx, uint32_t upto)
+{
+    uint64_t from = (uint64_t)eng_index_entries(idx) * idx->entry_size;
+    uint64_t to = (uint64_t)upto * idx->entry_size;
+    if (to <= from)
+        return true;
+    if (!idx->map || to > atomic_load(&((eng_index *)idx)->file_len))
+        return false;
+    for (uint64_t i = from; i < to; i++)
+        if (idx->map[i])
+            return false;
+    return true;
+}
+
 static int64_t entry_offset(const eng_index *idx, uint32_t i)
 {
     const uint8_t *e = idx->map + (size_t)i * idx->entry_size;

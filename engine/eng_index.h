@@ -68,6 +68,12 @@ void eng_index_seal(eng_index *idx);
 /* Drops every entry (for a rebuild); the file keeps its size. */
 void eng_index_reset(eng_index *idx);
 
+/* True if the slots from the entry count up to slot `upto` (at most the
+ * entries the file held when opened) are all zero bytes: after a rebuild,
+ * nothing stale follows the entries, and the file reads as a trim to them
+ * and a regrowth would leave it. */
+bool eng_index_zero_past(const eng_index *idx, uint32_t upto);
+
 /* Removes entries whose offset is >= offset (Kafka's truncateTo). */
 void eng_index_truncate_to(eng_index *idx, int64_t offset);
 
