@@ -25,7 +25,8 @@
 #                      RECOVERY_TOTALS_MB (256,1024) and RECOVERY_UNFLUSHED_MB (0,32,128,512)
 #       startup        start time with STARTUP_PARTITIONS (2000) small partitions over 8 topics,
 #                      after a clean stop and after kill -9 (every active segment to recover),
-#                      warm page cache, on STARTUP_THREADS (1,4) num.recovery.threads.per.data.dir
+#                      warm page cache (cold with STARTUP_COLD=1: every file dropped from it
+#                      before each start), on STARTUP_THREADS (1,4,8) num.recovery.threads.per.data.dir
 #       cleaner        one cleaner thread compacting CLEANER_MB (256) of 100-byte values over
 #                      100,000 keys: Kafka's default 1 GiB segments with the 128 MiB (default)
 #                      and 4 MiB dedupe buffers, and 1 MiB segments; vs read() of the same files
@@ -512,15 +513,16 @@ bench_recovery() {
 }
 
 bench_startup() {
-    local parts=${STARTUP_PARTITIONS:-2000} threads=${STARTUP_THREADS:-1,4}
-    echo "== startup: $parts partitions over 8 topics, a few batches each; clean stop, then kill -9"
-    "$B/bench_startup" "$work/startup" "$parts" 8 "$threads" 3 | tee "$work/startup.out" | sed 's/^/  /'
+    local parts=${STARTUP_PARTITIONS:-2000} threads=${STARTUP_THREADS:-1,4,8} cache=warm
+    [ "${STARTUP_COLD:-0}" = 1 ] && cache=cold
+    echo "== startup: $parts partitions over 8 topics, a few batches each; clean stop, then kill -9 ($cache page cache)"
+    "$B/bench_startup" "$work/startup" "$parts" 8 "$threads" 3 "$cache" | tee "$work/startup.out" | sed 's/^/  /'
     # One row per thread count: the medians after a clean stop and after kill -9.
     awk '/num.recovery.threads.per.data.dir=/ {split($1, a, "="); t = a[2]}
          /^    clean/ {c[t] = $6} /^    unclean/ {u[t] = $6; order[++n] = t}
          END {for (i = 1; i <= n; i++) print order[i], c[order[i]], u[order[i]]}' "$work/startup.out" |
         while read -r t c u; do
-            row "startup, $(fmt "$parts") partitions, $t recovery thread(s)" "clean stop $c ms, kill -9 $u ms (medians)" \
+            row "startup, $(fmt "$parts") partitions, $t recovery thread(s), $cache" "clean stop $c ms, kill -9 $u ms (medians)" \
                 "-" "-" "(report)" "-"
         done
     rm -rf "$work/startup"
