@@ -4,7 +4,8 @@
  * Kafka's LogLoader, in order (kafka-format.md §7 and §17):
  *   1. leftovers: *.deleted and *.cleaned files are removed, .swap files are
  *      completed (eng_swap.c), index files without a .log are removed, and
- *      anything else unknown is left alone;
+ *      so are the temporary files of interrupted writes; anything else
+ *      unknown is left alone (all from one pass over the directory);
  *   2. segments load sorted by base offset, the last one active;
  *   3. after an unclean stop, the segment holding the recovery point and every
  *      later one are recovered (batches validated, indexes rebuilt, the file
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int cmp_i64(const void *a, const void *b)
@@ -37,22 +39,73 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-typedef struct dir_scan {
-    int64_t *bases;
+typedef struct i64_vec {
+    int64_t *v;
     size_t n, cap;
+} i64_vec;
+
+static int push_i64(i64_vec *a, int64_t x)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        int64_t *nv = realloc(a->v, cap * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        a->v = nv;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+static bool has_i64(const i64_vec *a, int64_t x)
+{
+    /* bsearch takes a non-null array even for 0 elements (UB otherwise,
+     * and UBSan aborts): a new partition dir has no .log, so v is NULL. */
+    return a->n > 0 && bsearch(&x, a->v, a->n, sizeof *a->v, cmp_i64);
+}
+
+/* What one pass over a partition directory found: the bases of its
+ * segment files by kind (sorted once the pass is done), and the names of
+ * leftovers to remove. */
+typedef struct dir_scan {
+    i64_vec logs, index, timeindex, txnindex;
+    char **junk; /* owned names */
+    bool *junk_segment; /* a *.deleted or *.cleaned, else a temporary file */
+    size_t njunk, capjunk;
+    bool swaps; /* a *.swap to complete before anything else */
 } dir_scan;
 
-static int push_base(dir_scan *d, int64_t base)
+static void dir_scan_free(dir_scan *d)
 {
-    if (d->n == d->cap) {
-        size_t cap = d->cap ? d->cap * 2 : 16;
-        int64_t *nb = realloc(d->bases, cap * sizeof *nb);
-        if (!nb)
+    free(d->logs.v);
+    free(d->index.v);
+    free(d->timeindex.v);
+    free(d->txnindex.v);
+    for (size_t i = 0; i < d->njunk; i++)
+        free(d->junk[i]);
+    free(d->junk);
+    free(d->junk_segment);
+    memset(d, 0, sizeof *d);
+}
+
+static int push_junk(dir_scan *d, const char *name, bool segment)
+{
+    if (d->njunk == d->capjunk) {
+        size_t cap = d->capjunk ? d->capjunk * 2 : 8;
+        char **nj = realloc(d->junk, cap * sizeof *nj);
+        if (!nj)
             return -ENOMEM;
-        d->bases = nb;
-        d->cap = cap;
+        d->junk = nj;
+        bool *ns = realloc(d->junk_segment, cap * sizeof *ns);
+        if (!ns)
+            return -ENOMEM;
+        d->junk_segment = ns;
+        d->capjunk = cap;
     }
-    d->bases[d->n++] = base;
+    if (!(d->junk[d->njunk] = strdup(name)))
+        return -ENOMEM;
+    d->junk_segment[d->njunk++] = segment;
     return 0;
 }
 
@@ -69,59 +122,105 @@ static bool has_suffix(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Step 1 and the list of .log bases. */
-static int scan_dir(const char *dir, dir_scan *d, eng_load_stats *st)
+/* A temporary file of an eng_fs_write_atomic ("<name>.tmp", ".tmp-XXXXXX")
+ * or of a producer snapshot that a crash interrupted: its rename never
+ * happened, so the file it was to replace is intact and it is garbage
+ * (found by tests/crash: a kill -9 mid-write left one behind for good).
+ * Only regular files: a directory of that name is someone's. */
+static bool stale_tmp(const char *dir, const struct dirent *e)
 {
-    int rc = eng_swap_complete(dir);
-    if (rc)
-        return rc;
+    size_t n = strlen(e->d_name);
+    if (!((n > 4 && strcmp(e->d_name + n - 4, ".tmp") == 0) || strncmp(e->d_name, ".tmp-", 5) == 0))
+        return false;
+    if (e->d_type == DT_REG)
+        return true;
+    if (e->d_type != DT_UNKNOWN)
+        return false;
+    char path[PATH_MAX];
+    struct stat st;
+    return eng_fs_join(path, sizeof path, dir, e->d_name) == 0 && lstat(path, &st) == 0 &&
+           S_ISREG(st.st_mode);
+}
+
+/* Lists dir once, changing nothing. */
+static int list_dir(const char *dir, dir_scan *d)
+{
     DIR *dh = opendir(dir);
     if (!dh)
         return -errno;
+    int rc = 0;
     struct dirent *e;
-    while ((e = readdir(dh)) && !rc) {
+    while (!rc && (e = readdir(dh))) {
+        if (stale_tmp(dir, e)) {
+            rc = push_junk(d, e->d_name, false);
+            continue;
+        }
         const char *rest;
         int64_t base = eng_fs_segment_name_base(e->d_name, &rest);
         if (base < 0)
             continue;
-        if (has_suffix(rest, ".deleted") || has_suffix(rest, ".cleaned")) {
-            remove_file(dir, e->d_name, "leftover from an interrupted delete or clean");
-            st->segments_deleted++;
-        } else if (strcmp(rest, ".log") == 0) {
-            rc = push_base(d, base);
-        }
+        if (has_suffix(rest, ".swap"))
+            d->swaps = true;
+        else if (has_suffix(rest, ".deleted") || has_suffix(rest, ".cleaned"))
+            rc = push_junk(d, e->d_name, true);
+        else if (strcmp(rest, ".log") == 0)
+            rc = push_i64(&d->logs, base);
+        else if (strcmp(rest, ".index") == 0)
+            rc = push_i64(&d->index, base);
+        else if (strcmp(rest, ".timeindex") == 0)
+            rc = push_i64(&d->timeindex, base);
+        else if (strcmp(rest, ".txnindex") == 0)
+            rc = push_i64(&d->txnindex, base);
     }
     closedir(dh);
+    return rc;
+}
+
+static void remove_orphans(const char *dir, const dir_scan *d, const i64_vec *idx, const char *ext)
+{
+    for (size_t i = 0; i < idx->n; i++) {
+        if (has_i64(&d->logs, idx->v[i]))
+            continue;
+        char name[48];
+        snprintf(name, sizeof name, "%020" PRId64 "%s", idx->v[i], ext);
+        remove_file(dir, name, "index without a .log");
+    }
+}
+
+/* Step 1 and the list of .log bases, from one pass over dir: a start read
+ * each partition directory about six times, and with thousands of
+ * partitions those passes were a good share of a start's system calls.
+ * A .swap found means a second pass, after eng_swap_complete, which
+ * renames and removes files (and must see the .cleaned files first). */
+static int scan_dir(const char *dir, dir_scan *d, eng_load_stats *st)
+{
+    int rc = list_dir(dir, d);
+    if (!rc && d->swaps) {
+        dir_scan_free(d);
+        if (!(rc = eng_swap_complete(dir)))
+            rc = list_dir(dir, d);
+    }
     if (rc)
         return rc;
-    /* qsort/bsearch take non-null arrays even for 0 elements (UB otherwise,
-     * and UBSan aborts): a new partition dir has no .log, so bases is NULL. */
-    if (d->n > 0)
-        qsort(d->bases, d->n, sizeof *d->bases, cmp_i64);
-    /* Orphan indexes: an index whose .log is gone can only mislead. */
-    dh = opendir(dir);
-    if (!dh)
-        return -errno;
-    while ((e = readdir(dh))) {
-        const char *rest;
-        int64_t base = eng_fs_segment_name_base(e->d_name, &rest);
-        if (base < 0 || (strcmp(rest, ".index") && strcmp(rest, ".timeindex") &&
-                         strcmp(rest, ".txnindex")))
-            continue;
-        if (d->n == 0 || !bsearch(&base, d->bases, d->n, sizeof *d->bases, cmp_i64))
-            remove_file(dir, e->d_name, "index without a .log");
+    for (size_t i = 0; i < d->njunk; i++) {
+        if (d->junk_segment[i]) {
+            remove_file(dir, d->junk[i], "leftover from an interrupted delete or clean");
+            st->segments_deleted++;
+        } else {
+            remove_file(dir, d->junk[i], "left by an interrupted write");
+        }
     }
-    closedir(dh);
+    i64_vec *sorted[] = {&d->logs, &d->index, &d->timeindex, &d->txnindex};
+    for (size_t i = 0; i < sizeof sorted / sizeof *sorted; i++)
+        if (sorted[i]->n > 0)
+            qsort(sorted[i]->v, sorted[i]->n, sizeof *sorted[i]->v, cmp_i64);
+    /* Orphan indexes: an index whose .log is gone can only mislead. */
+    remove_orphans(dir, d, &d->index, ".index");
+    remove_orphans(dir, d, &d->timeindex, ".timeindex");
+    remove_orphans(dir, d, &d->txnindex, ".txnindex");
     return 0;
 }
 
-/* True if both index files of segment base exist in dir. */
-static bool index_files_exist(const char *dir, int64_t base)
-{
-    char path[PATH_MAX];
-    return eng_fs_segment_path(path, sizeof path, dir, base, ".index") == 0 && eng_fs_exists(path) &&
-           eng_fs_segment_path(path, sizeof path, dir, base, ".timeindex") == 0 && eng_fs_exists(path);
-}
 
 /* True if the segment's indexes exist and pass the consistency check. */
 static bool indexes_ok(eng_segment *seg)
@@ -159,7 +258,7 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
         goto done;
     eng_config cfg = pp->config;
     int64_t lso_ckpt = pp->log_start_offset;
-    if (d.n == 0) {
+    if (d.logs.n == 0) {
         eng_segment_opts o;
         eng__segment_opts(p, &cfg, true, &o);
         int64_t base = lso_ckpt > 0 ? lso_ckpt : 0;
@@ -171,29 +270,30 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
             goto done;
         nsegs = 1;
     } else {
-        if (!(segs = calloc(d.n, sizeof *segs)) || !(missing = calloc(d.n, sizeof *missing))) {
+        if (!(segs = calloc(d.logs.n, sizeof *segs)) ||
+            !(missing = calloc(d.logs.n, sizeof *missing))) {
             rc = -ENOMEM;
             goto done;
         }
         bool torn_tail = false;
-        for (size_t i = 0; i < d.n; i++) {
+        for (size_t i = 0; i < d.logs.n; i++) {
             /* Looked at before the open: opening a segment active creates its
              * missing indexes empty, and empty indexes pass indexes_ok, so
              * the active segment was never rebuilt (found by
              * tests/unit/test_corruption.c).  Kafka recovers any segment
              * whose index is missing. */
-            missing[i] = !index_files_exist(p->dir, d.bases[i]);
+            missing[i] = !has_i64(&d.index, d.logs.v[i]) || !has_i64(&d.timeindex, d.logs.v[i]);
             eng_segment_opts o;
             eng__segment_opts(p, &cfg, false, &o);
-            bool active = i + 1 == d.n;
-            rc = eng_segment_open(p->dir, d.bases[i], &o, active, &segs[i]);
+            bool active = i + 1 == d.logs.n;
+            rc = eng_segment_open(p->dir, d.logs.v[i], &o, active, &segs[i]);
             if (rc == ENG_ECORRUPT && active) {
                 /* Opening a segment active scans its tail for the next offset,
                  * which fails on a torn or garbage tail (an unclean stop, or
                  * a preallocated .log's zeros).  Open it inactive instead;
                  * it is recovered below and then reopened active. */
                 torn_tail = true;
-                rc = eng_segment_open(p->dir, d.bases[i], &o, false, &segs[i]);
+                rc = eng_segment_open(p->dir, d.logs.v[i], &o, false, &segs[i]);
             }
             if (rc)
                 goto done;
@@ -331,6 +431,6 @@ done:
         eng_segment_unref(segs[i]);
     free(segs);
     free(missing);
-    free(d.bases);
+    dir_scan_free(&d);
     return rc;
 }

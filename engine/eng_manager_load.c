@@ -57,7 +57,9 @@ static int write_partition_files(const char *pdir, const char *topic_id, int64_t
 }
 
 /* Removes the temporary files of an eng_fs_write_atomic that a crash
- * interrupted ("<name>.tmp", or ".tmp-XXXXXX" for long names) from dir.
+ * interrupted ("<name>.tmp", or ".tmp-XXXXXX" for long names) from dir:
+ * the data dir and meta/ (a partition's loader does the same in its one
+ * pass over the partition's directory, eng_loader.c).
  * Their rename never happened, so the file they were to replace is intact
  * and they are garbage; the lock is held, so no other writer owns them.
  * (Found by tests/crash: a kill -9 during a checkpoint write left
@@ -100,8 +102,6 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, load_ctx *lc,
     if (rc)
         return rc;
     bool existed = eng_fs_exists(pdir);
-    if (existed && lc)
-        remove_stale_tmp(pdir);
     if (existed && !lc) {
         /* A new partition starts empty: whatever is there is no topic's. */
         eng__set_aside_stray(m, t->meta.name, id, "in the way of a new partition");
