@@ -68,7 +68,7 @@ static const svc_setting_def defs[SVC_COUNT] = {
     [SVC_BACKGROUND_THREADS] = {"background.threads", "10", 1, 1024,
                                 "Threads running background jobs (retention, flushes, checkpoints)."},
     [SVC_NUM_RECOVERY_THREADS_PER_DATA_DIR] = {
-        "num.recovery.threads.per.data.dir", "8", 1, 1024,
+        "num.recovery.threads.per.data.dir", "1", 1, 1024,
         "Threads loading the partitions at startup, recovery included; 1 loads them one after another."},
     [SVC_LOG_INITIAL_TASK_DELAY_MS] = {"log.initial.task.delay.ms", "30000", 0, INT64_MAX,
                                        "Delay before the periodic jobs first run."},
