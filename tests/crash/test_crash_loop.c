@@ -4,7 +4,7 @@
  * own CRC-32C and RecordBatch v2 parser, no engine code) that nothing
  * acknowledged was lost and that the files are exactly what Kafka accepts.
  *
- * Each iteration (CRASH_ITERATIONS, default 50; CRASH_SEED picks the seed):
+ * Each iteration (CRASH_ITERATIONS, default 40; CRASH_SEED picks the seed):
  *   - six libcurl threads run against the ASan server: appenders to plain-0,
  *     plain-1, durable-0 (flush.messages=1) and compacted-0 (40 keys), a
  *     reader (random reads, every record checked against what was sent) that
@@ -493,7 +493,7 @@ static void test_crash_loop(void **state)
 {
     (void)state;
     const char *it_env = getenv("CRASH_ITERATIONS"), *seed_env = getenv("CRASH_SEED");
-    int iterations = it_env ? atoi(it_env) : 50;
+    int iterations = it_env ? atoi(it_env) : 40;
     unsigned seed = seed_env ? (unsigned)strtoul(seed_env, NULL, 10) : (unsigned)time(NULL);
     printf("# seed %u (CRASH_SEED to replay), %d iterations\n", seed, iterations);
     g_att = calloc(MAX_IDS, sizeof *g_att);
