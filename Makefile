@@ -265,7 +265,7 @@ tsan: deps
 BENCH_SRC := $(wildcard tests/bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/rel/tests/bench/%)
 
-$(BUILD)/rel/tests/bench/%: tests/bench/%.c $(REL_OBJ)
+$(BUILD)/rel/tests/bench/%: tests/bench/%.c tests/bench/bench_util.h $(REL_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	@$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(RUNTIME_CFLAGS) $(BENCH_CFLAGS) -o $@ $< $(REL_OBJ) $(RUNTIME_LIBS) $(BENCH_LIBS)

@@ -30,6 +30,8 @@
 #include "eng_manager.h"
 #include "svc_meta.h"
 
+#include "bench_util.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -42,28 +44,10 @@
 
 #define SEGMENT_BYTES (128u << 20)
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void die(const char *what, int rc)
 {
     fprintf(stderr, "bench_recovery: %s: %s\n", what, eng_strerror(rc));
     exit(1);
-}
-
-static int parse_list(const char *s, long *out, int max)
-{
-    int n = 0;
-    for (char *end; *s && n < max; s = *end ? end + 1 : end) {
-        out[n++] = strtol(s, &end, 10);
-        if (end == s)
-            break;
-    }
-    return n;
 }
 
 static eng_manager_opts g_opts;
@@ -74,10 +58,10 @@ static eng_manager *open_mgr(double *secs)
 {
     eng_manager *m;
     eng_errdetail err = {0};
-    double t0 = now_s();
+    double t0 = bench_now_s();
     int rc = eng_manager_open(&g_opts, &m, &err);
     if (secs)
-        *secs = now_s() - t0;
+        *secs = bench_now_s() - t0;
     if (rc) {
         fprintf(stderr, "open: %s\n", err.message);
         die("eng_manager_open", rc);
@@ -101,14 +85,14 @@ static double append_mb(eng_partition *p, double mb)
     eng_append_opts o = {.expected_offset = -1};
     eng_append_result res;
     eng_errdetail err = {0};
-    double t0 = now_s();
+    double t0 = bench_now_s();
     while (done < want) {
         int rc = eng_partition_append(p, g_batch, g_batch_len, &o, &res, &err);
         if (rc)
             die(err.message, rc);
         done += g_batch_len;
     }
-    return now_s() - t0;
+    return bench_now_s() - t0;
 }
 
 /* Bytes of the segments at or after base (what an unclean open re-reads). */
@@ -136,27 +120,6 @@ static uint64_t bytes_from(const char *pdir, int64_t base, uint64_t *total)
     return n;
 }
 
-/* Every file of the partition on disk and out of the page cache. */
-static void drop_cache(const char *pdir)
-{
-    DIR *d = opendir(pdir);
-    struct dirent *e;
-    char path[4600];
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", pdir, e->d_name);
-        int fd = open(path, O_RDONLY);
-        if (fd < 0)
-            continue;
-        fdatasync(fd);
-        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-        close(fd);
-    }
-    if (d)
-        closedir(d);
-}
-
 static void report(const char *label, double secs, eng_manager *m, uint64_t scanned, uint64_t total)
 {
     eng_startup_report r;
@@ -176,22 +139,11 @@ int main(int argc, char **argv)
 {
     const char *root = argc > 1 ? argv[1] : "/tmp/logstore-bench-recovery";
     long totals[8], unflushed[8];
-    int nt = parse_list(argc > 2 ? argv[2] : "256,1024", totals, 8);
-    int nu = parse_list(argc > 3 ? argv[3] : "0,32,128,512", unflushed, 8);
+    int nt = bench_parse_list(argc > 2 ? argv[2] : "256,1024", totals, 8);
+    int nu = bench_parse_list(argc > 3 ? argv[3] : "0,32,128,512", unflushed, 8);
     eng_logger_set_sink(NULL, NULL, ENG_LOG_WARN);
 
-    eng_record_spec recs[10];
-    char keys[10][16];
-    static uint8_t value[250];
-    memset(value, 'v', sizeof value);
-    for (int i = 0; i < 10; i++) {
-        snprintf(keys[i], sizeof keys[i], "k-%06d", i);
-        recs[i] = (eng_record_spec){.timestamp = 1700000000000LL, .key = (const uint8_t *)keys[i],
-                                    .key_len = 8, .value = value, .value_len = 250};
-    }
-    eng_batch_params bp;
-    eng_batch_params_init(&bp);
-    g_batch_len = eng_batch_encode(g_batch, sizeof g_batch, &bp, recs, 10);
+    g_batch_len = bench_seed_batch(g_batch, sizeof g_batch);
 
     printf("recovery after an unclean stop: segment.bytes 128 MiB, %zu-byte batches; warm = files in "
            "the page cache (right after a crash), cold = dropped from it first\n", g_batch_len);
@@ -215,10 +167,10 @@ int main(int argc, char **argv)
             die(err.message, rc);
         eng_partition *p = part(m);
         double wsecs = append_mb(p, (double)totals[t]);
-        double f0 = now_s();
+        double f0 = bench_now_s();
         if ((rc = eng_partition_flush(p)))
             die("flush", rc);
-        double fsecs = now_s() - f0;
+        double fsecs = bench_now_s() - f0;
         int64_t rp;
         if ((rc = eng_partition_roll(p, &rp)))
             die("roll", rc);
@@ -239,7 +191,7 @@ int main(int argc, char **argv)
             m = open_mgr(&secs);
             report("warm", secs, m, scanned, total);
             eng_manager_abandon(m); /* still unclean: the same state again */
-            drop_cache(pdir);
+            bench_drop_cache(pdir);
             m = open_mgr(&secs);
             report("cold", secs, m, scanned, total);
             p = part(m);

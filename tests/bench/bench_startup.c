@@ -30,6 +30,8 @@
 #include "eng_manager.h"
 #include "svc_meta.h"
 
+#include "bench_util.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -41,28 +43,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void die(const char *what, int rc)
 {
     fprintf(stderr, "bench_startup: %s: %s\n", what, eng_strerror(rc));
     exit(1);
-}
-
-static int parse_list(const char *s, long *out, int max)
-{
-    int n = 0;
-    for (char *end; *s && n < max; s = *end ? end + 1 : end) {
-        out[n++] = strtol(s, &end, 10);
-        if (end == s)
-            break;
-    }
-    return n;
 }
 
 static eng_manager_opts g_opts;
@@ -71,44 +55,16 @@ static size_t g_batch_len;
 static long g_topics, g_per_topic;
 static bool g_cold;
 
-/* Every file under dir on disk and out of the page cache. */
-static void drop_cache(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[4600];
-    while (d && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st))
-            continue;
-        if (S_ISDIR(st.st_mode)) {
-            drop_cache(path);
-            continue;
-        }
-        int fd = open(path, O_RDONLY);
-        if (fd < 0)
-            continue;
-        fdatasync(fd);
-        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-        close(fd);
-    }
-    if (d)
-        closedir(d);
-}
-
 static eng_manager *open_mgr(double *secs)
 {
     eng_manager *m;
     eng_errdetail err = {0};
     if (secs && g_cold)
-        drop_cache(g_opts.log_dir);
-    double t0 = now_s();
+        bench_drop_cache(g_opts.log_dir);
+    double t0 = bench_now_s();
     int rc = eng_manager_open(&g_opts, &m, &err);
     if (secs)
-        *secs = now_s() - t0;
+        *secs = bench_now_s() - t0;
     if (rc) {
         fprintf(stderr, "open: %s\n", err.message);
         die("eng_manager_open", rc);
@@ -162,7 +118,7 @@ int main(int argc, char **argv)
     long partitions = argc > 2 ? atol(argv[2]) : 2000;
     g_topics = argc > 3 ? atol(argv[3]) : 8;
     long threads[8];
-    int nthreads = parse_list(argc > 4 ? argv[4] : "1,2,4", threads, 8);
+    int nthreads = bench_parse_list(argc > 4 ? argv[4] : "1,2,4", threads, 8);
     int runs = argc > 5 ? atoi(argv[5]) : 3;
     g_cold = argc > 6 && !strcmp(argv[6], "cold");
     if (g_topics < 1 || partitions < g_topics || runs < 1 || runs > 16 || nthreads < 1) {
@@ -172,18 +128,7 @@ int main(int argc, char **argv)
     g_per_topic = partitions / g_topics;
     eng_logger_set_sink(NULL, NULL, ENG_LOG_WARN);
 
-    eng_record_spec recs[10];
-    char keys[10][16];
-    static uint8_t value[250];
-    memset(value, 'v', sizeof value);
-    for (int i = 0; i < 10; i++) {
-        snprintf(keys[i], sizeof keys[i], "k-%06d", i);
-        recs[i] = (eng_record_spec){.timestamp = 1700000000000LL, .key = (const uint8_t *)keys[i],
-                                    .key_len = 8, .value = value, .value_len = 250};
-    }
-    eng_batch_params bp;
-    eng_batch_params_init(&bp);
-    g_batch_len = eng_batch_encode(g_batch, sizeof g_batch, &bp, recs, 10);
+    g_batch_len = bench_seed_batch(g_batch, sizeof g_batch);
 
     char dir[2048];
     snprintf(dir, sizeof dir, "%s/data", root);
@@ -195,7 +140,7 @@ int main(int argc, char **argv)
     g_opts.codec = svc_meta_codec();
     eng_jobs_opts_default(&g_opts.jobs);
 
-    double t0 = now_s();
+    double t0 = bench_now_s();
     eng_manager *m = open_mgr(NULL);
     char name[32];
     for (long t = 0; t < g_topics; t++) {
@@ -210,7 +155,7 @@ int main(int argc, char **argv)
         die("close", -EIO);
     printf("startup: %ld topics x %ld partitions, 4 batches of %zu bytes each (set up in %.1f s); "
            "%s page cache; %d runs each\n",
-           g_topics, g_per_topic, g_batch_len, now_s() - t0, g_cold ? "cold" : "warm", runs);
+           g_topics, g_per_topic, g_batch_len, bench_now_s() - t0, g_cold ? "cold" : "warm", runs);
     for (int k = 0; k < nthreads; k++) {
         g_opts.recovery_threads = (unsigned)threads[k];
         printf("  num.recovery.threads.per.data.dir=%ld\n", threads[k]);
