@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "snapshot_fixture.h"
 #include "eng_fs.h"
 
 #include <dirent.h>
@@ -344,9 +345,6 @@ static void copy_tree(const char *src, const char *dst, copy_hook before, copy_h
 
 /* ---- the workload ---------------------------------------------------------- */
 
-static const char *const settings[] = {"log.cleaner.threads=0", "log.segment.delete.delay.ms=600000",
-                                       "log.retention.check.interval.ms=600000", NULL};
-
 /* plain-0: three segments of 10; users-0: k0..k9 twice (two segments), then
  * k0..k4 again in the active segment.  Compaction then folds users' second
  * segment into a new first one; retention can delete plain's first. */
@@ -400,25 +398,22 @@ static void race_before(const char *pdir, const char *file, void *ctx)
     roll(rc->s, "plain");
 }
 
-/* The server a test works on, and the one started on its backup; the
- * teardown stops both (a failed check leaves them running) and removes the
- * first one's temporary dir, which holds the copy. */
-static ls_server g_src, g_restored;
-
+/* g_src, the server a test works on, and g_restored, the one started on
+ * its backup (snapshot_fixture.h); the teardown stops both (a failed check
+ * leaves them running) and removes the first one's temporary dir, which
+ * holds the copy. */
 static int setup(void **state)
 {
     (void)state;
     model_free();
-    memset(&g_src, 0, sizeof g_src);
-    memset(&g_restored, 0, sizeof g_restored);
+    snap_fixture_reset();
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    ls_cleanup(&g_restored);
-    ls_cleanup(&g_src);
+    snap_fixture_cleanup();
     model_free();
     return 0;
 }
@@ -477,22 +472,6 @@ static void test_snapshot_copied_while_server_works(void **state)
     assert_int_equal(lso, b.plain_lso);
     assert_int_equal(hw, b.plain_hw);
     assert_int_equal(ls_stop(&g_restored), 0);
-}
-
-typedef struct bg_post {
-    ls_server *s;
-    const char *path;
-    long status;
-} bg_post;
-
-static void *post_in_background(void *arg)
-{
-    bg_post *bp = arg;
-    ls_resp r;
-    bp->status = ls_send_json(bp->s, "POST", bp->path, "{}", &r) == 0 ? r.status : -1;
-    if (bp->status >= 0)
-        ls_resp_free(&r);
-    return NULL;
 }
 
 static bool name_ends_with_any(const char *name)

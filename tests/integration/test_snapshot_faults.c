@@ -26,6 +26,7 @@
 #include "eng_fault.h"
 #include "eng_fs.h"
 #include "harness.h"
+#include "snapshot_fixture.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -39,36 +40,18 @@
 
 #define NRECORDS 60
 
-static const char *const settings[] = {"log.cleaner.threads=0", "log.segment.delete.delay.ms=600000",
-                                       "log.retention.check.interval.ms=600000", NULL};
-
-static ls_server g_src, g_restored;
-
 static int setup(void **state)
 {
     (void)state;
-    memset(&g_src, 0, sizeof g_src);
-    memset(&g_restored, 0, sizeof g_restored);
+    snap_fixture_reset();
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    unsetenv("LOGSTORE_FAULT");
-    ls_cleanup(&g_restored);
-    ls_cleanup(&g_src);
+    snap_fixture_cleanup();
     return 0;
-}
-
-static void start_with_fault(ls_server *s, const char *fault)
-{
-    if (fault)
-        setenv("LOGSTORE_FAULT", fault, 1);
-    int rc = ls_start(s, settings);
-    unsetenv("LOGSTORE_FAULT");
-    if (rc)
-        fail_msg("the server did not start (fault %s)", fault ? fault : "none");
 }
 
 static void post_ok(ls_server *s, const char *path, const char *body)

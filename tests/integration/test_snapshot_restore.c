@@ -31,6 +31,7 @@
 
 #include "eng_fs.h"
 #include "harness.h"
+#include "snapshot_fixture.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -38,25 +39,17 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const settings[] = {"log.cleaner.threads=0", "log.segment.delete.delay.ms=600000",
-                                       "log.retention.check.interval.ms=600000", NULL};
-
-static ls_server g_src, g_restored;
-
 static int setup(void **state)
 {
     (void)state;
-    memset(&g_src, 0, sizeof g_src);
-    memset(&g_restored, 0, sizeof g_restored);
+    snap_fixture_reset();
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    unsetenv("LOGSTORE_FAULT");
-    ls_cleanup(&g_restored);
-    ls_cleanup(&g_src);
+    snap_fixture_cleanup();
     return 0;
 }
 
@@ -284,30 +277,6 @@ static void test_restore_is_the_moment(void **state_)
     json_decref(got);
     json_decref(at);
     assert_int_equal(ls_stop(&g_restored), 0);
-}
-
-typedef struct bg_post {
-    ls_server *s;
-    const char *path;
-    long status;
-} bg_post;
-
-static void *post_in_background(void *arg)
-{
-    bg_post *bp = arg;
-    ls_resp r;
-    bp->status = ls_send_json(bp->s, "POST", bp->path, "{}", &r) == 0 ? r.status : -1;
-    if (bp->status >= 0)
-        ls_resp_free(&r);
-    return NULL;
-}
-
-static void start_with_fault(ls_server *s, const char *fault)
-{
-    setenv("LOGSTORE_FAULT", fault, 1);
-    int started = ls_start(s, settings);
-    unsetenv("LOGSTORE_FAULT");
-    assert_int_equal(started, 0);
 }
 
 /* Polls (5 ms, up to 30 s) until the file exists; false if it never did. */
