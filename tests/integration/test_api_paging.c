@@ -257,17 +257,26 @@ static void test_topics(void **state)
 
 /* ---- GET /v1/topics/{t} -------------------------------------------------- */
 
-static size_t partition_items(const ls_resp *r, seen *s)
+/* Adds the integer field of each item of the answer's array to s,
+ * zero-padded to width digits so that strcmp order is numeric order;
+ * returns how many there were. */
+static size_t number_items(const ls_resp *r, const char *array, const char *field, int width,
+                           seen *s)
 {
-    json_t *arr = ls_jget(r, "partitions"), *p;
+    json_t *arr = ls_jget(r, array), *o;
     size_t i;
-    json_array_foreach(arr, i, p) {
-        char id[16];
-        snprintf(id, sizeof id, "%04lld",
-                 (long long)json_integer_value(json_object_get(p, "partition")));
-        seen_add(s, id);
+    json_array_foreach(arr, i, o) {
+        char item[32];
+        snprintf(item, sizeof item, "%0*lld", width,
+                 (long long)json_integer_value(json_object_get(o, field)));
+        seen_add(s, item);
     }
     return json_array_size(arr);
+}
+
+static size_t partition_items(const ls_resp *r, seen *s)
+{
+    return number_items(r, "partitions", "partition", 4, s);
 }
 
 static void partitions_grow(int page)
@@ -466,15 +475,7 @@ static void test_default_page(void **state)
 
 static size_t segment_items(const ls_resp *r, seen *s)
 {
-    json_t *arr = ls_jget(r, "segments"), *o;
-    size_t i;
-    json_array_foreach(arr, i, o) {
-        char item[32];
-        snprintf(item, sizeof item, "%020lld",
-                 (long long)json_integer_value(json_object_get(o, "base_offset")));
-        seen_add(s, item);
-    }
-    return json_array_size(arr);
+    return number_items(r, "segments", "base_offset", 20, s);
 }
 
 #define SEGS "/v1/topics/sg/partitions/0/segments"

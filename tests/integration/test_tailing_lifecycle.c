@@ -32,6 +32,7 @@
 #include <dirent.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,13 +89,13 @@ static void append_big(const char *topic, int nbatches)
     free(value);
 }
 
-/* Descriptors the server holds on files of partition dir `<topic>-0`
- * (before or after its delete renamed it to `<topic>-0.<uuid>-delete`). */
-static int open_partition_files(const char *topic)
+/* How many of the descriptors process pid holds name a file match()
+ * accepts (given the link's target and topic). */
+static int count_open_files(pid_t pid, bool (*match)(const char *target, const char *topic),
+                            const char *topic)
 {
-    char dir[64], link[PATH_MAX], needle[300];
-    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)S->pid);
-    snprintf(needle, sizeof needle, "/%s-0", topic);
+    char dir[64], target[PATH_MAX];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
     DIR *d = opendir(dir);
     assert_non_null(d);
     int n = 0;
@@ -102,16 +103,29 @@ static int open_partition_files(const char *topic)
     while ((e = readdir(d))) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ssize_t len = readlink(path, link, sizeof link - 1);
+        ssize_t len = readlink(path, target, sizeof target - 1);
         if (len <= 0)
             continue;
-        link[len] = 0;
-        const char *at = strstr(link, needle);
-        if (at && (at[strlen(needle)] == '/' || at[strlen(needle)] == '.'))
-            n++;
+        target[len] = 0;
+        n += match(target, topic);
     }
     closedir(d);
     return n;
+}
+
+/* A file of partition dir `<topic>-0` (before or after its delete renamed
+ * it to `<topic>-0.<uuid>-delete`). */
+static bool in_partition_dir(const char *target, const char *topic)
+{
+    char needle[300];
+    snprintf(needle, sizeof needle, "/%s-0", topic);
+    const char *at = strstr(target, needle);
+    return at && (at[strlen(needle)] == '/' || at[strlen(needle)] == '.');
+}
+
+static int open_partition_files(const char *topic)
+{
+    return count_open_files(S->pid, in_partition_dir, topic);
 }
 
 /* Waits until the server holds no file of topic's partition; the count
@@ -324,29 +338,18 @@ static void test_delete_and_recreate_under_parked_readers(void **state)
     mset_free(&nd);
 }
 
-/* Descriptors the server holds on files of `<topic>-0` that retention
- * has set aside or unlinked (`.deleted`, or `(deleted)` once gone). */
+/* A file of `<topic>-0` that retention has set aside or unlinked
+ * (`.deleted`, or `(deleted)` once gone). */
+static bool deleted_in_partition(const char *target, const char *topic)
+{
+    char needle[300];
+    snprintf(needle, sizeof needle, "/%s-0/", topic);
+    return strstr(target, needle) && strstr(target, "deleted");
+}
+
 static int open_deleted_files(ls_server *s, const char *topic)
 {
-    char dir[64], link[PATH_MAX], needle[300];
-    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)s->pid);
-    snprintf(needle, sizeof needle, "/%s-0/", topic);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ssize_t len = readlink(path, link, sizeof link - 1);
-        if (len <= 0)
-            continue;
-        link[len] = 0;
-        if (strstr(link, needle) && strstr(link, "deleted"))
-            n++;
-    }
-    closedir(d);
-    return n;
+    return count_open_files(s->pid, deleted_in_partition, topic);
 }
 
 /* A raw read (sendfile) of a segment that retention then deletes, whose
