@@ -247,6 +247,7 @@ static int run_clean(eng_cleaner *c, eng_partition *p, eng_offset_map *map, bool
                         .io_buffer_bytes = c->o.io_buffer_bytes / 2 / (c->nworkers ? c->nworkers : 1),
                         .max_bytes_per_second = c->o.max_bytes_per_second, .abort = &c->abort};
     int rc = eng_partition_clean(p, ckpt, &o, st);
+    (void)ENG_FAULT("cleaner.after_clean");
     pthread_mutex_lock(&c->lock);
     if (!rc && !dry_run && st->end_offset != ckpt && still_registered(c, p)) {
         (void)ENG_FAULT("cleaner.before_checkpoint");
@@ -263,8 +264,12 @@ static int run_clean(eng_cleaner *c, eng_partition *p, eng_offset_map *map, bool
         (rc || st->segments_before))
         eng_stats_cleaner(rc != 0, st->bytes_read, st->bytes_before, st->bytes_after,
                           st->records_removed);
-    /* A dry run changes nothing, the uncleanable list included. */
-    if (!dry_run && rc && rc != ENG_EBUSY && !interrupted && rc != ENG_ENOTCOMPACT)
+    /* A dry run changes nothing, the uncleanable list included.  Nor does
+     * a failure of a topic deleted since: its forget may have run already,
+     * and the mark would then outlive it, keeping the threads off a topic
+     * created again under the name until a restart. */
+    if (!dry_run && rc && rc != ENG_EBUSY && !interrupted && rc != ENG_ENOTCOMPACT &&
+        still_registered(c, p))
         set_uncleanable(c, p, rc);
     else if (!dry_run && !rc && on_demand)
         clear_uncleanable(c, p);

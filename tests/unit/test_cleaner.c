@@ -29,7 +29,9 @@
  *     off (at least a second) and logs one line, not a spin logging
  *     hundreds of thousands a second, and the partition is not marked;
  *   - a throttled cleaning (log.cleaner.io.max.bytes.per.second) lets a
- *     delete of its topic and a stop through at once, not after its sleep.
+ *     delete of its topic and a stop through at once, not after its sleep;
+ *   - a clean that fails as its topic is deleted leaves no uncleanable mark
+ *     behind for a topic created again under the name.
  *
  * The engine does not speak JSON: a line-based codec stands in, as in
  * test_manager.c.
@@ -650,6 +652,50 @@ static void test_throttled_clean_stops_promptly(void **state)
     assert_true(close_ms < 5000);
 }
 
+static eng_manager *g_deleting;
+
+/* Deletes topic "gone" where the hook runs: after its failed clean let go
+ * of the partition, before the cleaner settles the failure. */
+static void delete_gone(void *ctx)
+{
+    (void)ctx;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_manager_delete_topic(g_deleting, "gone", &err), 0);
+}
+
+/* A clean that fails while its topic is being deleted does not mark the
+ * deleted topic's partition uncleanable: the delete's forget may already
+ * have run, and the mark then stayed, so a topic created again under the
+ * name was skipped by the threads until a restart and listed with the old
+ * failure. */
+static void test_failed_clean_of_deleted_topic(void **state)
+{
+    fixture *f = *state;
+    f->copts.threads = 0; /* on demand only: the hook runs on this thread */
+    eng_manager *m = open_cleaning(f, true);
+    eng_cleaner *c = eng_manager_cleaner(m);
+    topic(m, "gone", 1, NULL, NULL, NULL, NULL);
+    eng_partition *p = part(m, "gone", 0);
+    write_keys(p, 10, 3, CU_T0);
+    g_deleting = m;
+    eng_fault_hook("cleaner.after_clean", delete_gone, NULL);
+    eng_fault_set("compact.round_start=eio");
+    eng_clean_stats st;
+    int rc = eng_cleaner_clean_now(c, p, false, &st);
+    eng_fault_set(NULL);
+    eng_fault_hook(NULL, NULL, NULL);
+    assert_int_equal(rc, -EIO);
+    eng_partition_unref(p);
+    eng_cleaner_status s = {0};
+    assert_int_equal(eng_cleaner_status_get(c, &s), 0);
+    for (size_t i = 0; i < s.nuncleanable; i++)
+        fail_msg("%s-%d is listed uncleanable (%s) after its topic was deleted",
+                 s.uncleanable[i].topic, s.uncleanable[i].partition, s.uncleanable[i].reason);
+    eng_cleaner_status_free(&s);
+    assert_false(logged(f, "gone-0: marked uncleanable"));
+    assert_true(eng_manager_close(m));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -662,6 +708,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_map_capped, setup_cleaning, teardown),
         cmocka_unit_test_setup_teardown(test_map_alloc_failure_backs_off, setup_cleaning, teardown),
         cmocka_unit_test_setup_teardown(test_throttled_clean_stops_promptly, setup_cleaning, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_clean_of_deleted_topic, setup_cleaning,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
