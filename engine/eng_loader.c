@@ -245,6 +245,34 @@ static void drop_segment_files(eng_segment *seg, eng_load_stats *st)
     st->segments_deleted++;
 }
 
+/* The segments after a torn unflushed one, which its truncation makes
+ * unreachable history (Kafka's recoverLog). */
+typedef struct later_segments {
+    eng_partition *p;
+    eng_segment **segs;
+    size_t from, n;
+    eng_load_stats *st;
+    bool dropped;
+} later_segments;
+
+/* Deletes them, durably, before the torn segment is cut (the before_cut of
+ * eng_segment_recover_cut): deleted after it, a crash in between left them
+ * behind the cut segment, and the next start, finding that one whole, kept
+ * them, with a gap in the offsets and the history the first start had
+ * dropped. */
+static int drop_later_segments(void *arg)
+{
+    later_segments *l = arg;
+    for (size_t k = l->from; k < l->n; k++) {
+        ENG_WARN("%s-%d: deleting segment %020" PRId64 " after a truncation", l->p->topic,
+                 l->p->id, eng_segment_base(l->segs[k]));
+        l->st->bytes_truncated += eng_segment_size(l->segs[k]);
+        drop_segment_files(l->segs[k], l->st);
+    }
+    l->dropped = true;
+    return eng_fs_sync_dir(l->p->dir);
+}
+
 int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_load_stats *st)
 {
     int rc = pp->defer_dir_sync ? eng_fs_mkdir(p->dir) : eng_fs_mkdir_durable(p->dir);
@@ -321,7 +349,20 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
             }
             eng_recover_stats rs;
             int64_t next_base = i + 1 < nsegs ? eng_segment_base(segs[i + 1]) : INT64_MAX;
-            if ((rc = eng_segment_recover_below(segs[i], next_base, &rs)))
+            /* Below the recovery point only this segment loses its tail
+             * (see below); above it, the segments after go first. */
+            later_segments later = {.p = p, .segs = segs, .from = i + 1, .n = nsegs, .st = st};
+            bool drops_later = i >= first_recover && i + 1 < nsegs;
+            rc = eng_segment_recover_cut(segs[i], next_base, drops_later ? drop_later_segments : NULL,
+                                         &later, &rs);
+            if (later.dropped) {
+                /* Gone from disk: gone from the list too, even when the
+                 * recovery then failed (the caller frees the list). */
+                for (size_t k = i + 1; k < nsegs; k++)
+                    eng_segment_unref(segs[k]);
+                nsegs = i + 1;
+            }
+            if (rc)
                 goto done;
             st->segments_recovered++;
             /* Below the recovery point no flush revisits the segment: its
@@ -355,36 +396,18 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
                      " bytes dropped): %s",
                      p->topic, p->id, eng_segment_base(segs[i]), rs.valid_bytes,
                      rs.truncated_bytes, rs.stop_reason ? rs.stop_reason : "invalid tail");
+            /* The last one, or the segments after it went before the cut
+             * (drop_later_segments): it becomes the active one below. */
             if (i + 1 == nsegs)
                 break;
-            /* Recovered for its index alone, below the recovery point: the
-             * segments after it were flushed and are whole, so only this one
-             * loses its damaged tail (as in Kafka's loadSegmentFiles). */
-            if (i < first_recover)
-                continue;
-            /* Everything after a torn unflushed segment is unreachable
-             * history (Kafka's recoverLog). */
-            for (size_t k = i + 1; k < nsegs; k++) {
-                ENG_WARN("%s-%d: deleting segment %020" PRId64 " after a truncation", p->topic,
-                         p->id, eng_segment_base(segs[k]));
-                st->bytes_truncated += eng_segment_size(segs[k]);
-                drop_segment_files(segs[k], st);
-                eng_segment_unref(segs[k]);
-            }
-            nsegs = i + 1;
-            /* The truncated segment becomes the active one. */
-            eng_segment_opts o;
-            eng__segment_opts(p, &cfg, false, &o);
-            int64_t base = eng_segment_base(segs[i]);
-            eng_segment_unref(segs[i]);
-            if ((rc = eng_segment_open(p->dir, base, &o, true, &segs[i]))) {
-                nsegs = i;
-                goto done;
-            }
-            break;
+            /* Otherwise it was recovered for its index alone, below the
+             * recovery point: the segments after it were flushed and are
+             * whole, so only this one loses its damaged tail (as in Kafka's
+             * loadSegmentFiles). */
         }
-        /* A torn active segment was opened inactive for its recovery; with
-         * its tail now valid it becomes the active one again. */
+        /* A torn active segment, or one the segments after it were dropped
+         * for, was opened inactive for its recovery; with its tail now valid
+         * it becomes the active one. */
         if (!eng_segment_is_active(segs[nsegs - 1])) {
             eng_segment_opts o;
             eng__segment_opts(p, &cfg, false, &o);

@@ -235,6 +235,13 @@ int eng_segment_recover(eng_segment *s, eng_recover_stats *st);
  * holding offsets of the next one breaks the lookup by base offset. */
 int eng_segment_recover_below(eng_segment *s, int64_t next_base, eng_recover_stats *st);
 
+/* The same, calling before_cut(ctx), when it is not NULL, just before the
+ * file is truncated: whatever must not outlive the cut (the segments after
+ * a torn one) goes first, so a crash between the two cannot keep it.  Its
+ * error stops the recovery with nothing truncated. */
+int eng_segment_recover_cut(eng_segment *s, int64_t next_base, int (*before_cut)(void *ctx),
+                            void *ctx, eng_recover_stats *st);
+
 /* Index access for listings; the index is opened if needed.  Borrowed
  * pointers valid while the reference lives; NULL on failure. */
 eng_index *eng_segment_offset_index(eng_segment *s);

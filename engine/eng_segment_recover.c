@@ -13,6 +13,7 @@
 
 #include "eng_compress.h"
 #include "eng_error.h"
+#include "eng_fault.h"
 #include "eng_logger.h"
 
 #include <errno.h>
@@ -60,6 +61,12 @@ int eng_segment_recover(eng_segment *s, eng_recover_stats *st)
 }
 
 int eng_segment_recover_below(eng_segment *s, int64_t next_base, eng_recover_stats *st)
+{
+    return eng_segment_recover_cut(s, next_base, NULL, NULL, st);
+}
+
+int eng_segment_recover_cut(eng_segment *s, int64_t next_base, int (*before_cut)(void *ctx),
+                            void *ctx, eng_recover_stats *st)
 {
     memset(st, 0, sizeof *st);
     st->next_offset = s->base;
@@ -131,11 +138,15 @@ int eng_segment_recover_below(eng_segment *s, int64_t next_base, eng_recover_sta
         st->batches++;
     }
     if (valid < file_size) {
+        if (before_cut && (rc = before_cut(ctx)))
+            goto done;
         if (ftruncate(s->log_fd, (off_t)valid) < 0) {
             rc = -errno;
             goto done;
         }
         atomic_store(&s->log_dirty, true);
+        if ((rc = ENG_FAULT("segment.recover.after_cut")))
+            goto done;
     }
     st->valid_bytes = valid;
     st->truncated_bytes = file_size - valid;
