@@ -3,6 +3,7 @@
  */
 #include "eng_error.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,6 +46,11 @@ const char *eng_strerror(int err)
     if (err < 0 && err > -4096)
         return strerror(-err);
     return "unknown error";
+}
+
+bool eng_error_out_of_resources(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT || rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM;
 }
 
 int eng_fail(eng_errdetail *d, int err, const char *fmt, ...)

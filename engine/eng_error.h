@@ -14,6 +14,7 @@
 #ifndef ENG_ERROR_H
 #define ENG_ERROR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +58,15 @@ typedef struct eng_errdetail {
                          * the record's offset delta */
     int has_bounds;
 } eng_errdetail;
+
+/* Whether rc is a resource running out (a full disk or quota, no
+ * descriptor or memory map left: ENOSPC, EDQUOT, EMFILE, ENFILE, ENOMEM)
+ * rather than the storage failing.  Where it comes from an open, a create,
+ * an mmap or a write that is cut off again, nothing is left half done and
+ * the operation can simply be refused and tried later: only a real I/O
+ * failure (EIO, any failed fsync, even one that says ENOSPC) takes the log
+ * dir offline. */
+bool eng_error_out_of_resources(int rc);
 
 /* Returns a static string naming err (an ENG_E* code or a negative errno). */
 const char *eng_strerror(int err);

@@ -333,7 +333,9 @@ void eng__set_hw(eng_partition *p, int64_t hw)
  * file behind (eng_segment_create). */
 static bool out_of_room(int rc)
 {
-    return rc == -ENOSPC || rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM;
+    /* EDQUOT too: a used-up quota refuses a write as a full disk does (the
+     * API answers both 507 disk_full), and took the dir offline. */
+    return eng_error_out_of_resources(rc);
 }
 
 static bool dir_is_offline(const eng_partition *p)
@@ -353,7 +355,7 @@ static void take_offline(eng_partition *p, int rc, const char *what)
 /* What an append reports after an I/O failure: ENG_EOFFLINE once the dir is
  * offline (503 log_dir_offline, like every append after it) rather than the
  * raw errno (500 internal_error); a full disk stays -ENOSPC (507), and so do
- * -EMFILE and -ENFILE.  Found by
+ * -EDQUOT, -EMFILE and -ENFILE.  Found by
  * tests/crash/test_faults.c (segment.append.partial=eio answered 500). */
 static int offline_code(const eng_partition *p, int rc)
 {

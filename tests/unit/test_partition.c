@@ -467,6 +467,46 @@ static void test_roll_out_of_maps(void **state)
     eng_partition_unref(p);
 }
 
+/* A used-up quota (EDQUOT) is a full disk to the writer, and the API
+ * answers it as one (507 disk_full): a refused append, or a roll refused
+ * for its new segment's files, must leave the dir online as ENOSPC does.
+ * Both took the whole log dir offline until a restart. */
+static void test_quota_exceeded_stays_online(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 4000;
+    _Atomic int offline = 0;
+    eng_partition *p = open_watched(f, &offline);
+    append_ok(p, 0, 10, T0, 250); /* 2,731 bytes: the next batch must roll */
+    char before[2048], after[2048];
+    ts_list_dir(f->pdir, before, sizeof before);
+
+    uint8_t buf[8192];
+    size_t len = ts_build_batch(buf, sizeof buf, 10, 10, T0, 250);
+    eng_errdetail err = {0};
+    eng_fault_set("roll.create=edquot");
+    int rc = do_append(p, buf, len, -1, true, NULL, &err);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, -EDQUOT);
+    assert_int_equal(atomic_load(&offline), 0);
+    ts_list_dir(f->pdir, after, sizeof after);
+    assert_string_equal(after, before);
+
+    /* Half the batch is written when the quota runs out: it is cut off. */
+    eng_fault_set("segment.append.partial=edquot");
+    rc = do_append(p, buf, len, -1, true, NULL, &err);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, -EDQUOT);
+    assert_int_equal(atomic_load(&offline), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 10);
+    assert_int_equal(file_size(f->pdir, 10, ".log"), 0);
+
+    assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
+    assert_int_equal(eng_partition_log_end_offset(p), 20);
+    assert_int_equal(read_and_check(p, 0, 250), 20);
+    eng_partition_unref(p);
+}
+
 static void test_compacted_null_key(void **state)
 {
     fixture *f = *state;
@@ -724,6 +764,7 @@ int main(void)
         T(test_refusals_write_nothing),
         T(test_roll_out_of_descriptors),
         T(test_roll_out_of_maps),
+        T(test_quota_exceeded_stays_online),
         T(test_old_segments_hold_one_descriptor),
         T(test_requested_roll_failures),
         T(test_compacted_null_key),
