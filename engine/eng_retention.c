@@ -161,11 +161,19 @@ static bool raise_lso(eng_partition *p, int64_t to, const char *why)
 
 void eng__partition_dispose(eng_partition *p, eng_segment *seg)
 {
-    int rc = strcmp(eng_segment_suffix(seg), ".deleted") ? eng_segment_rename(seg, ".deleted") : 0;
+    int rc = 0;
+    if (strcmp(eng_segment_suffix(seg), ".deleted")) {
+        rc = ENG_FAULT("segment.dispose");
+        if (!rc)
+            rc = eng_segment_rename(seg, ".deleted");
+    }
     if (rc) {
         ENG_ERROR("%s-%d: renaming segment %020" PRId64 " to .deleted: %s", p->topic, p->id,
                   eng_segment_base(seg), eng_strerror(rc));
-        if (p->dir_offline && rc != -ENOSPC)
+        /* No room for the new name's directory entry (a full disk or
+         * quota; the kernel out of memory) changed nothing: the segment is
+         * deleted under its own name.  Anything else (EIO) is the dir. */
+        if (p->dir_offline && !eng_error_out_of_resources(rc))
             atomic_store(p->dir_offline, 1);
     }
     eng_config cfg;
@@ -239,16 +247,16 @@ static int retention_locked(eng_partition *p, int64_t now_ms, bool dry_run,
     if (pl.count == v->n) {
         /* Everything goes: roll first so the next append keeps its offset. */
         rc = eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE);
-        bool no_room = rc == -ENOSPC || rc == -EDQUOT || rc == -EMFILE || rc == -ENFILE;
+        bool no_room = eng_error_out_of_resources(rc);
         if (rc && (!no_room || pl.count == 1)) {
             pthread_mutex_unlock(&p->append_lock);
             return rc;
         }
         if (rc) {
             /* Out of room for the new segment's files (a full disk or
-             * quota, no inodes or descriptors left): the others still go, since
-             * deleting them is what makes room, and the active one waits
-             * for a pass that can roll.  Refusing the whole pass kept
+             * quota, no inodes, descriptors or memory maps left): the
+             * others still go, since deleting them is what makes room, and
+             * the active one waits for a pass that can roll.  Refusing the whole pass kept
              * every expired segment on a full disk for good. */
             ENG_WARN("%s-%d: cannot roll before deleting every segment (%s); keeping the active "
                      "one until a later retention pass",

@@ -374,6 +374,61 @@ static void test_everything_goes_without_quota_to_roll(void **state)
     close_part(p);
 }
 
+/* Out of memory maps (vm.max_map_count reached) the new segment cannot
+ * map its indexes: as without descriptors, the older segments still go
+ * (each one that goes unmaps its two indexes), and the active one waits.
+ * The pass used to fail whole and keep every expired segment. */
+static void test_everything_goes_without_maps_to_roll(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000;
+    eng_partition *p = open_part(f);
+    segments(p, 2, OLD_TS);
+    append(p, 7, OLD_TS); /* active [20,27), expired */
+    eng_fault_set("roll.create=enomem");
+    eng_retention_report rep;
+    int rc = eng_partition_retention(p, eng_now_ms(), false, &rep);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(rep.n, 2);
+    assert_false(rep.rolled);
+    assert_int_equal(rep.log_start_offset_after, 20);
+    eng_retention_report_free(&rep);
+    expect_segs(p, 1, 20);
+    close_part(p);
+}
+
+/* Renaming a segment to .deleted creates a directory entry, which a full
+ * disk or a used-up quota can refuse (no block for the directory) before
+ * anything changed: the segment is deleted under its own name and the
+ * dir stays online.  EDQUOT (and ENOMEM, the kernel's) took it offline
+ * where ENOSPC did not. */
+static void test_rename_refused_for_room_stays_online(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000;
+    _Atomic int offline = 0;
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
+                               .clean_shutdown = true, .recovery_point = 0,
+                               .log_start_offset = -1, .dir_offline = &offline,
+                               .events = {.on_delete = on_delete, .on_roll = on_roll, .ctx = f}};
+    eng_partition *p = NULL;
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    segments(p, 2, OLD_TS);
+    append(p, 7, eng_now_ms());
+    eng_fault_set("segment.dispose=edquot,segment.dispose=enomem@2");
+    eng_retention_report rep = run(p, false, 2);
+    eng_fault_set(NULL);
+    eng_retention_report_free(&rep);
+    assert_int_equal(atomic_load(&offline), 0);
+    assert_int_equal(count_lines(f, "renaming segment"), 2);
+    expect_segs(p, 1, 20);
+    assert_int_equal(seg_files(f->pdir, 0, "") + seg_files(f->pdir, 10, ""), 0);
+    append(p, 3, eng_now_ms());
+    read_from(p, 20, 30);
+    close_part(p);
+}
+
 /* ---- future timestamps ---------------------------------------------------- */
 
 static void test_future_timestamp_kept(void **state)
@@ -486,6 +541,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_roll_when_everything_goes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_everything_goes_without_room_to_roll, setup, teardown),
         cmocka_unit_test_setup_teardown(test_everything_goes_without_quota_to_roll, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_everything_goes_without_maps_to_roll, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_rename_refused_for_room_stays_online, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_future_timestamp_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_just_stamped_is_not_future, setup, teardown),
