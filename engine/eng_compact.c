@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_IO_BUFFER (256u << 10)
 /* Keys hashed and prefetched ahead of their map probes. */
@@ -632,15 +633,25 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
     return rc;
 }
 
-/* The three renames of a swap, then the new segment set. */
+/* The three renames of a swap, then the new segment set.  The directory
+ * is opened first: a failure once the cleaned segment is .swap takes the
+ * dir offline, which a process out of descriptors did (test_compact_swap.c)
+ * although refusing the clean, with nothing changed, was open to it. */
 static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, size_t n)
 {
     eng_partition *p = rd->p;
+    int dirfd = -1;
     int rc = ENG_FAULT("compact.before_swap");
+    if (!rc && (rc = eng_fs_open_dir(p->dir, &dirfd)) && eng_error_out_of_resources(rc)) {
+        ENG_WARN("%s-%d: cannot swap in cleaned segment %020" PRId64 " (%s); the log is unchanged",
+                 p->topic, p->id, eng_segment_base(cleaned), eng_strerror(rc));
+        eng_segment_unlink(cleaned);
+        return rc;
+    }
     if (!rc)
         rc = eng_segment_rename(cleaned, ".swap");
     if (!rc)
-        rc = eng_fs_sync_dir(p->dir);
+        rc = eng_fs_sync_dir_fd(dirfd);
     if (!rc)
         rc = ENG_FAULT("compact.after_swap");
     for (size_t k = 0; !rc && k < n; k++)
@@ -650,7 +661,9 @@ static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, siz
     if (!rc)
         rc = eng_segment_rename(cleaned, "");
     if (!rc)
-        rc = eng_fs_sync_dir(p->dir);
+        rc = eng_fs_sync_dir_fd(dirfd);
+    if (dirfd >= 0)
+        close(dirfd);
     if (rc) {
         ENG_ERROR("%s-%d: swapping in cleaned segment %020" PRId64 ": %s (startup will finish it)",
                   p->topic, p->id, eng_segment_base(cleaned), eng_strerror(rc));

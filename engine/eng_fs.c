@@ -168,6 +168,20 @@ int eng_fs_sync_dir(const char *path)
     return sync_path(path, O_DIRECTORY);
 }
 
+int eng_fs_open_dir(const char *path, int *fd)
+{
+    int d = open(path, O_RDONLY | O_CLOEXEC | O_DIRECTORY);
+    if (d < 0)
+        return -errno;
+    *fd = d;
+    return 0;
+}
+
+int eng_fs_sync_dir_fd(int fd)
+{
+    return fsync(fd) < 0 ? -errno : 0;
+}
+
 int eng_fs_sync_file(const char *path)
 {
     return sync_path(path, 0);

@@ -41,6 +41,15 @@ int eng_fs_read_file(const char *path, size_t max_len, char **out, size_t *len);
 /* fsync of the directory at path (so a create or rename in it is durable). */
 int eng_fs_sync_dir(const char *path);
 
+/* Opens the directory at path for eng_fs_sync_dir_fd into *fd (the caller
+ * closes it): a sequence of renames that must not start unless it can be
+ * made durable takes its descriptor first, since a process out of
+ * descriptors fails the open, not the fsync. */
+int eng_fs_open_dir(const char *path, int *fd);
+
+/* fsync of a directory opened by eng_fs_open_dir. */
+int eng_fs_sync_dir_fd(int fd);
+
 /* fsync of the file at path (a file written by another descriptor). */
 int eng_fs_sync_file(const char *path);
 

@@ -36,6 +36,7 @@
 
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 typedef cu_fixture fixture;
@@ -576,6 +577,79 @@ static void test_policy_turned_off_during_round(void **state)
     eng_partition_unref(p);
 }
 
+/* Descriptors used up: the limit drops to what is open, and the holes
+ * below it (a descriptor is the lowest free number, and an index closed
+ * after its sync leaves one) are filled, so the next open() fails with
+ * EMFILE. */
+typedef struct fd_squeeze {
+    struct rlimit saved;
+    int fds[64];
+    int n;
+} fd_squeeze;
+
+static void no_more_descriptors(void *ctx)
+{
+    fd_squeeze *q = ctx;
+    ts_fd_limit(0, &q->saved);
+    for (int fd; q->n < 64 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;)
+        q->fds[q->n++] = fd;
+}
+
+static void descriptors_back(fd_squeeze *q)
+{
+    while (q->n > 0)
+        close(q->fds[--q->n]);
+    ts_fd_limit_restore(&q->saved);
+}
+
+/* A swap that cannot open the partition directory to sync it (the process
+ * is out of descriptors) has changed nothing the log reads, so the clean
+ * fails with EMFILE, the cleaned segment goes, and the dir stays online;
+ * the next round cleans.  The directory was opened only after the cleaned
+ * segment was renamed .swap, and the failure took the log dir offline
+ * until a restart. */
+static void test_swap_out_of_descriptors_stays_online(void **state)
+{
+    fixture *f = *state;
+    _Atomic int offline = 0;
+    eng_partition_params pp = {.topic = "kv", .id = 0, .dir = f->dir, .config = f->cfg,
+                               .clean_shutdown = false, .recovery_point = 0,
+                               .log_start_offset = -1, .dir_offline = &offline,
+                               .events = {.on_delete = cu_on_delete, .ctx = &f->trash}};
+    eng_partition *p = NULL;
+    eng_load_stats ls;
+    assert_int_equal(eng_partition_open(&pp, &p, &ls), 0);
+    cu_kv a1 = {"a", "1", 0}, a2 = {"a", "2", 0}, b1 = {"b", "1", 0};
+    cu_append(p, &a1, 1, CU_T0);
+    cu_append(p, &a2, 1, CU_T0);
+    cu_append(p, &b1, 1, CU_T0);
+    cu_roll(p);
+    char *before = cu_listing(f->dir);
+    eng_clean_stats st;
+    fd_squeeze q = {.n = 0};
+    getrlimit(RLIMIT_NOFILE, &q.saved);
+    eng_fault_hook("compact.before_swap", no_more_descriptors, &q);
+    int rc = cu_clean(p, f->map, -1, CU_T0, false, &st);
+    eng_fault_hook(NULL, NULL, NULL);
+    descriptors_back(&q);
+    assert_int_equal(rc, -EMFILE);
+    assert_int_equal(atomic_load(&offline), 0);
+    char *after = cu_listing(f->dir);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    cu_recs got;
+    cu_read_ok(p, &got);
+    assert_int_equal(got.n, 3);
+    cu_recs_free(&got);
+
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0, false, &st), 0);
+    assert_int_equal(st.records_removed, 1);
+    assert_int_equal(atomic_load(&offline), 0);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -583,6 +657,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_sealed_segment, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_refusals_busy_dry_run, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_policy_turned_off_during_round, cu_setup, cu_teardown),
+        cmocka_unit_test_setup_teardown(test_swap_out_of_descriptors_stays_online, cu_setup,
+                                        cu_teardown),
         cmocka_unit_test_setup_teardown(test_clean_range, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_max_lag_past_min_lag_cutoff, cu_setup, cu_teardown),
     };
