@@ -196,9 +196,10 @@ static void set_uncleanable(eng_cleaner *c, eng_partition *p, int rc)
     u->partition = eng_partition_id(p);
     u->since_ms = eng_now_ms();
     snprintf(u->reason, sizeof u->reason, "cleaning failed: %s", eng_strerror(rc));
-    /* Kafka marks any failure uncleanable until a restart; a full disk or
-     * too many open files passes, and cleaning is what frees the disk. */
-    bool passes = rc == -ENOSPC || rc == -EDQUOT || rc == -EMFILE || rc == -ENFILE;
+    /* Kafka marks any failure uncleanable until a restart; a full disk,
+     * too many open files or no memory map left passes, and cleaning is
+     * what frees the disk (and, dropping segments, their maps). */
+    bool passes = eng_error_out_of_resources(rc);
     /* Four backoffs (a minute by default): a failed attempt may have read
      * its whole dirty range before it found no room to write. */
     int64_t wait = 4 * (int64_t)c->o.backoff_ms;

@@ -369,18 +369,17 @@ static void test_uncleanable(void **state)
     eng_manager_close(m);
 }
 
-/* A clean that runs out of disk space (or descriptors) is not marked
- * uncleanable until a restart, as other failures are: the disk frees up,
- * and cleaning is what frees it.  The threads try again after four
- * backoffs, and this time it works. */
-static void test_out_of_room_tried_again(void **state)
+/* A clean that runs out of disk space (or descriptors, or memory maps) is
+ * not marked uncleanable until a restart, as other failures are: the disk
+ * frees up, and cleaning is what frees it.  The threads try again after
+ * four backoffs, and this time it works. */
+static void tried_again(fixture *f, const char *fault, int err, const char *errtext)
 {
-    fixture *f = *state;
     eng_manager *m = open_cleaning(f, false);
     topic(m, "full", 1, NULL, NULL, NULL, NULL);
     eng_partition *p = part(m, "full", 0);
     write_keys(p, 10, 5, CU_T0);
-    eng_fault_set("segment.append.partial=enospc"); /* the cleaner's first write */
+    eng_fault_set(fault);
     assert_int_equal(eng_manager_start_cleaner(m), 0);
     eng_cleaner *c = eng_manager_cleaner(m);
     bool saw_retry = false;
@@ -395,8 +394,10 @@ static void test_out_of_room_tried_again(void **state)
     assert_true(saw_retry || eng_cleaner_checkpoint(c, "full", 0) == 50); /* may already be done */
     assert_true(wait_checkpoint(c, "full", 50, 5000));
     eng_fault_set(NULL);
-    assert_true(logged(f, "full-0: cleaning failed: No space left on device; the cleaner tries "
-                          "again in 80 ms"));
+    char line[256];
+    snprintf(line, sizeof line, "full-0: cleaning failed: %s; the cleaner tries again in 80 ms",
+             errtext);
+    assert_true(logged(f, line));
     assert_true(logged(f, "full-0: trying to clean it again"));
     assert_false(logged(f, "marked uncleanable"));
     eng_cleaner_status s = {0};
@@ -408,7 +409,7 @@ static void test_out_of_room_tried_again(void **state)
     for (size_t i = 0; i < s.nruns; i++) {
         if (strcmp(s.runs[i].topic, "full"))
             continue;
-        if (s.runs[i].result == -ENOSPC)
+        if (s.runs[i].result == err)
             failed_at = s.runs[i].stats.started_ms;
         else if (s.runs[i].result == 0 && (ok_at < 0 || s.runs[i].stats.started_ms < ok_at))
             ok_at = s.runs[i].stats.started_ms;
@@ -424,6 +425,20 @@ static void test_out_of_room_tried_again(void **state)
     assert_int_equal(cu_count_suffix(pdir, ".cleaned"), 0);
     eng_partition_unref(p);
     eng_manager_close(m);
+}
+
+static void test_out_of_room_tried_again(void **state)
+{
+    /* the cleaner's first write */
+    tried_again(*state, "segment.append.partial=enospc", -ENOSPC, "No space left on device");
+}
+
+/* vm.max_map_count reached: the cleaned segment cannot map its indexes.
+ * It was marked uncleanable until a restart, though the maps come back
+ * as soon as retention or another clean drops a segment. */
+static void test_out_of_maps_tried_again(void **state)
+{
+    tried_again(*state, "index.map=enomem", -ENOMEM, "Cannot allocate memory");
 }
 
 /* A checkpoint inside a segment that min.compaction.lag.ms keeps: nothing is
@@ -703,6 +718,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkpoint_file_and_restart, setup_cleaning, teardown),
         cmocka_unit_test_setup_teardown(test_uncleanable, setup_cleaning, teardown),
         cmocka_unit_test_setup_teardown(test_out_of_room_tried_again, setup_cleaning, teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_maps_tried_again, setup_cleaning, teardown),
         cmocka_unit_test_setup_teardown(test_nothing_cleanable_backs_off, setup_cleaning, teardown),
         cmocka_unit_test_setup_teardown(test_compact_delete_retention, setup_cleaning, teardown),
         cmocka_unit_test_setup_teardown(test_map_capped, setup_cleaning, teardown),
