@@ -75,6 +75,21 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
      * by its file's mtime. */
     if ((rc = eng_segment_write_final_time_entry(active)))
         return !eng_error_out_of_resources(rc) && eng__dir_offline(p) ? ENG_EOFFLINE : rc;
+    /* The next view, before the next segment exists: made after the seal,
+     * a failed allocation left a sealed segment last in the view, so the
+     * next append that did not roll was refused as an invalid argument and
+     * took the dir offline.  Its last slot holds the active segment until
+     * the new one takes it. */
+    eng_segview *nv = NULL;
+    eng_segment **segs = ENG_FAULT("roll.view") ? NULL : malloc((v->n + 1) * sizeof *segs);
+    if (segs) {
+        memcpy(segs, v->segs, v->n * sizeof *segs);
+        segs[v->n] = active;
+        nv = eng__segview_new(segs, v->n + 1);
+        free(segs);
+    }
+    if (!nv)
+        return -ENOMEM;
     eng_segment_opts o;
     eng__segment_opts(p, cfg, true, &o);
     eng_segment *seg;
@@ -82,6 +97,7 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
     if (!rc)
         rc = eng_segment_create(p->dir, new_base, &o, &seg);
     if (rc) {
+        eng__segview_release(nv);
         int64_t now = eng_mono_ms();
         if (p->roll_error_logged_ms && now - p->roll_error_logged_ms < ROLL_ERROR_LOG_MS) {
             p->roll_errors_unlogged++;
@@ -112,17 +128,8 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
         if (!sync_rc)
             sync_rc = eng_segment_sync_indexes(active);
     }
-    eng_segment **segs = malloc((v->n + 1) * sizeof *segs);
-    eng_segview *nv = NULL;
-    if (segs) {
-        memcpy(segs, v->segs, v->n * sizeof *segs);
-        segs[v->n] = seg;
-        nv = eng__segview_new(segs, v->n + 1);
-        free(segs);
-    }
-    eng_segment_unref(seg); /* the view holds it now (or nobody, on failure) */
-    if (!nv)
-        return -ENOMEM;
+    nv->segs[v->n] = seg; /* the view takes the create's reference */
+    eng_segment_unref(active); /* the slot's */
     eng__segview_install(p, nv);
     /* Kafka's takeSnapshot at roll: a restart after a crash replays the
      * producers' batches from here on, not from the log's start.  Not for

@@ -437,6 +437,35 @@ static void test_requested_roll_failures(void **state)
     eng_partition_unref(p);
 }
 
+/* Out of memory for the new segment view, a roll is refused with nothing
+ * changed: the active segment takes the next append.  The view was made
+ * after the active segment was sealed, so the next append that did not
+ * roll was refused (invalid argument) and took the dir offline. */
+static void test_roll_out_of_memory_for_view(void **state)
+{
+    fixture *f = *state;
+    _Atomic int offline = 0;
+    eng_partition *p = open_watched(f, &offline);
+    append_ok(p, 0, 10, T0, 250);
+    char before[2048], after[2048];
+    ts_list_dir(f->pdir, before, sizeof before);
+    int64_t base = -1;
+    eng_fault_set("roll.view=enomem");
+    int rc = eng_partition_roll(p, &base);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, -ENOMEM);
+    assert_int_equal(atomic_load(&offline), 0);
+    ts_list_dir(f->pdir, after, sizeof after);
+    assert_string_equal(after, before);
+    append_ok(p, 10, 10, T0, 250);
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    assert_int_equal(base, 20);
+    append_ok(p, 20, 10, T0, 250);
+    assert_int_equal(read_and_check(p, 0, 250), 30);
+    assert_int_equal(atomic_load(&offline), 0);
+    eng_partition_unref(p);
+}
+
 /* Out of memory maps (vm.max_map_count reached: every segment maps its two
  * indexes), a roll fails as it does out of descriptors: the append is
  * refused, no file stays and the dir stays online.  It used to take the
@@ -764,6 +793,7 @@ int main(void)
         T(test_refusals_write_nothing),
         T(test_roll_out_of_descriptors),
         T(test_roll_out_of_maps),
+        T(test_roll_out_of_memory_for_view),
         T(test_quota_exceeded_stays_online),
         T(test_old_segments_hold_one_descriptor),
         T(test_requested_roll_failures),
