@@ -375,6 +375,15 @@ static void test_out_of_descriptors_no_spin(void **state)
     while (ls_live_status(&s) != 200 && mono_ms() < until)
         usleep(100 * 1000);
     assert_int_equal(ls_live_status(&s), 200);
+    /* Running out took nothing offline: the dir is ready, and appends and
+     * rolls work again. */
+    assert_int_equal(ls_get(&s, "/health/ready", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_append_json(&s, "fd", 0, "{\"records\":[{\"value\":\"y\"}]}"), 200);
+    assert_int_equal(ls_get(&s, "/v1/topics/fd/partitions/0/records?offset=0", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
     assert_int_equal(ls_delete(&s, "/v1/topics/fd", &r), 0);
     assert_int_equal(r.status, 204);
     ls_resp_free(&r);
