@@ -665,7 +665,8 @@ static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, siz
     if (dirfd >= 0)
         close(dirfd);
     if (rc) {
-        ENG_ERROR("%s-%d: swapping in cleaned segment %020" PRId64 ": %s (startup will finish it)",
+        ENG_ERROR("%s-%d: swapping in cleaned segment %020" PRId64 ": %s (startup will finish "
+                  "it); taking the log dir offline",
                   p->topic, p->id, eng_segment_base(cleaned), eng_strerror(rc));
         if (p->dir_offline)
             atomic_store(p->dir_offline, 1);

@@ -168,12 +168,14 @@ void eng__partition_dispose(eng_partition *p, eng_segment *seg)
             rc = eng_segment_rename(seg, ".deleted");
     }
     if (rc) {
-        ENG_ERROR("%s-%d: renaming segment %020" PRId64 " to .deleted: %s", p->topic, p->id,
-                  eng_segment_base(seg), eng_strerror(rc));
         /* No room for the new name's directory entry (a full disk or
          * quota; the kernel out of memory) changed nothing: the segment is
          * deleted under its own name.  Anything else (EIO) is the dir. */
-        if (p->dir_offline && !eng_error_out_of_resources(rc))
+        bool offline = p->dir_offline && !eng_error_out_of_resources(rc);
+        ENG_ERROR("%s-%d: renaming segment %020" PRId64 " to .deleted: %s%s", p->topic, p->id,
+                  eng_segment_base(seg), eng_strerror(rc),
+                  offline ? "; taking the log dir offline" : "; it is deleted under its name");
+        if (offline)
             atomic_store(p->dir_offline, 1);
     }
     eng_config cfg;

@@ -421,7 +421,8 @@ static void test_rename_refused_for_room_stays_online(void **state)
     eng_fault_set(NULL);
     eng_retention_report_free(&rep);
     assert_int_equal(atomic_load(&offline), 0);
-    assert_int_equal(count_lines(f, "renaming segment"), 2);
+    assert_int_equal(count_lines(f, "it is deleted under its name"), 2);
+    assert_int_equal(count_lines(f, "offline"), 0);
     expect_segs(p, 1, 20);
     assert_int_equal(seg_files(f->pdir, 0, "") + seg_files(f->pdir, 10, ""), 0);
     append(p, 3, eng_now_ms());
