@@ -634,9 +634,9 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
 }
 
 /* The three renames of a swap, then the new segment set.  The directory
- * is opened first: a failure once the cleaned segment is .swap takes the
- * dir offline, which a process out of descriptors did (test_compact_swap.c)
- * although refusing the clean, with nothing changed, was open to it. */
+ * is opened before the first rename, since a failure after it takes the
+ * dir offline: out of descriptors, the clean is refused with nothing
+ * changed instead (it went offline: tests/unit/test_compact_swap.c). */
 static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, size_t n)
 {
     eng_partition *p = rd->p;

@@ -5,9 +5,10 @@
  * Everything that can fail for want of a resource (the new segment's files,
  * descriptors and maps; memory for the new segment view) is taken before
  * the old segment is sealed, so such a roll is refused with nothing
- * changed: the caller answers 507 and the next append rolls again.  Only
- * an fsync that fails (the trim of a preallocated .log, the sealed
- * segment's indexes) takes the log dir offline here.
+ * changed: the caller answers 507 and the next append rolls again.  The
+ * roll itself takes the log dir offline only when an fsync fails (the trim
+ * of a preallocated .log, the sealed segment's indexes); its callers do
+ * for any other error (EIO, the partition directory gone).
  */
 #include "eng_partition_impl.h"
 
