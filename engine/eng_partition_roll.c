@@ -5,10 +5,9 @@
  * Everything that can fail for want of a resource (the new segment's files,
  * descriptors and maps; memory for the new segment view) is taken before
  * the old segment is sealed, so such a roll is refused with nothing
- * changed: the caller answers 507 and the next append rolls again.  The
- * roll itself takes the log dir offline only when an fsync fails (the trim
- * of a preallocated .log, the sealed segment's indexes); its callers do
- * for any other error (EIO, the partition directory gone).
+ * changed: the caller answers 507 and the next append rolls again.  Any
+ * other failure (an fsync, EIO, the partition directory gone) takes the
+ * log dir offline, whoever asked for the roll.
  */
 #include "eng_partition_impl.h"
 
@@ -34,7 +33,7 @@ static bool trim_sync_needed(eng_partition *p, int64_t end)
     return needed;
 }
 
-int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll_reason why)
+static int roll(eng_partition *p, const eng_config *cfg, eng_roll_reason why)
 {
     eng_segview *v = p->view;
     eng_segment *active = v->segs[v->n - 1];
@@ -159,4 +158,17 @@ int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll
         return p->dir_offline ? ENG_EOFFLINE : sync_rc;
     }
     return 0;
+}
+
+int eng__partition_roll_locked(eng_partition *p, const eng_config *cfg, eng_roll_reason why)
+{
+    int rc = roll(p, cfg, why);
+    /* Here rather than in each caller: retention's roll (everything
+     * expired) failing with EIO left the dir online, where an append's
+     * roll failing so took it offline. */
+    if (rc && !eng_error_out_of_resources(rc) && p->dir_offline &&
+        !atomic_exchange(p->dir_offline, 1))
+        ENG_ERROR("%s-%d: segment roll failed (%s); taking the log dir offline", p->topic, p->id,
+                  eng_strerror(rc));
+    return rc;
 }

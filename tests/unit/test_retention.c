@@ -398,6 +398,42 @@ static void test_everything_goes_without_maps_to_roll(void **state)
     close_part(p);
 }
 
+static eng_partition *open_watched(fixture *f, _Atomic int *offline)
+{
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
+                               .clean_shutdown = true, .recovery_point = 0,
+                               .log_start_offset = -1, .dir_offline = offline,
+                               .events = {.on_delete = on_delete, .on_roll = on_roll, .ctx = f}};
+    eng_partition *p = NULL;
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    return p;
+}
+
+/* Everything expired and the roll before the deletes fails for a reason
+ * other than room (an I/O error creating the new segment): the dir goes
+ * offline, as when an append's roll fails so.  Retention returned the
+ * error and left the dir online, so appends went on over a directory
+ * that had failed. */
+static void test_roll_io_error_takes_dir_offline(void **state)
+{
+    fixture *f = *state;
+    f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000;
+    _Atomic int offline = 0;
+    eng_partition *p = open_watched(f, &offline);
+    segments(p, 1, OLD_TS);
+    append(p, 7, OLD_TS); /* active [10,17), expired */
+    eng_fault_set("roll.create=eio");
+    eng_retention_report rep;
+    int rc = eng_partition_retention(p, eng_now_ms(), false, &rep);
+    eng_fault_set(NULL);
+    eng_retention_report_free(&rep);
+    assert_true(rc != 0);
+    assert_int_equal(atomic_load(&offline), 1);
+    assert_int_equal(count_lines(f, "taking the log dir offline"), 1);
+    expect_segs(p, 2, 0); /* nothing deleted */
+    close_part(p);
+}
+
 /* Renaming a segment to .deleted creates a directory entry, which a full
  * disk or a used-up quota can refuse (no block for the directory) before
  * anything changed: the segment is deleted under its own name and the
@@ -408,12 +444,7 @@ static void test_rename_refused_for_room_stays_online(void **state)
     fixture *f = *state;
     f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000;
     _Atomic int offline = 0;
-    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
-                               .clean_shutdown = true, .recovery_point = 0,
-                               .log_start_offset = -1, .dir_offline = &offline,
-                               .events = {.on_delete = on_delete, .on_roll = on_roll, .ctx = f}};
-    eng_partition *p = NULL;
-    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    eng_partition *p = open_watched(f, &offline);
     segments(p, 2, OLD_TS);
     append(p, 7, eng_now_ms());
     eng_fault_set("segment.dispose=edquot,segment.dispose=enomem@2");
@@ -547,6 +578,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rename_refused_for_room_stays_online, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_roll_io_error_takes_dir_offline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_future_timestamp_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_just_stamped_is_not_future, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dry_run_changes_nothing, setup, teardown),
