@@ -298,11 +298,13 @@ static void test_restore_of_a_snapshot_racing_a_swap(void **state_)
     bg_post bp = {.s = s, .path = "/v1/topics/users/compaction:run"};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, post_in_background, &bp), 0);
-    /* The second round folds segment 10 into segment 0: its old file goes
-     * .deleted before the stall. */
-    char deleted[1400];
-    snprintf(deleted, sizeof deleted, "%s/users-0/00000000000000000010.log.deleted", s->dir);
-    bool mid_swap = wait_for_file(deleted);
+    /* The round's cleaned segment 0 is named .swap from the first rename to
+     * the last, the stall between them.  (It waited for segment 10's
+     * .deleted, which load()'s round had left for the delete delay: now and
+     * then the snapshot then came before this round took the partition.) */
+    char swap[1400];
+    snprintf(swap, sizeof swap, "%s/users-0/00000000000000000000.log.swap", s->dir);
+    bool mid_swap = wait_for_file(swap);
     create_snapshot(s, "mid-swap");
     pthread_join(t, NULL);
     assert_int_equal(bp.status, 200);
