@@ -466,6 +466,30 @@ static void test_roll_out_of_memory_for_view(void **state)
     eng_partition_unref(p);
 }
 
+/* One 2,731-byte batch in a 4,000-byte segment, so that the next batch
+ * (built into buf, *len bytes) must roll; that roll is refused by fault
+ * with want, and the dir must stay online with no file added.  Returns the
+ * partition, its dir's offline flag in *offline. */
+static eng_partition *roll_refused(fixture *f, _Atomic int *offline, const char *fault, int want,
+                                   uint8_t *buf, size_t cap, size_t *len)
+{
+    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 4000;
+    eng_partition *p = open_watched(f, offline);
+    append_ok(p, 0, 10, T0, 250);
+    char before[2048], after[2048];
+    ts_list_dir(f->pdir, before, sizeof before);
+    *len = ts_build_batch(buf, cap, 10, 10, T0, 250);
+    eng_errdetail err = {0};
+    eng_fault_set(fault);
+    int rc = do_append(p, buf, *len, -1, true, NULL, &err);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, want);
+    assert_int_equal(atomic_load(offline), 0);
+    ts_list_dir(f->pdir, after, sizeof after);
+    assert_string_equal(after, before);
+    return p;
+}
+
 /* Out of memory maps (vm.max_map_count reached: every segment maps its two
  * indexes), a roll fails as it does out of descriptors: the append is
  * refused, no file stays and the dir stays online.  It used to take the
@@ -473,23 +497,11 @@ static void test_roll_out_of_memory_for_view(void **state)
 static void test_roll_out_of_maps(void **state)
 {
     fixture *f = *state;
-    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 4000;
     _Atomic int offline = 0;
-    eng_partition *p = open_watched(f, &offline);
-    append_ok(p, 0, 10, T0, 250); /* 2,731 bytes: the next batch must roll */
-    char before[2048], after[2048];
-    ts_list_dir(f->pdir, before, sizeof before);
-
     uint8_t buf[8192];
-    size_t len = ts_build_batch(buf, sizeof buf, 10, 10, T0, 250);
+    size_t len;
+    eng_partition *p = roll_refused(f, &offline, "index.map=enomem", -ENOMEM, buf, sizeof buf, &len);
     eng_errdetail err = {0};
-    eng_fault_set("index.map=enomem");
-    int rc = do_append(p, buf, len, -1, true, NULL, &err);
-    eng_fault_set(NULL);
-    assert_int_equal(rc, -ENOMEM);
-    assert_int_equal(atomic_load(&offline), 0);
-    ts_list_dir(f->pdir, after, sizeof after);
-    assert_string_equal(after, before);
     assert_int_equal(do_append(p, buf, len, -1, true, NULL, &err), 0);
     assert_int_equal(eng_partition_log_end_offset(p), 20);
     assert_int_equal(read_and_check(p, 0, 250), 20);
@@ -503,27 +515,15 @@ static void test_roll_out_of_maps(void **state)
 static void test_quota_exceeded_stays_online(void **state)
 {
     fixture *f = *state;
-    f->cfg.v[ENG_CFG_SEGMENT_BYTES].i = 4000;
     _Atomic int offline = 0;
-    eng_partition *p = open_watched(f, &offline);
-    append_ok(p, 0, 10, T0, 250); /* 2,731 bytes: the next batch must roll */
-    char before[2048], after[2048];
-    ts_list_dir(f->pdir, before, sizeof before);
-
     uint8_t buf[8192];
-    size_t len = ts_build_batch(buf, sizeof buf, 10, 10, T0, 250);
+    size_t len;
+    eng_partition *p = roll_refused(f, &offline, "roll.create=edquot", -EDQUOT, buf, sizeof buf, &len);
     eng_errdetail err = {0};
-    eng_fault_set("roll.create=edquot");
-    int rc = do_append(p, buf, len, -1, true, NULL, &err);
-    eng_fault_set(NULL);
-    assert_int_equal(rc, -EDQUOT);
-    assert_int_equal(atomic_load(&offline), 0);
-    ts_list_dir(f->pdir, after, sizeof after);
-    assert_string_equal(after, before);
 
     /* Half the batch is written when the quota runs out: it is cut off. */
     eng_fault_set("segment.append.partial=edquot");
-    rc = do_append(p, buf, len, -1, true, NULL, &err);
+    int rc = do_append(p, buf, len, -1, true, NULL, &err);
     eng_fault_set(NULL);
     assert_int_equal(rc, -EDQUOT);
     assert_int_equal(atomic_load(&offline), 0);

@@ -298,9 +298,11 @@ static void test_roll_leaves_preallocated_sync_to_flush(void **state)
     eng_partition_unref(p);
 }
 
-static void test_reopen_unclean_damaged_middle_segment(void **state)
+/* Three segments of 30 records (0, 30, 60), left without a clean close
+ * (the process "crashed"), with a bit flipped in batch 1 of segment 30
+ * (offsets 40..49). */
+static void crash_with_damaged_middle_segment(fixture *f)
 {
-    fixture *f = *state;
     eng_partition *p = open_part(f, true, 0, NULL);
     int64_t base;
     for (int s = 0; s < 3; s++) {
@@ -310,8 +312,6 @@ static void test_reopen_unclean_damaged_middle_segment(void **state)
             assert_int_equal(eng_partition_roll(p, &base), 0);
     }
     assert_int_equal(eng_partition_log_end_offset(p), 90);
-    /* No clean close: the process "crashed".  Flip a bit in batch 1 of
-     * segment 30 (offsets 40..49). */
     eng_partition_unref(p);
     char path[600];
     snprintf(path, sizeof path, "%s/%020d.log", f->pdir, 30);
@@ -322,9 +322,15 @@ static void test_reopen_unclean_damaged_middle_segment(void **state)
     assert_int_equal(fseek(fp, 2731 + 500, SEEK_SET), 0);
     fputc(c ^ 0x80, fp);
     assert_int_equal(fclose(fp), 0);
+}
+
+static void test_reopen_unclean_damaged_middle_segment(void **state)
+{
+    fixture *f = *state;
+    crash_with_damaged_middle_segment(f);
 
     eng_load_stats st;
-    p = open_part(f, false, 0, &st);
+    eng_partition *p = open_part(f, false, 0, &st);
     /* the last two batches of segment 30, and segment 60 deleted after it */
     assert_int_equal(st.bytes_truncated, 2 * 2731 + 3 * 2731);
     assert_int_equal(st.segments, 2);
@@ -351,24 +357,8 @@ static void test_reopen_unclean_damaged_middle_segment(void **state)
 static void test_reopen_stopped_after_middle_segment_cut(void **state)
 {
     fixture *f = *state;
-    eng_partition *p = open_part(f, true, 0, NULL);
-    int64_t base;
-    for (int s = 0; s < 3; s++) {
-        for (int i = 0; i < 3; i++)
-            append_ok(p, 30 * s + 10 * i, 10, T0 + 3 * s + i, 250);
-        if (s < 2)
-            assert_int_equal(eng_partition_roll(p, &base), 0);
-    }
-    eng_partition_unref(p);
-    char path[600];
-    snprintf(path, sizeof path, "%s/%020d.log", f->pdir, 30);
-    FILE *fp = fopen(path, "r+b");
-    assert_non_null(fp);
-    assert_int_equal(fseek(fp, 2731 + 500, SEEK_SET), 0);
-    int c = fgetc(fp);
-    assert_int_equal(fseek(fp, 2731 + 500, SEEK_SET), 0);
-    fputc(c ^ 0x80, fp);
-    assert_int_equal(fclose(fp), 0);
+    crash_with_damaged_middle_segment(f);
+    eng_partition *p;
 
     eng_partition_params pp = {.topic = "orders", .id = 0, .dir = f->pdir, .config = f->cfg,
                                .clean_shutdown = false, .log_start_offset = -1};

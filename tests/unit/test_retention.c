@@ -351,17 +351,15 @@ static void test_everything_goes_without_room_to_roll(void **state)
     close_part(p);
 }
 
-/* A quota that is used up refuses the new segment's files with EDQUOT,
- * which the API answers as disk_full like ENOSPC: the pass must free room
- * there too rather than fail whole and keep every expired segment. */
-static void test_everything_goes_without_quota_to_roll(void **state)
+/* Two expired sealed segments and an expired active one whose roll is
+ * refused by fault: the sealed ones go, the active one waits. */
+static void everything_goes_but_the_unrollable(fixture *f, const char *fault)
 {
-    fixture *f = *state;
     f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000;
     eng_partition *p = open_part(f);
     segments(p, 2, OLD_TS);
     append(p, 7, OLD_TS); /* active [20,27), expired */
-    eng_fault_set("roll.create=edquot");
+    eng_fault_set(fault);
     eng_retention_report rep;
     int rc = eng_partition_retention(p, eng_now_ms(), false, &rep);
     eng_fault_set(NULL);
@@ -374,28 +372,21 @@ static void test_everything_goes_without_quota_to_roll(void **state)
     close_part(p);
 }
 
+/* A quota that is used up refuses the new segment's files with EDQUOT,
+ * which the API answers as disk_full like ENOSPC: the pass must free room
+ * there too rather than fail whole and keep every expired segment. */
+static void test_everything_goes_without_quota_to_roll(void **state)
+{
+    everything_goes_but_the_unrollable(*state, "roll.create=edquot");
+}
+
 /* Out of memory maps (vm.max_map_count reached) the new segment cannot
  * map its indexes: as without descriptors, the older segments still go
  * (each one that goes unmaps its two indexes), and the active one waits.
  * The pass used to fail whole and keep every expired segment. */
 static void test_everything_goes_without_maps_to_roll(void **state)
 {
-    fixture *f = *state;
-    f->cfg.v[ENG_CFG_RETENTION_MS].i = 20000;
-    eng_partition *p = open_part(f);
-    segments(p, 2, OLD_TS);
-    append(p, 7, OLD_TS); /* active [20,27), expired */
-    eng_fault_set("roll.create=enomem");
-    eng_retention_report rep;
-    int rc = eng_partition_retention(p, eng_now_ms(), false, &rep);
-    eng_fault_set(NULL);
-    assert_int_equal(rc, 0);
-    assert_int_equal(rep.n, 2);
-    assert_false(rep.rolled);
-    assert_int_equal(rep.log_start_offset_after, 20);
-    eng_retention_report_free(&rep);
-    expect_segs(p, 1, 20);
-    close_part(p);
+    everything_goes_but_the_unrollable(*state, "roll.create=enomem");
 }
 
 static eng_partition *open_watched(fixture *f, _Atomic int *offline)
