@@ -188,7 +188,6 @@ void eng_partition_unref(eng_partition *p)
     free(p);
 }
 
-static bool dir_is_offline(const eng_partition *p);
 
 int eng_partition_close(eng_partition *p)
 {
@@ -206,7 +205,7 @@ int eng_partition_close(eng_partition *p)
         int64_t from = p->flushed_offset;
         /* After a failed fsync nothing past the recovery point is vouched
          * for: it stays, and the next start recovers from it. */
-        if (!rc && (p->fsync_failed || dir_is_offline(p)))
+        if (!rc && (p->fsync_failed || eng__dir_offline(p)))
             rc = ENG_EOFFLINE;
         pthread_mutex_unlock(&p->flush_lock);
         int64_t leo = atomic_load(&p->log_end_offset);
@@ -327,27 +326,14 @@ void eng__set_hw(eng_partition *p, int64_t hw)
         p->ev.on_hw(p, hw, p->ev.ctx);
 }
 
-/* Errors that say the process or the disk is out of room, not that the dir
- * went bad: the append is refused and the next one tries again.  Running
- * out of descriptors, or of memory maps (vm.max_map_count: each segment
- * maps its two indexes), can only fail a segment's create, which leaves no
- * file behind (eng_segment_create). */
-static bool out_of_room(int rc)
-{
-    /* EDQUOT too: a used-up quota refuses a write as a full disk does (the
-     * API answers both 507 disk_full), and took the dir offline. */
-    return eng_error_out_of_resources(rc);
-}
-
-static bool dir_is_offline(const eng_partition *p)
-{
-    return eng__dir_offline(p);
-}
-
+/* Out of room (eng_error_out_of_resources: disk, quota, descriptors,
+ * memory maps) the append is refused and the next one tries again: the dir
+ * is not poisoned.  Running out of descriptors or maps can only fail a
+ * segment's create, which leaves no file behind (eng_segment_create). */
 static void take_offline(eng_partition *p, int rc, const char *what)
 {
-    if (out_of_room(rc))
-        return; /* refused appends, but the dir is not poisoned */
+    if (eng_error_out_of_resources(rc))
+        return;
     if (p->dir_offline && !atomic_exchange(p->dir_offline, 1))
         ENG_ERROR("%s-%d: %s failed (%s); taking the log dir offline", p->topic, p->id, what,
                   eng_strerror(rc));
@@ -360,7 +346,7 @@ static void take_offline(eng_partition *p, int rc, const char *what)
  * tests/crash/test_faults.c (segment.append.partial=eio answered 500). */
 static int offline_code(const eng_partition *p, int rc)
 {
-    return !out_of_room(rc) && dir_is_offline(p) ? ENG_EOFFLINE : rc;
+    return !eng_error_out_of_resources(rc) && eng__dir_offline(p) ? ENG_EOFFLINE : rc;
 }
 
 
@@ -471,7 +457,7 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
         rc = eng_fail(err, ENG_ESHUTDOWN, "partition %s-%d is closed", p->topic, p->id);
         goto unlock;
     }
-    if (dir_is_offline(p)) {
+    if (eng__dir_offline(p)) {
         rc = eng_fail(err, ENG_EOFFLINE, "the log dir holding %s-%d is offline", p->topic, p->id);
         goto unlock;
     }
@@ -534,7 +520,6 @@ static int append(eng_partition *p, const uint8_t *data, uint8_t *mut, size_t le
                                                   max_segment_ms(&cfg), now);
     if (why != ENG_ROLL_NONE) {
         if ((rc = eng__partition_roll_locked(p, &cfg, why))) {
-            take_offline(p, rc, "segment roll");
             rc = eng_fail(err, offline_code(p, rc), "rolling a segment of %s-%d failed: %s",
                           p->topic, p->id, eng_strerror(rc));
             goto unlock;
@@ -631,14 +616,10 @@ int eng_partition_roll(eng_partition *p, int64_t *new_base)
     pthread_mutex_lock(&p->append_lock);
     int rc = atomic_load(&p->retired) ? ENG_ENOTOPIC
              : p->closed                ? ENG_ESHUTDOWN
-             : dir_is_offline(p)        ? ENG_EOFFLINE
+             : eng__dir_offline(p)        ? ENG_EOFFLINE
                                         : 0;
-    if (!rc && (rc = eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE))) {
-        /* As when an append's roll fails: the dir went bad (its directory
-         * removed, an I/O error), unless it is only out of room. */
-        take_offline(p, rc, "segment roll");
-        rc = offline_code(p, rc);
-    }
+    if (!rc && (rc = eng__partition_roll_locked(p, &cfg, ENG_ROLL_NONE)))
+        rc = offline_code(p, rc); /* the roll took the dir offline unless out of room */
     if (!rc)
         *new_base = eng_segment_base(p->view->segs[p->view->n - 1]);
     pthread_mutex_unlock(&p->append_lock);
