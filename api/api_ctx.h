@@ -34,6 +34,7 @@ typedef struct api_ctx {
     _Atomic uint64_t id_counter;
     _Atomic uint64_t round_robin; /* null-key partitioner */
     struct api_waiters *waiters;  /* parked readers; NULL: reads never wait */
+    struct api_lane *lane;        /* runs slow routes; NULL: they run on the calling thread */
     int64_t max_wait_ms;          /* wait_ms cap (30000) */
     int64_t heartbeat_ms;         /* SSE heartbeat interval */
     json_t *server_settings;      /* [{"name","value","source"}] from service/; borrowed */

@@ -9,6 +9,7 @@
 
 #include "api_common.h"
 #include "api_errors.h"
+#include "api_lane.h"
 #include "api_router.h"
 #include "api_wait.h"
 #include "eng_cleaner.h"
@@ -310,6 +311,14 @@ void api_h_metrics(api_ctx *ctx, const api_request *req, const api_params *param
     put(&o, "logstore_loading %d\n", state == API_LOADING);
     help(&o, "logstore_parked_readers", "gauge", "Long-polls and idle streams parked right now.");
     put(&o, "logstore_parked_readers %zu\n", api_waiters_parked(ctx->waiters));
+    size_t queued, running;
+    api_lane_counts(ctx->lane, &queued, &running);
+    help(&o, "logstore_maintenance_requests_running", "gauge",
+         "compaction:run, retention:run and snapshot creations running right now.");
+    put(&o, "logstore_maintenance_requests_running %zu\n", running);
+    help(&o, "logstore_maintenance_requests_queued", "gauge",
+         "Such requests waiting for a maintenance thread (past the queue's limit, 503 overloaded).");
+    put(&o, "logstore_maintenance_requests_queued %zu\n", queued);
     help(&o, "logstore_open_streams", "gauge", "SSE and NDJSON streams open right now.");
     put(&o, "logstore_open_streams %lld\n", (long long)atomic_load(&open_streams));
     help(&o, "logstore_corrupt_record_errors_total", "counter",

@@ -141,3 +141,56 @@ api_async *api_defer(const api_request *req, api_response *resp)
         resp->deferred = true;
     return a;
 }
+
+/* Bytes of a string with its NUL, 0 for NULL. */
+static size_t str_size(const char *s)
+{
+    return s ? strlen(s) + 1 : 0;
+}
+
+/* Copies s into *at and advances it; NULL stays NULL. */
+static const char *str_put(char **at, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    memcpy(*at, s, n);
+    const char *out = *at;
+    *at += n;
+    return out;
+}
+
+int api_request_dup(const api_request *r, api_request **out)
+{
+    *out = NULL;
+    size_t kvs = r->nquery + r->nheaders;
+    size_t strs = str_size(r->method) + str_size(r->path);
+    for (size_t i = 0; i < r->nquery; i++)
+        strs += str_size(r->query[i].key) + str_size(r->query[i].value);
+    for (size_t i = 0; i < r->nheaders; i++)
+        strs += str_size(r->headers[i].key) + str_size(r->headers[i].value);
+    /* One block: the struct, then the key/value arrays (pointer-aligned as
+     * the struct's size is), then the strings and the body. */
+    api_request *c = malloc(sizeof *c + kvs * sizeof(api_kv) + strs + r->body_len);
+    if (!c)
+        return -ENOMEM;
+    *c = *r;
+    c->transport = NULL;
+    api_kv *kv = (api_kv *)(c + 1);
+    char *at = (char *)(kv + kvs);
+    c->method = str_put(&at, r->method);
+    c->path = str_put(&at, r->path);
+    for (size_t i = 0; i < r->nquery; i++)
+        kv[i] = (api_kv){str_put(&at, r->query[i].key), str_put(&at, r->query[i].value)};
+    for (size_t i = 0; i < r->nheaders; i++)
+        kv[r->nquery + i] = (api_kv){str_put(&at, r->headers[i].key),
+                                     str_put(&at, r->headers[i].value)};
+    c->query = kv;
+    c->headers = kv + r->nquery;
+    if (r->body) {
+        memcpy(at, r->body, r->body_len);
+        c->body = (const uint8_t *)at;
+    }
+    *out = c;
+    return 0;
+}

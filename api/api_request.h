@@ -99,6 +99,11 @@ api_async *api_defer(const api_request *req, api_response *resp);
  * response's contents move into the handle (resp is left empty). */
 void api_async_complete(api_async *a, api_response *resp);
 
+/* A copy of r that outlives the call (everything in one block: free() it;
+ * owned by the caller), without the transport: what a handler run on
+ * another thread gets.  0 or -ENOMEM. */
+int api_request_dup(const api_request *r, api_request **out);
+
 /* First query value for key: *present tells whether the key appeared at all
  * (a bare flag has present=1 and a NULL value).  Borrowed from the request. */
 const char *api_query(const api_request *r, const char *key, bool *present);

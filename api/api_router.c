@@ -6,7 +6,9 @@
 #include "api_auth.h"
 #include "api_cors.h"
 #include "api_errors.h"
+#include "api_lane.h"
 
+#include <errno.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 
 #define E API_ROUTE_NEEDS_ENGINE
 #define B API_ROUTE_BODY
+#define SLOW API_ROUTE_SLOW
 #define TP "/v1/topics/{topic}/partitions/{partition}"
 #define READ_QUERY                                                                             \
     "offset earliest latest timestamp tail max_records max_bytes until_timestamp encoding "   \
@@ -46,11 +49,11 @@ static const api_route routes[] = {
     {"GET", TP "/segments/{base}/timeindex", api_h_segment_timeindex, API_ROLE_READ, E, "start limit"},
     {"GET", TP "/segments/{base}/batches", api_h_segment_batches, API_ROLE_READ, E, "start limit"},
     {"POST", TP "/records:delete", api_h_delete_records, API_ROLE_WRITE, E | B, NULL},
-    {"POST", "/v1/topics/{topic}/retention:run", api_h_topic_retention, API_ROLE_ADMIN, E | B, "partition"},
-    {"POST", "/v1/admin/retention:run", api_h_admin_retention, API_ROLE_ADMIN, E | B, "partition"},
+    {"POST", "/v1/topics/{topic}/retention:run", api_h_topic_retention, API_ROLE_ADMIN, E | B | SLOW, "partition"},
+    {"POST", "/v1/admin/retention:run", api_h_admin_retention, API_ROLE_ADMIN, E | B | SLOW, "partition"},
     {"GET", "/v1/jobs", api_h_jobs, API_ROLE_READ, E, NULL},
-    {"POST", "/v1/topics/{topic}/compaction:run", api_h_topic_compaction, API_ROLE_ADMIN, E | B, "partition"},
-    {"POST", "/v1/admin/compaction:run", api_h_admin_compaction, API_ROLE_ADMIN, E | B, "partition"},
+    {"POST", "/v1/topics/{topic}/compaction:run", api_h_topic_compaction, API_ROLE_ADMIN, E | B | SLOW, "partition"},
+    {"POST", "/v1/admin/compaction:run", api_h_admin_compaction, API_ROLE_ADMIN, E | B | SLOW, "partition"},
     {"GET", "/v1/cleaner", api_h_cleaner, API_ROLE_READ, E, "limit after"},
     {"GET", "/v1/topics/{topic}/configs", api_h_configs_get, API_ROLE_READ, E, NULL},
     {"POST", "/v1/topics/{topic}/configs:alter", api_h_configs_alter, API_ROLE_ADMIN, E | B, NULL},
@@ -58,7 +61,7 @@ static const api_route routes[] = {
     {"DELETE", "/v1/topics/{topic}/configs/{name}", api_h_config_delete, API_ROLE_ADMIN, E, NULL},
     {"GET", "/v1/configs/defaults", api_h_configs_defaults, API_ROLE_READ, E, NULL},
     {"GET", "/v1/log-dirs", api_h_log_dirs, API_ROLE_READ, E, "limit after"},
-    {"POST", "/v1/admin/snapshots", api_h_snapshot_create, API_ROLE_ADMIN, E | B, NULL},
+    {"POST", "/v1/admin/snapshots", api_h_snapshot_create, API_ROLE_ADMIN, E | B | SLOW, NULL},
     {"GET", "/v1/admin/snapshots", api_h_snapshots_list, API_ROLE_READ, E, NULL},
     {"DELETE", "/v1/admin/snapshots/{name}", api_h_snapshot_delete, API_ROLE_ADMIN, E, NULL},
     {NULL, NULL, NULL, API_ROLE_NONE, 0, NULL},
@@ -206,6 +209,94 @@ static bool sse_come_back(api_response *resp, bool stopping)
     return true;
 }
 
+/* What every answer gets once its handler ran. */
+static void finish(const api_request *req, api_response *resp)
+{
+    if (!resp->status)
+        api_error(resp, req, "internal_error", NULL, "handler produced no response");
+    api_resp_header(resp, "X-Request-Id", req->request_id);
+}
+
+/* A slow route's call, carried to a lane thread: the request is a copy, as
+ * the transport's own is gone once the dispatching call returns. */
+typedef struct lane_call {
+    api_lane_job job; /* first: the lane hands this back */
+    api_ctx *ctx;
+    const api_route *route;
+    api_params params;
+    api_request *req; /* owned (api_request_dup) */
+    api_async *async;
+} lane_call;
+
+static void lane_answer(lane_call *lc, api_response *resp)
+{
+    finish(lc->req, resp);
+    resp->route = (int)(lc->route - routes);
+    api_async_complete(lc->async, resp);
+    free(lc->req);
+    free(lc);
+}
+
+static void lane_run(api_lane_job *job)
+{
+    lane_call *lc = (lane_call *)job;
+    api_response resp = {0};
+    lc->route->handler(lc->ctx, lc->req, &lc->params, &resp);
+    lane_answer(lc, &resp);
+}
+
+/* 503 shutting_down, to be retried (on the next start). */
+static void refuse_stopping(const api_request *req, api_response *resp)
+{
+    api_error(resp, req, "shutting_down", NULL, "the server is stopping");
+    api_resp_header(resp, "Retry-After", "1");
+}
+
+static void lane_cancel(api_lane_job *job)
+{
+    lane_call *lc = (lane_call *)job;
+    api_response resp = {0};
+    refuse_stopping(lc->req, &resp);
+    lane_answer(lc, &resp);
+}
+
+/* Hands a slow route's handler to the lane and defers the answer; false
+ * when the transport cannot defer (in-process callers: the handler runs
+ * here).  A refusal (a full lane, no memory) is answered in resp. */
+static bool run_on_lane(api_ctx *ctx, const api_route *r, const api_request *req,
+                        const api_params *params, api_response *resp)
+{
+    lane_call *lc = calloc(1, sizeof *lc);
+    if (!lc || api_request_dup(req, &lc->req)) {
+        free(lc);
+        api_error(resp, req, "out_of_memory", NULL, "no memory to queue the request");
+        return true;
+    }
+    lc->job = (api_lane_job){.run = lane_run, .cancel = lane_cancel};
+    lc->ctx = ctx;
+    lc->route = r;
+    lc->params = *params;
+    if (!(lc->async = api_defer(req, resp))) {
+        free(lc->req);
+        free(lc);
+        return false;
+    }
+    int rc = api_lane_submit(ctx->lane, &lc->job);
+    if (rc == 0)
+        return true;
+    /* The deferral is made and must be completed once: with the refusal. */
+    api_response no = {0};
+    if (rc == -EAGAIN) {
+        api_error(&no, lc->req, "overloaded", NULL,
+                  "too many maintenance requests are waiting; retry later");
+        api_resp_header(&no, "Retry-After", "1");
+    } else {
+        refuse_stopping(lc->req, &no);
+    }
+    lane_answer(lc, &no);
+    return true;
+}
+
 void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
 {
     api_params params = {0};
@@ -245,12 +336,14 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
                 api_error(resp, req, "not_ready", NULL, "the server is still loading its logs");
             api_resp_header(resp, "Retry-After", "1");
         }
+    } else if ((r->flags & API_ROUTE_SLOW) && ctx->lane &&
+               run_on_lane(ctx, r, req, &params, resp)) {
+        return; /* a lane thread answers */
     } else {
         r->handler(ctx, req, &params, resp);
     }
-    if (!resp->status)
-        api_error(resp, req, "internal_error", NULL, "handler produced no response");
-    api_resp_header(resp, "X-Request-Id", req->request_id);
+    if (!resp->deferred)
+        finish(req, resp);
 }
 
 void api_ctx_init(api_ctx *ctx, const char *version)

@@ -7,6 +7,7 @@
 #include "api_server_impl.h"
 
 #include "api_admission.h"
+#include "api_lane.h"
 #include "api_metrics.h"
 #include "api_stream.h"
 #include "api_wait.h"
@@ -658,6 +659,9 @@ void api_server_stop(api_server *s)
      * no answer).  Streams get a short grace to send their last event; a
      * client that stopped reading is cut off after it. */
     api_waiters_stop(s->ctx->waiters);
+    /* Queued maintenance is refused (503); running maintenance ends first,
+     * its answer then waited for like the others. */
+    api_lane_stop(s->ctx->lane);
     for (int i = 0; i < 3000 && (atomic_load(&s->suspended) > 0 || atomic_load(&s->unsent) > 0);
          i++)
         usleep(10000);

@@ -127,6 +127,8 @@ int eng__fault(const char *point)
     }
     pthread_mutex_unlock(&lock);
     if (stall) { /* a slow disk: outside the lock, so other points go on */
+        /* Said, so a test can tell the stall has begun. */
+        fprintf(stderr, "fault point %s: stalling %d s\n", point, FAULT_STALL_SECONDS);
         struct timespec ts = {FAULT_STALL_SECONDS, 0};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
             ;

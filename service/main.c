@@ -15,6 +15,7 @@
 #include "api_ctx.h"
 #include "api_auth.h"
 #include "api_json_arena.h"
+#include "api_lane.h"
 #include "api_server.h"
 #include "api_wait.h"
 #include "eng_fs.h"
@@ -244,6 +245,14 @@ int main(int argc, char **argv)
         svc_settings_free(&s);
         return 1;
     }
+    /* Two: a long compaction:run leaves one for a retention:run or a
+     * snapshot; more would only share the same disk more ways. */
+    if ((rc = api_lane_start(2, 64, &ctx.lane))) {
+        ENG_ERROR("cannot start the maintenance threads: %s", eng_strerror(rc));
+        api_waiters_free(ctx.waiters);
+        svc_settings_free(&s);
+        return 1;
+    }
 
     /* Every error return below frees cert and key; free(NULL) covers the
      * unread ones. */
@@ -252,6 +261,7 @@ int main(int argc, char **argv)
         free(cert);
         free(key);
         api_waiters_free(ctx.waiters);
+    api_lane_free(ctx.lane);
         json_decref(ctx.server_settings);
         svc_settings_free(&s);
         return 2;
@@ -304,6 +314,7 @@ int main(int argc, char **argv)
         stop_watch_manager(&watch, NULL);
         eng_manager_abandon(m);
         api_waiters_free(ctx.waiters);
+    api_lane_free(ctx.lane);
         json_decref(ctx.server_settings);
         api_auth_free(ctx.auth);
         free(cert);
@@ -345,6 +356,7 @@ int main(int argc, char **argv)
     stop_watch_manager(&watch, NULL);
     bool clean = eng_manager_close(m);
     api_waiters_free(ctx.waiters);
+    api_lane_free(ctx.lane);
     json_decref(ctx.server_settings);
     api_auth_free(ctx.auth);
     free(cert);

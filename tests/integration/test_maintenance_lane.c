@@ -1,0 +1,184 @@
+/*
+ * test_maintenance_lane.c - compaction:run, retention:run and snapshot
+ * creation run on the maintenance threads, not on the HTTP thread that
+ * received them (api_lane.h).  The server has one HTTP thread and every clean
+ * stalls 3 s at its start (a slow disk):
+ *   - while one compaction:run cleans, the same thread answers a health
+ *     probe, a listing, a retention:run and a second compaction:run of the
+ *     same partition (409 busy: proof the first was still cleaning); before,
+ *     each waited for the clean to end;
+ *   - /metrics shows the running and queued maintenance requests;
+ *   - a stop with a clean and a snapshot running and a clean queued answers
+ *     the clean 200 (it runs to its end), the snapshot 503 shutting_down (a
+ *     stop abandons it) and the queued clean 503 shutting_down without
+ *     beginning it, and the server stops cleanly.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The cleaner's own rounds would stall too (and hold partitions): after its
+ * first look, at start, it sleeps for the whole test. */
+static const char *const one_thread[] = {"http.threads=1", "log.cleaner.backoff.ms=3600000", NULL};
+
+#define STALL_LINE "fault point compact.round_start: stalling"
+
+typedef struct call {
+    ls_server *s;
+    const char *path, *body;
+    ls_resp r;
+    _Atomic bool done;
+} call;
+
+static void *call_main(void *arg)
+{
+    call *c = arg;
+    ls_post(c->s, c->path, c->body, &c->r);
+    atomic_store(&c->done, true);
+    return NULL;
+}
+
+/* POSTs body to path on a thread of its own (the strings are borrowed). */
+static void start_call(pthread_t *t, call *c, ls_server *s, const char *path, const char *body)
+{
+    memset(c, 0, sizeof *c);
+    c->s = s;
+    c->path = path;
+    c->body = body;
+    assert_int_equal(pthread_create(t, NULL, call_main, c), 0);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Times the server's log says a clean's stall began. */
+static int stalls_begun(ls_server *s)
+{
+    size_t len;
+    char *log = ls_read_file(s->log_path, &len);
+    int n = 0;
+    for (const char *p = log; p && (p = strstr(p, STALL_LINE)); p += strlen(STALL_LINE))
+        n++;
+    free(log);
+    return n;
+}
+
+static void wait_stalls(ls_server *s, int n)
+{
+    for (int i = 0; i < 3000 && stalls_begun(s) < n; i++)
+        sleep_ms(5);
+    if (stalls_begun(s) < n)
+        fail_msg("%d cleans did not begin (log: %s)", n, s->log_path);
+}
+
+static void start_stalling(ls_server *s, int compacted_topics)
+{
+    setenv("LOGSTORE_FAULT", "compact.round_start=stall@*", 1);
+    int rc = ls_start(s, one_thread);
+    unsetenv("LOGSTORE_FAULT");
+    if (rc)
+        fail_msg("the server did not start (log: %s)", s->log_path);
+    for (int i = 0; i < compacted_topics; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", i);
+        assert_int_equal(ls_create_topic(s, name, 1, "{\"cleanup.policy\":\"compact\"}"), 201);
+        assert_int_equal(ls_append_json(s, name, 0, "{\"records\":[{\"key\":\"k\",\"value\":\"1\"}]}"),
+                         200);
+    }
+}
+
+static void test_requests_answered_while_a_clean_runs(void **state)
+{
+    (void)state;
+    ls_server s;
+    start_stalling(&s, 1);
+    assert_int_equal(ls_create_topic(&s, "d", 1, NULL), 201);
+    pthread_t t;
+    call a;
+    start_call(&t, &a, &s, "/v1/topics/c0/compaction:run", "{}");
+    wait_stalls(&s, 1);
+    /* Each of these waited for the clean on the single HTTP thread. */
+    assert_int_equal(ls_live_status(&s), 200);
+    ls_resp r;
+    assert_int_equal(ls_get(&s, "/v1/topics", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    assert_int_equal(ls_post(&s, "/v1/topics/d/retention:run", "{}", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    /* Busy: the first clean is still on (after it, this one would clean). */
+    assert_int_equal(ls_post(&s, "/v1/topics/c0/compaction:run", "{}", &r), 0);
+    assert_int_equal(ls_check_error(&r, 409, "busy"), 0);
+    ls_resp_free(&r);
+    assert_int_equal(ls_metric(&s, "logstore_maintenance_requests_running", -1), 1);
+    assert_int_equal(ls_metric(&s, "logstore_maintenance_requests_queued", -1), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(a.r.status, 200);
+    assert_non_null(ls_jget(&a.r, "partitions"));
+    assert_non_null(ls_header(&a.r, "X-Request-Id"));
+    ls_resp_free(&a.r);
+    assert_int_equal(ls_metric(&s, "logstore_maintenance_requests_running", -1), 0);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
+static void wait_metric(ls_server *s, const char *name, long long want)
+{
+    for (int i = 0; i < 3000 && ls_metric(s, name, -1) != want; i++)
+        sleep_ms(5);
+    if (ls_metric(s, name, -1) != want)
+        fail_msg("%s never reached %lld (log: %s)", name, want, s->log_path);
+}
+
+static void test_stop_answers_running_and_queued(void **state)
+{
+    (void)state;
+    ls_server s;
+    start_stalling(&s, 2);
+    pthread_t t[3];
+    call c[3];
+    start_call(&t[0], &c[0], &s, "/v1/topics/c0/compaction:run", "{}");
+    wait_stalls(&s, 1);
+    /* A snapshot waits for the clean's round to end, on the other thread. */
+    start_call(&t[1], &c[1], &s, "/v1/admin/snapshots", "{\"name\":\"s\"}");
+    wait_metric(&s, "logstore_maintenance_requests_running", 2);
+    start_call(&t[2], &c[2], &s, "/v1/topics/c1/compaction:run", "{}");
+    wait_metric(&s, "logstore_maintenance_requests_queued", 1);
+    assert_false(atomic_load(&c[0].done));
+    assert_int_equal(ls_stop(&s), 0);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    /* The clean runs to its end; the snapshot is abandoned (as any stop
+     * abandons one); the queued clean never begins. */
+    assert_int_equal(c[0].r.status, 200);
+    assert_int_equal(ls_check_error(&c[1].r, 503, "shutting_down"), 0);
+    assert_int_equal(ls_check_error(&c[2].r, 503, "shutting_down"), 0);
+    assert_string_equal(ls_header(&c[2].r, "Retry-After"), "1");
+    for (int i = 0; i < 3; i++)
+        ls_resp_free(&c[i].r);
+    assert_int_equal(stalls_begun(&s), 1);
+    assert_true(ls_file_contains(s.log_path, "stopped cleanly"));
+    ls_cleanup(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_requests_answered_while_a_clean_runs),
+        cmocka_unit_test(test_stop_answers_running_and_queued),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
