@@ -109,10 +109,7 @@ static int ckpt_write(eng_cleaner *c)
             eng_partition_unref(p);
         }
     }
-    char path[PATH_MAX];
-    int rc = eng_fs_join(path, sizeof path, eng_manager_log_dir(c->m), "cleaner-offset-checkpoint");
-    if (!rc)
-        rc = eng_checkpoint_write(path, keep, k);
+    int rc = eng_manager_write_checkpoint(c->m, "cleaner-offset-checkpoint", keep, k);
     free(keep);
     return rc;
 }

@@ -16,6 +16,7 @@
 #ifndef ENG_MANAGER_H
 #define ENG_MANAGER_H
 
+#include "eng_checkpoint.h"
 #include "eng_config.h"
 #include "eng_error.h"
 #include "eng_partition.h"
@@ -237,6 +238,18 @@ int eng_manager_trigger_job(eng_manager *m, const char *name);
 /* Writes recovery-point-offset-checkpoint / log-start-offset-checkpoint now. */
 int eng_manager_checkpoint_recovery_points(eng_manager *m);
 int eng_manager_checkpoint_start_offsets(eng_manager *m);
+
+/* Writes checkpoint file `name` of the log dir (recovery points, log start
+ * offsets, the cleaner's offsets) durably, with eng_checkpoint_write.  A
+ * write the storage fails (EIO at the write, the fsync, the rename or the
+ * directory's fsync; a file system gone read-only) takes the log dir
+ * offline, as Kafka's LogDirFailureChannel does for a checkpoint's
+ * IOException: the files may no longer be what the engine believes.  A
+ * resource running short (eng_error_out_of_resources) refuses only this
+ * write, as a crash before it would: the caller (a job, the cleaner)
+ * writes the whole file again next time. */
+int eng_manager_write_checkpoint(eng_manager *m, const char *name,
+                                 const eng_ckpt_entry *entries, size_t n);
 
 /* Size of the file system holding the log dir (statvfs). */
 int eng_manager_disk_usage(const eng_manager *m, uint64_t *total_bytes, uint64_t *usable_bytes);

@@ -284,6 +284,21 @@ static int64_t first_segment_base(eng_partition *p)
     return base;
 }
 
+int eng_manager_write_checkpoint(eng_manager *m, const char *name, const eng_ckpt_entry *entries,
+                                 size_t n)
+{
+    char path[PATH_MAX];
+    int rc = eng_fs_join(path, sizeof path, m->dir, name);
+    if (!rc)
+        rc = eng_checkpoint_write(path, entries, n);
+    /* Only a system call's error is the storage's: a domain code (a name
+     * too long) says nothing about the disk. */
+    bool io_error = rc < 0 && rc > -4096 && !eng_error_out_of_resources(rc);
+    if (io_error && !atomic_exchange(&m->offline, 1))
+        ENG_ERROR("writing %s failed (%s); taking the log dir offline", name, eng_strerror(rc));
+    return rc;
+}
+
 /* Writes one offset checkpoint over every partition, using get(p).
  *
  * The listing and the write go under ckpt_lock together, so a topic
@@ -321,9 +336,8 @@ int eng__manager_write_offsets(eng_manager *m, const char *name,
         e[k].partition = eng_partition_id(v[i]);
         e[k++].offset = off;
     }
-    char path[PATH_MAX];
-    if (!rc && !(rc = eng_fs_join(path, sizeof path, m->dir, name)))
-        rc = eng_checkpoint_write(path, e, k);
+    if (!rc)
+        rc = eng_manager_write_checkpoint(m, name, e, k);
     pthread_mutex_unlock(&m->ckpt_lock);
     free(e);
     eng_partitions_release(v, n);
