@@ -74,6 +74,8 @@ static void parse(const char *spec)
             f->action = -EPERM;
         else if (!strcmp(eq + 1, "eexist"))
             f->action = -EEXIST;
+        else if (!strcmp(eq + 1, "eintr"))
+            f->action = -EINTR;
         else if (!strcmp(eq + 1, "stall"))
             f->action = FAULT_STALL;
         else

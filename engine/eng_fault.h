@@ -10,7 +10,9 @@
  * where action is `exit` (the process ends on the spot with status 86, as if
  * killed: nothing is flushed or cleaned up), `eio`, `enospc`, `edquot`, `enomem`, `emfile`,
  * `exdev`, `eperm` or `eexist` (the point returns -EIO / -ENOSPC / -EDQUOT / -ENOMEM / -EMFILE /
- * -EXDEV / -EPERM / -EEXIST to its caller), `stall` (the point sleeps 3 s and
+ * -EXDEV / -EPERM / -EEXIST to its caller), `eintr` (-EINTR: a signal cut
+ * the call short; a point whose caller retries on EINTR spins with `@*`),
+ * `stall` (the point sleeps 3 s and
  * carries on, a slow disk), and n picks the n-th time the point
  * is reached (default 1; later hits pass), or `*` every time (a file system
  * that never links).  In release builds ENG_FAULT is

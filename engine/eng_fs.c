@@ -109,6 +109,21 @@ int eng_fs_write_replace(const char *path, const void *data, size_t len, bool du
     return replace_file(path, data, len, durable, NULL);
 }
 
+int eng_fs_fallocate(int fd, uint64_t off, uint64_t len)
+{
+    /* A signal during a long allocation makes fallocate(2) fail with EINTR
+     * (and so glibc's emulation, which writes a byte per block): nothing is
+     * wrong with the disk, and allocating again what was allocated costs
+     * nothing.  Taken for an I/O error, it failed a roll and could take the
+     * log dir offline. */
+    int e;
+    do {
+        int rc = ENG_FAULT("fs.fallocate");
+        e = rc ? -rc : posix_fallocate(fd, (off_t)off, (off_t)len);
+    } while (e == EINTR);
+    return -e;
+}
+
 int eng_fs_read_file(const char *path, size_t max_len, char **out, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

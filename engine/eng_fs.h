@@ -34,6 +34,9 @@ int eng_fs_pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t pos);
 int eng_fs_pwritev_range(int fd, const struct iovec *iov, int cnt, uint64_t pos, size_t from,
                          size_t to);
 
+/* posix_fallocate of [off, off + len), again after EINTR; 0 or -errno. */
+int eng_fs_fallocate(int fd, uint64_t off, uint64_t len);
+
 /* Reads a whole file (up to max_len bytes) into a malloc'd buffer the
  * caller frees; a trailing NUL is added (not counted in *len). */
 int eng_fs_read_file(const char *path, size_t max_len, char **out, size_t *len);

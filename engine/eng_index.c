@@ -37,6 +37,7 @@
 #include "eng_endian.h"
 #include "eng_error.h"
 #include "eng_fault.h"
+#include "eng_fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -439,8 +440,8 @@ static int reserve_blocks(eng_index *idx, uint64_t end)
     /* From 0 the first time: an index reopened after a crash may have
      * entries (blocks) and holes before its end alike; allocated blocks
      * cost fallocate nothing. */
-    int e = posix_fallocate(idx->fd, (off_t)idx->reserved, (off_t)(to - idx->reserved));
-    if ((e == ENOSPC || e == EDQUOT) && need < to) {
+    int rc = eng_fs_fallocate(idx->fd, idx->reserved, to - idx->reserved);
+    if ((rc == -ENOSPC || rc == -EDQUOT) && need < to) {
         /* No room to reserve ahead: the pages this store needs may have
          * their blocks already (a rebuild rewrites the entries its file
          * held, a reopened index adds to its last page), and reserving
@@ -449,10 +450,10 @@ static int reserve_blocks(eng_index *idx, uint64_t end)
          * tests/unit/test_index_fs.c); the pwrite before needed no block
          * it did not have. */
         to = need;
-        e = posix_fallocate(idx->fd, (off_t)idx->reserved, (off_t)(to - idx->reserved));
+        rc = eng_fs_fallocate(idx->fd, idx->reserved, to - idx->reserved);
     }
-    if (e)
-        return -e;
+    if (rc)
+        return rc;
     idx->reserved = to;
     return 0;
 }

@@ -216,11 +216,8 @@ int eng_segment_create_suffixed(const char *dir, int64_t base, const char *suffi
     }
     atomic_store(&s->log_dirty, true); /* new: nothing of it is known to be on disk */
     if (o->preallocate_bytes > 0) {
-        int e = posix_fallocate(s->log_fd, 0, (off_t)o->preallocate_bytes);
-        if (e) {
-            rc = -e;
+        if ((rc = eng_fs_fallocate(s->log_fd, 0, (uint64_t)o->preallocate_bytes)))
             goto fail;
-        }
         s->preallocated = true;
     }
     if ((rc = remove_stale(s, ".index")) || (rc = remove_stale(s, ".timeindex")))

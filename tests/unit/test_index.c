@@ -15,6 +15,7 @@
 
 #include "eng_endian.h"
 #include "eng_error.h"
+#include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_index.h"
 #include "support.h"
@@ -338,6 +339,27 @@ static void test_preallocation_size(void **state)
     assert_int_equal(ts_file_size(path), 10485756);
 }
 
+/* A signal during the reservation of an entry's blocks (posix_fallocate
+ * says EINTR) is not an I/O error: the reservation goes on and the entry
+ * is taken. */
+static void test_reservation_interrupted_goes_on(void **state)
+{
+    fixture *f = *state;
+    eng_index *idx;
+    assert_int_equal(eng_index_open(f->path, ENG_INDEX_OFFSET, 100, 1 << 20, true, &idx), 0);
+    eng_fault_set("fs.fallocate=eintr@1,fs.fallocate=eintr@2");
+    int rc = eng_offset_index_append(idx, 109, 2731);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(eng_index_entries(idx), 1);
+    int64_t off;
+    uint32_t pos;
+    eng_offset_index_lookup(idx, 200, &off, &pos);
+    assert_int_equal(off, 109);
+    assert_int_equal(pos, 2731);
+    eng_index_close(idx);
+}
+
 static void test_trim_and_reopen(void **state)
 {
     fixture *f = *state;
@@ -655,6 +677,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_time_warm_tail_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preallocation_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reservation_interrupted_goes_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trim_and_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_untrimmed_stops_at_hole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trim_beside_size_readers, setup, teardown),

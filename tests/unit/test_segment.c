@@ -18,6 +18,7 @@
 #include "eng_batch.h"
 #include "eng_endian.h"
 #include "eng_error.h"
+#include "eng_fault.h"
 #include "eng_segment.h"
 #include "segment_fixture.h"
 #include "support.h"
@@ -736,6 +737,24 @@ static void test_create_refuses_existing_log(void **state)
     eng_segment_unref(s);
 }
 
+/* A signal during the .log's preallocation (posix_fallocate says EINTR)
+ * is not an I/O error: the allocation goes on and the segment is made. */
+static void test_preallocation_interrupted_goes_on(void **state)
+{
+    fixture *f = *state;
+    eng_segment_opts o = default_opts();
+    o.preallocate_bytes = 1 << 20;
+    eng_segment *s = NULL;
+    eng_fault_set("fs.fallocate=eintr@1,fs.fallocate=eintr@2");
+    int rc = eng_segment_create(f->dir, 100, &o, &s);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, 0);
+    char path[512];
+    snprintf(path, sizeof path, "%s/00000000000000000100.log", f->dir);
+    assert_int_equal(ts_file_size(path), 1 << 20);
+    eng_segment_unref(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -759,6 +778,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_indexes_read_as_empty,
                                         ts_dir_setup, ts_dir_teardown),
         cmocka_unit_test_setup_teardown(test_create_refuses_existing_log,
+                                        ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_preallocation_interrupted_goes_on,
                                         ts_dir_setup, ts_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
