@@ -633,23 +633,32 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
     return rc;
 }
 
-/* The three renames of a swap, then the new segment set.  The directory
- * is opened before the first rename, since a failure after it takes the
- * dir offline: out of descriptors, the clean is refused with nothing
- * changed instead (it went offline: tests/unit/test_compact_swap.c). */
+/* The three renames of a swap, then the new segment set.  Until the first
+ * rename (to .swap) has moved every file the log reads nothing changed, so
+ * a resource running short there (no descriptor for the directory; no
+ * room, which rename(2) can say) abandons the clean, which took the dir
+ * offline (tests/unit/test_compact_swap.c).  An I/O error there, and any
+ * error after, still does: startup finishes or undoes the swap. */
 static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, size_t n)
 {
     eng_partition *p = rd->p;
     int dirfd = -1;
     int rc = ENG_FAULT("compact.before_swap");
-    if (!rc && (rc = eng_fs_open_dir(p->dir, &dirfd)) && eng_error_out_of_resources(rc)) {
-        ENG_WARN("%s-%d: cannot swap in cleaned segment %020" PRId64 " (%s); the log is unchanged",
-                 p->topic, p->id, eng_segment_base(cleaned), eng_strerror(rc));
-        eng_segment_unlink(cleaned);
-        return rc;
-    }
+    if (!rc)
+        rc = eng_fs_open_dir(p->dir, &dirfd);
     if (!rc)
         rc = eng_segment_rename(cleaned, ".swap");
+    if (rc && eng_error_out_of_resources(rc)) {
+        ENG_WARN("%s-%d: cannot swap in cleaned segment %020" PRId64 " (%s); the log is unchanged",
+                 p->topic, p->id, eng_segment_base(cleaned), eng_strerror(rc));
+        /* What the rename moved goes first: startup completes a .swap
+         * with no .cleaned file beside it. */
+        if (eng_segment_unlink_as(cleaned, ".swap") == 0)
+            eng_segment_unlink(cleaned);
+        if (dirfd >= 0)
+            close(dirfd);
+        return rc;
+    }
     if (!rc)
         rc = eng_fs_sync_dir_fd(dirfd);
     if (!rc)

@@ -745,6 +745,9 @@ int eng_segment_rename(eng_segment *s, const char *suffix)
         if ((rc = eng_segment_file_path(s, file_exts[i], from, sizeof from)) ||
             (rc = eng_fs_segment_path(to, sizeof to, s->dir, s->base, full)))
             break;
+        /* Per file: a test fails a rename partway. */
+        if ((rc = ENG_FAULT("segment.rename")))
+            break;
         if (rename(from, to) < 0 && !(errno == ENOENT && i > 0))
             rc = -errno;
     }
@@ -755,7 +758,8 @@ int eng_segment_rename(eng_segment *s, const char *suffix)
     return rc;
 }
 
-int eng_segment_unlink(eng_segment *s)
+/* Unlinks s's files named with suffix (NULL: their current one). */
+static int unlink_files(eng_segment *s, const char *suffix)
 {
     pthread_mutex_lock(&s->lock);
     if (path_enter(s)) {
@@ -763,15 +767,26 @@ int eng_segment_unlink(eng_segment *s)
         return 0; /* a deleted topic's: its files go with its directory */
     }
     int rc = 0;
-    char path[PATH_MAX];
+    char path[PATH_MAX], full[64];
     for (int i = 0; file_exts[i]; i++) {
-        if (eng_segment_file_path(s, file_exts[i], path, sizeof path) == 0 && unlink(path) < 0 &&
-            errno != ENOENT && !rc)
+        snprintf(full, sizeof full, "%s%s", file_exts[i], suffix ? suffix : s->suffix);
+        if (eng_fs_segment_path(path, sizeof path, s->dir, s->base, full) == 0 &&
+            unlink(path) < 0 && errno != ENOENT && !rc)
             rc = -errno;
     }
     path_leave(s);
     pthread_mutex_unlock(&s->lock);
     return rc;
+}
+
+int eng_segment_unlink(eng_segment *s)
+{
+    return unlink_files(s, NULL);
+}
+
+int eng_segment_unlink_as(eng_segment *s, const char *suffix)
+{
+    return unlink_files(s, suffix);
 }
 
 const char *eng_segment_suffix(const eng_segment *s)

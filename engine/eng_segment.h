@@ -251,12 +251,18 @@ eng_index *eng_segment_time_index(eng_segment *s);
 int eng_segment_indexes(eng_segment *s, eng_index **oi, eng_index **ti);
 
 /* Renames the segment's files from their current suffix to suffix ("" for
- * none, ".deleted", ".swap", ...). Missing index files are skipped. */
+ * none, ".deleted", ".swap", ...). Missing index files are skipped.  A
+ * failure leaves the files renamed before it under suffix, the rest and
+ * eng_segment_suffix as they were. */
 int eng_segment_rename(eng_segment *s, const char *suffix);
 
 /* Unlinks the segment's files under their current suffix; nothing once
  * the gate is revoked (they go with their directory). */
 int eng_segment_unlink(eng_segment *s);
+
+/* Unlinks the segment's files named with suffix instead of their current
+ * one: those a rename to suffix that failed partway had moved. */
+int eng_segment_unlink_as(eng_segment *s, const char *suffix);
 
 /* The suffix the files currently carry ("" normally). Borrowed. */
 const char *eng_segment_suffix(const eng_segment *s);

@@ -608,13 +608,12 @@ static void descriptors_back(fd_squeeze *q)
  * the next round cleans.  The directory was opened only after the cleaned
  * segment was renamed .swap, and the failure took the log dir offline
  * until a restart. */
-static void test_swap_out_of_descriptors_stays_online(void **state)
+/* a=1, a=2, b=1 in a sealed segment, the partition reporting to *offline. */
+static eng_partition *open_abab(fixture *f, _Atomic int *offline)
 {
-    fixture *f = *state;
-    _Atomic int offline = 0;
     eng_partition_params pp = {.topic = "kv", .id = 0, .dir = f->dir, .config = f->cfg,
                                .clean_shutdown = false, .recovery_point = 0,
-                               .log_start_offset = -1, .dir_offline = &offline,
+                               .log_start_offset = -1, .dir_offline = offline,
                                .events = {.on_delete = cu_on_delete, .ctx = &f->trash}};
     eng_partition *p = NULL;
     eng_load_stats ls;
@@ -624,6 +623,14 @@ static void test_swap_out_of_descriptors_stays_online(void **state)
     cu_append(p, &a2, 1, CU_T0);
     cu_append(p, &b1, 1, CU_T0);
     cu_roll(p);
+    return p;
+}
+
+static void test_swap_out_of_descriptors_stays_online(void **state)
+{
+    fixture *f = *state;
+    _Atomic int offline = 0;
+    eng_partition *p = open_abab(f, &offline);
     char *before = cu_listing(f->dir);
     eng_clean_stats st;
     fd_squeeze q = {.n = 0};
@@ -650,6 +657,73 @@ static void test_swap_out_of_descriptors_stays_online(void **state)
     eng_partition_unref(p);
 }
 
+/* The swap's first rename (the cleaned segment's files to .swap) refused
+ * for want of room, before it (the fault point) or partway through its
+ * files (rename(2) says ENOSPC or EDQUOT where the directory needs a new
+ * block, after the .log moved): nothing the log reads has changed, so the
+ * clean is abandoned with its files, whatever name they got, and the dir
+ * stays online; the next round cleans.  It used to go offline. */
+static void test_first_rename_out_of_room_stays_online(void **state)
+{
+    fixture *f = *state;
+    static const char *const faults[] = {"compact.before_swap=enospc",
+                                         "compact.before_swap=edquot",
+                                         "segment.rename=enospc@1", "segment.rename=edquot@2",
+                                         "segment.rename=enospc@3"};
+    static const int codes[] = {-ENOSPC, -EDQUOT, -ENOSPC, -EDQUOT, -ENOSPC};
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+        _Atomic int offline = 0;
+        eng_partition *p = open_abab(f, &offline);
+        char *before = cu_listing(f->dir);
+        eng_clean_stats st;
+        eng_fault_set(faults[i]);
+        int rc = cu_clean(p, f->map, -1, CU_T0, false, &st);
+        eng_fault_set(NULL);
+        assert_int_equal(rc, codes[i]);
+        if (atomic_load(&offline))
+            fail_msg("%s took the log dir offline", faults[i]);
+        char *after = cu_listing(f->dir);
+        assert_string_equal(before, after); /* no .cleaned, no .swap */
+        free(before);
+        free(after);
+        cu_recs got;
+        cu_read_ok(p, &got);
+        assert_int_equal(got.n, 3);
+        cu_recs_free(&got);
+
+        assert_int_equal(cu_clean(p, f->map, -1, CU_T0, false, &st), 0);
+        assert_int_equal(st.records_removed, 1);
+        assert_int_equal(atomic_load(&offline), 0);
+        eng_partition_close(p);
+        eng_partition_unref(p);
+        cu_trash_empty(&f->trash);
+        ts_rmtree(f->dir);
+    }
+}
+
+/* A real I/O error there still takes the dir offline: the disk, not a
+ * shortage, and startup sorts out what the swap left. */
+static void test_first_rename_eio_goes_offline(void **state)
+{
+    fixture *f = *state;
+    static const char *const faults[] = {"compact.before_swap=eio", "segment.rename=eio@2"};
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+        _Atomic int offline = 0;
+        eng_partition *p = open_abab(f, &offline);
+        eng_clean_stats st;
+        eng_fault_set(faults[i]);
+        int rc = cu_clean(p, f->map, -1, CU_T0, false, &st);
+        eng_fault_set(NULL);
+        assert_int_equal(rc, -EIO);
+        if (!atomic_load(&offline))
+            fail_msg("%s left the log dir online", faults[i]);
+        eng_partition_close(p);
+        eng_partition_unref(p);
+        cu_trash_empty(&f->trash);
+        ts_rmtree(f->dir);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -658,6 +732,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refusals_busy_dry_run, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_policy_turned_off_during_round, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_swap_out_of_descriptors_stays_online, cu_setup,
+                                        cu_teardown),
+        cmocka_unit_test_setup_teardown(test_first_rename_out_of_room_stays_online, cu_setup,
+                                        cu_teardown),
+        cmocka_unit_test_setup_teardown(test_first_rename_eio_goes_offline, cu_setup,
                                         cu_teardown),
         cmocka_unit_test_setup_teardown(test_clean_range, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_max_lag_past_min_lag_cutoff, cu_setup, cu_teardown),
