@@ -11,6 +11,7 @@
 #include "eng_snapshot.h"
 
 #include "eng_checkpoint.h"
+#include "eng_cleaner.h"
 #include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
@@ -188,7 +189,28 @@ static int lock_maint(const eng_manager *m, eng_partition *p)
 typedef struct part_point {
     int64_t recovery_point; /* everything below is in sealed, fsync'd segments */
     int64_t log_start_offset;
+    int64_t first_dirty; /* the cleaner's checkpoint for these segments; -1: none */
 } part_point;
+
+/* The cleaner's first dirty offset for p as its segments are being taken
+ * (the caller holds p's maint_lock), or -1 for none.  Read here, not from
+ * the data dir's file before the partitions: a topic deleted and made again,
+ * or deleted, since that file was read would have the snapshot claim that
+ * segments never cleaned are clean, and a restored cleaner keep their
+ * duplicates for good.  Under maint_lock the entry is p's own: a delete
+ * retires p (taking maint_lock) before it forgets the name's entries and
+ * frees the name, and a clean swaps under it and records its offset only
+ * after, so the entry is at most what these segments hold (an older one
+ * only makes the restored cleaner redo work). */
+static int64_t first_dirty(const eng_manager *m, eng_partition *p, int64_t active_base)
+{
+    if (!m->cleaner) /* not started: nothing cleans, and no entry is the safe answer */
+        return -1;
+    int64_t off = eng_cleaner_checkpoint(m->cleaner, eng_partition_topic(p), eng_partition_id(p));
+    /* The cleaner never cleans the active segment: one past its base does
+     * not describe these segments. */
+    return off > active_base ? -1 : off;
+}
 
 /* Takes partition p into the new directory dst.  ENG_ENOTOPIC when its topic
  * was deleted meanwhile, ENG_ESHUTDOWN when a stop is coming. */
@@ -218,6 +240,7 @@ static int take_partition(const eng_manager *m, eng_partition *p, const char *ds
     pt->log_start_offset = atomic_load(&p->log_start_offset);
     pthread_mutex_unlock(&p->append_lock);
     pt->recovery_point = eng_segment_base(active);
+    pt->first_dirty = first_dirty(m, p, pt->recovery_point);
 
     for (size_t k = 0; !rc && k + 1 < v->n; k++)
         rc = take_sealed(m, v->segs[k], dst);
@@ -242,45 +265,72 @@ static int take_partition(const eng_manager *m, eng_partition *p, const char *ds
 
 /* ---- one topic ------------------------------------------------------------------ */
 
+/* The partitions taken so far, for the snapshot's checkpoints. */
+typedef struct taken {
+    char *topic;
+    int32_t id;
+    part_point pt;
+} taken;
+
 typedef struct ckpts {
-    eng_ckpt_entry *recovery, *start;
+    taken *v;
     size_t n, cap;
 } ckpts;
 
+static void ckpts_truncate(ckpts *c, size_t n)
+{
+    while (c->n > n)
+        free(c->v[--c->n].topic);
+}
+
 static void ckpts_free(ckpts *c)
 {
-    for (size_t i = 0; i < c->n; i++) {
-        free(c->recovery[i].topic);
-        free(c->start[i].topic);
-    }
-    free(c->recovery);
-    free(c->start);
+    ckpts_truncate(c, 0);
+    free(c->v);
 }
 
 static int ckpts_add(ckpts *c, const char *topic, int32_t id, const part_point *pt)
 {
     if (c->n == c->cap) {
         size_t nc = c->cap ? 2 * c->cap : 16;
-        eng_ckpt_entry *r = realloc(c->recovery, nc * sizeof *r);
-        if (!r)
+        taken *v = realloc(c->v, nc * sizeof *v);
+        if (!v)
             return -ENOMEM;
-        c->recovery = r;
-        eng_ckpt_entry *s = realloc(c->start, nc * sizeof *s);
-        if (!s)
-            return -ENOMEM;
-        c->start = s;
+        c->v = v;
         c->cap = nc;
     }
-    char *t1 = strdup(topic), *t2 = strdup(topic);
-    if (!t1 || !t2) {
-        free(t1);
-        free(t2);
+    char *t = strdup(topic);
+    if (!t)
         return -ENOMEM;
-    }
-    c->recovery[c->n] = (eng_ckpt_entry){t1, id, pt->recovery_point};
-    c->start[c->n] = (eng_ckpt_entry){t2, id, pt->log_start_offset};
-    c->n++;
+    c->v[c->n++] = (taken){t, id, *pt};
     return 0;
+}
+
+enum { CK_RECOVERY, CK_START, CK_CLEANER };
+
+/* Writes root/name with one of each taken partition's offsets (`which`);
+ * the cleaner's only for the partitions it has one for. */
+static int ckpts_write(const ckpts *c, const char *root, const char *name, int which)
+{
+    char path[PATH_MAX];
+    int rc = eng_fs_join(path, sizeof path, root, name);
+    if (rc)
+        return rc;
+    eng_ckpt_entry *e = calloc(c->n ? c->n : 1, sizeof *e);
+    if (!e)
+        return -ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const part_point *pt = &c->v[i].pt;
+        int64_t off = which == CK_RECOVERY ? pt->recovery_point
+                      : which == CK_START  ? pt->log_start_offset
+                                           : pt->first_dirty;
+        if (off >= 0)
+            e[k++] = (eng_ckpt_entry){c->v[i].topic, c->v[i].id, off};
+    }
+    rc = eng_checkpoint_write(path, e, k);
+    free(e);
+    return rc;
 }
 
 /* Takes every partition of topic `name` into root, then its metadata.  A
@@ -320,11 +370,7 @@ static int take_topic(eng_manager *m, const char *root, const char *name, ckpts 
             if (w > 0 && (size_t)w < sizeof dir)
                 eng_fs_remove_tree(dir);
         }
-        while (c->n > mark) {
-            c->n--;
-            free(c->recovery[c->n].topic);
-            free(c->start[c->n].topic);
-        }
+        ckpts_truncate(c, mark);
         rc = 0;
     }
     eng_partitions_release(parts, n);
@@ -354,18 +400,10 @@ static void remove_partials(const char *snaps)
 
 static int build(eng_manager *m, const char *root)
 {
-    char path[PATH_MAX], from[PATH_MAX];
+    char path[PATH_MAX];
     int rc = eng_fs_mkdir(root);
     if (!rc && !(rc = eng_fs_join(path, sizeof path, root, "meta")))
         rc = eng_fs_mkdir(path);
-    /* Copied first: the cleaner only moves it forward, and a checkpoint
-     * older than the segments only makes the restored cleaner redo work. */
-    if (!rc && !(rc = eng_fs_join(from, sizeof from, m->dir, "cleaner-offset-checkpoint")) &&
-        !(rc = eng_fs_join(path, sizeof path, root, "cleaner-offset-checkpoint"))) {
-        rc = copy_path(m, from, path);
-        if (rc == -ENOENT)
-            rc = 0;
-    }
     char **names = NULL;
     size_t nnames = 0;
     if (!rc)
@@ -374,10 +412,12 @@ static int build(eng_manager *m, const char *root)
     for (size_t i = 0; !rc && i < nnames; i++)
         rc = take_topic(m, root, names[i], &c);
     eng_strv_free(names, nnames);
-    if (!rc && !(rc = eng_fs_join(path, sizeof path, root, "recovery-point-offset-checkpoint")))
-        rc = eng_checkpoint_write(path, c.recovery, c.n);
-    if (!rc && !(rc = eng_fs_join(path, sizeof path, root, "log-start-offset-checkpoint")))
-        rc = eng_checkpoint_write(path, c.start, c.n);
+    if (!rc)
+        rc = ckpts_write(&c, root, "recovery-point-offset-checkpoint", CK_RECOVERY);
+    if (!rc)
+        rc = ckpts_write(&c, root, "log-start-offset-checkpoint", CK_START);
+    if (!rc)
+        rc = ckpts_write(&c, root, "cleaner-offset-checkpoint", CK_CLEANER);
     ckpts_free(&c);
     if (!rc && !(rc = eng_fs_join(path, sizeof path, root, "meta")))
         rc = eng_fs_sync_dir(path);

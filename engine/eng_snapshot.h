@@ -5,7 +5,10 @@
  * the server stood at one moment per partition: meta/<topic>.json, each
  * partition's directory with its segments, leader-epoch-checkpoint,
  * partition.metadata and producer snapshots, and the recovery-point,
- * log-start-offset and cleaner-offset checkpoints.  It has no .lock and no
+ * log-start-offset and cleaner-offset checkpoints, each written from the
+ * partitions as they were taken (the cleaner's first dirty offset read
+ * under the same lock as the segments, so it never names cleaning that
+ * the copied segments do not hold).  It has no .lock and no
  * .kafka_cleanshutdown, so a server started on a copy of it recovers the
  * active segments' tails (and rebuilds their indexes, which are left out).
  *

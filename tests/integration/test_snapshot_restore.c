@@ -311,8 +311,9 @@ static void test_restore_of_a_snapshot_racing_a_swap(void **state_)
     if (!mid_swap)
         fprintf(stderr, "# the swap was not seen mid-way; the snapshot followed it\n");
     /* Nothing else changed: the source's state now is the compacted one
-     * the snapshot waited for (the cleaner's checkpoint aside: the snapshot
-     * copies it first, so it may be older). */
+     * the snapshot waited for (the cleaner's checkpoint aside: the cleaner
+     * records it only after the swap the snapshot waited for, so the
+     * snapshot may hold the older one). */
     json_t *after = state(s);
     json_t *got = restore(s, "mid-swap");
     json_object_del(after, "first_dirty_offset");

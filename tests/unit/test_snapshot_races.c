@@ -14,12 +14,22 @@
  * the list it started from), "grows" as it was when its partitions were
  * taken (2, in its metadata and on disk), "keep" whole; and a manager
  * opened on it must load exactly that.
+ *
+ * The snapshot's cleaner-offset-checkpoint must describe the segments it
+ * holds: before aa-0 is taken, compacted "bb" (cleaned to offset 10) is
+ * deleted and made again with duplicates below offset 10 that were never
+ * cleaned, and compacted "cc" (cleaned too) is deleted.  A cleaner started
+ * on the snapshot must have no first dirty offset for either (bb's old 10
+ * would have it take the new bb's duplicates as clean and keep them), and
+ * still aa's.
  */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "compact_util.h"
+#include "eng_cleaner.h"
 #include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_manager.h"
@@ -132,10 +142,109 @@ static void test_topics_changed_mid_snapshot(void **state)
     eng_manager_close(m);
 }
 
+/* ---- the cleaner checkpoint --------------------------------------------------- */
+
+static void compacted(eng_manager *m, const char *name)
+{
+    const char *k = "cleanup.policy", *v = "compact";
+    eng_errdetail err = {0};
+    if (eng_manager_create_topic(m, name, 1, &k, &v, 1, &err))
+        fail_msg("create %s: %s", name, err.message);
+}
+
+/* Keys <prefix>0..<prefix>4, `versions` times over, then a roll. */
+static void fill(eng_manager *m, const char *topic, const char *prefix, int versions)
+{
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, topic, 0, &p, NULL), 0);
+    char keys[5][16];
+    cu_kv recs[5];
+    for (int i = 0; i < 5; i++) {
+        snprintf(keys[i], sizeof keys[i], "%s%d", prefix, i);
+        recs[i] = (cu_kv){keys[i], "v", 0};
+    }
+    for (int v = 0; v < versions; v++)
+        cu_append(p, recs, 5, CU_T0);
+    cu_roll(p);
+    eng_partition_unref(p);
+}
+
+static void clean(eng_manager *m, const char *topic, eng_clean_stats *st)
+{
+    eng_partition *p;
+    assert_int_equal(eng_manager_partition(m, topic, 0, &p, NULL), 0);
+    assert_int_equal(eng_cleaner_clean_now(eng_manager_cleaner(m), p, false, st), 0);
+    eng_partition_unref(p);
+}
+
+typedef struct remake {
+    eng_manager *m;
+    int calls;
+    int rc_delete, rc_gone;
+} remake;
+
+static void remake_bb(void *ctx)
+{
+    remake *r = ctx;
+    if (r->calls++)
+        return;
+    eng_errdetail err = {0};
+    r->rc_delete = eng_manager_delete_topic(r->m, "bb", &err);
+    r->rc_gone = eng_manager_delete_topic(r->m, "cc", &err);
+    compacted(r->m, "bb");
+    fill(r->m, "bb", "x", 2); /* [0, 10): x0..x4 twice, never cleaned */
+    fill(r->m, "bb", "y", 1); /* [10, 15) */
+}
+
+static void test_cleaner_checkpoint_matches_segments(void **state)
+{
+    fixture *f = *state;
+    f->copts.threads = 0; /* on-demand runs only: nothing races the test */
+    eng_manager *m = open_mgr(f);
+    assert_int_equal(eng_manager_start_cleaner(m), 0);
+    eng_clean_stats st;
+    const char *names[] = {"aa", "bb", "cc"};
+    for (int i = 0; i < 3; i++) {
+        compacted(m, names[i]);
+        fill(m, names[i], "k", 2);
+        clean(m, names[i], &st);
+        assert_int_equal(st.end_offset, 10);
+    }
+
+    remake r = {.m = m};
+    eng_errdetail err = {0};
+    eng_fault_hook("snapshot.partition", remake_bb, &r);
+    int rc = eng_manager_snapshot_create(m, "s1", NULL, &err);
+    eng_fault_hook(NULL, NULL, NULL);
+    if (rc)
+        fail_msg("snapshot: %s (%s)", eng_strerror(rc), err.message);
+    assert_int_equal(r.rc_delete, 0);
+    assert_int_equal(r.rc_gone, 0);
+    assert_int_equal(r.calls, 2); /* aa-0, the new bb-0 */
+    eng_manager_close(m);
+
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/snapshots/s1", f->data);
+    f->opts.log_dir = dir;
+    m = open_mgr(f);
+    assert_int_equal(eng_manager_start_cleaner(m), 0);
+    eng_cleaner *c = eng_manager_cleaner(m);
+    assert_int_equal(eng_cleaner_checkpoint(c, "aa", 0), 10);
+    assert_int_equal(eng_cleaner_checkpoint(c, "bb", 0), -1);
+    assert_int_equal(eng_cleaner_checkpoint(c, "cc", 0), -1);
+    /* Cleaned from its start, the new bb loses its five older x values. */
+    clean(m, "bb", &st);
+    assert_int_equal(st.first_dirty, 0);
+    assert_int_equal(st.records_removed, 5);
+    eng_manager_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_topics_changed_mid_snapshot, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cleaner_checkpoint_matches_segments, setup_cleaning,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
