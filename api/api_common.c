@@ -87,6 +87,24 @@ bool api_page_after(const api_request *req, api_response *resp, const char *what
     return true;
 }
 
+void api_page_names(char *const *names, size_t n, const char *after, size_t limit,
+                    size_t *first, size_t *end)
+{
+    size_t lo = 0;
+    if (after) {
+        size_t hi = n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (strcmp(names[mid], after) <= 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+    }
+    *first = lo;
+    *end = n - lo < limit ? n : lo + limit;
+}
+
 void api_page_answer(json_t *o, bool has_more, json_t *next)
 {
     json_object_set_new(o, "has_more", json_boolean(has_more));

@@ -28,7 +28,8 @@ bool api_query_bool(const api_request *req, api_response *resp, const char *key,
 
 
 /* Every listing pages the same way (the topics, a topic's partitions, the
- * log dir's partitions, a partition's segments): at most ?limit= items,
+ * log dir's partitions, a partition's segments, the snapshots): at most
+ * ?limit= items,
  * API_PAGE_DEFAULT when absent, so a client that ignores paging gets a
  * bounded answer rather than one document of every item; and ?after=, a
  * key of the listing's stable order (topic name; partition id; topic and
@@ -49,6 +50,12 @@ bool api_page_after(const api_request *req, api_response *resp, const char *what
 
 /* Answers a refused ?after= value: 400 naming what the key must be. */
 void api_page_bad_after(const api_request *req, api_response *resp, const char *what);
+
+/* The page of a listing keyed by name: of names (n, sorted by strcmp), the
+ * items [*first, *end), at most limit of them, starting at the first name
+ * above after (NULL: from the start), which need not name one any more. */
+void api_page_names(char *const *names, size_t n, const char *after, size_t limit,
+                    size_t *first, size_t *end);
 
 /* Adds the paging fields to a listing's answer o: "has_more", and
  * "next_after", the ?after= of the next page (next, stolen), null when

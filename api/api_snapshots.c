@@ -1,7 +1,8 @@
 /*
  * api_snapshots.c - point-in-time snapshots of the data dir for backups:
  * POST /v1/admin/snapshots {"name":"..."} takes one, GET lists them with
- * their bytes, DELETE /v1/admin/snapshots/{name} removes one.  The engine
+ * their bytes (a page at a time, by name, as every listing pages: see
+ * api_common.h), DELETE /v1/admin/snapshots/{name} removes one.  The engine
  * (eng_snapshot.h) does all the file work; this file turns it into JSON.
  */
 #include "api_common.h"
@@ -90,18 +91,37 @@ void api_h_snapshots_list(api_ctx *ctx, const api_request *req, const api_params
                           api_response *resp)
 {
     (void)params;
-    eng_snapshot_info *v;
+    static const char what[] = "a snapshot name";
+    size_t limit;
+    const char *after;
+    if (!api_page_limit(req, resp, &limit) || !api_page_after(req, resp, what, &after))
+        return;
+    if (after && !eng_snapshot_name_valid(after)) {
+        api_page_bad_after(req, resp, what);
+        return;
+    }
+    char **names;
     size_t n;
-    int rc = eng_manager_snapshot_list(api_mgr(ctx), &v, &n);
+    int rc = eng_manager_snapshot_names(api_mgr(ctx), &names, &n);
     if (rc) {
         api_error_from_engine(resp, req, rc, NULL);
         return;
     }
+    /* Only the page's snapshots are described: that reads every file in
+     * each. */
+    size_t first, end;
+    api_page_names(names, n, after, limit, &first, &end);
     json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, snapshot_json(ctx, &v[i]));
-    free(v);
-    api_resp_json(resp, 200, json_pack("{s:o}", "snapshots", arr));
+    for (size_t i = first; i < end; i++) {
+        eng_snapshot_info in;
+        if (eng_manager_snapshot_describe(api_mgr(ctx), names[i], &in) == 0)
+            json_array_append_new(arr, snapshot_json(ctx, &in));
+        /* else removed meanwhile: the next page goes on after it all the same */
+    }
+    json_t *o = json_pack("{s:o}", "snapshots", arr);
+    api_page_answer(o, end < n, end > first ? json_string(names[end - 1]) : NULL);
+    eng_strv_free(names, n);
+    api_resp_json(resp, 200, o);
 }
 
 void api_h_snapshot_delete(api_ctx *ctx, const api_request *req, const api_params *params,

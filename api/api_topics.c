@@ -136,20 +136,9 @@ void api_h_topics_list(api_ctx *ctx, const api_request *req, const api_params *p
         api_error_from_engine(resp, req, rc, NULL);
         return;
     }
-    /* The names come sorted as the engine sorts them (strcmp): the page
-     * starts at the first above after, which need not exist any more. */
-    size_t first = 0;
-    if (after) {
-        size_t hi = n;
-        while (first < hi) {
-            size_t mid = first + (hi - first) / 2;
-            if (strcmp(names[mid], after) <= 0)
-                first = mid + 1;
-            else
-                hi = mid;
-        }
-    }
-    size_t end = n - first < limit ? n : first + limit;
+    /* The names come sorted as the engine sorts them (strcmp). */
+    size_t first, end;
+    api_page_names(names, n, after, limit, &first, &end);
     json_t *arr = json_array();
     for (size_t i = first; i < end; i++) {
         eng_topic_desc d;

@@ -540,18 +540,18 @@ int eng_manager_snapshot_create(eng_manager *m, const char *name, eng_snapshot_i
     return rc;
 }
 
-static int cmp_info(const void *a, const void *b)
+static int cmp_name(const void *a, const void *b)
 {
-    return strcmp(((const eng_snapshot_info *)a)->name, ((const eng_snapshot_info *)b)->name);
+    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int eng_manager_snapshot_list(eng_manager *m, eng_snapshot_info **out, size_t *n)
+int eng_manager_snapshot_names(eng_manager *m, char ***out, size_t *n)
 {
     char snaps[PATH_MAX], path[PATH_MAX];
     int rc = eng_fs_join(snaps, sizeof snaps, m->dir, ENG_SNAPSHOTS_DIR);
     if (rc)
         return rc;
-    eng_snapshot_info *v = NULL;
+    char **v = NULL;
     size_t cnt = 0, cap = 0;
     DIR *dh = opendir(snaps);
     if (!dh) {
@@ -569,7 +569,7 @@ int eng_manager_snapshot_list(eng_manager *m, eng_snapshot_info **out, size_t *n
             continue;
         if (cnt == cap) {
             size_t nc = cap ? 2 * cap : 8;
-            eng_snapshot_info *nv = realloc(v, nc * sizeof *nv);
+            char **nv = realloc(v, nc * sizeof *nv);
             if (!nv) {
                 rc = -ENOMEM;
                 break;
@@ -577,17 +577,35 @@ int eng_manager_snapshot_list(eng_manager *m, eng_snapshot_info **out, size_t *n
             v = nv;
             cap = nc;
         }
-        describe(path, e->d_name, &v[cnt++]);
+        if (!(v[cnt] = strdup(e->d_name)))
+            rc = -ENOMEM;
+        else
+            cnt++;
     }
     closedir(dh);
     if (rc) {
-        free(v);
+        eng_strv_free(v, cnt);
         return rc;
     }
     if (cnt > 1)
-        qsort(v, cnt, sizeof *v, cmp_info);
+        qsort(v, cnt, sizeof *v, cmp_name);
     *out = v;
     *n = cnt;
+    return 0;
+}
+
+int eng_manager_snapshot_describe(eng_manager *m, const char *name, eng_snapshot_info *out)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if (!eng_snapshot_name_valid(name))
+        return ENG_EINVAL;
+    int rc = snapshot_path(m, name, path, sizeof path);
+    if (rc)
+        return rc;
+    if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+        return ENG_ENOTFOUND;
+    describe(path, name, out);
     return 0;
 }
 

@@ -66,8 +66,14 @@ bool eng_snapshot_name_valid(const char *name);
 int eng_manager_snapshot_create(eng_manager *m, const char *name, eng_snapshot_info *out,
                                 eng_errdetail *err);
 
-/* Every snapshot, sorted by name; *out malloc'd (the caller frees it). */
-int eng_manager_snapshot_list(eng_manager *m, eng_snapshot_info **out, size_t *n);
+/* Every snapshot's name, sorted by strcmp (free with eng_strv_free).  The
+ * names alone: describing one reads every file in it, which a listing a
+ * page at a time does only for the page. */
+int eng_manager_snapshot_names(eng_manager *m, char ***out, size_t *n);
+
+/* Describes snapshot name.  ENG_EINVAL (bad name), ENG_ENOTFOUND (none of
+ * that name, or removed since it was listed). */
+int eng_manager_snapshot_describe(eng_manager *m, const char *name, eng_snapshot_info *out);
 
 /* Removes a snapshot.  ENG_EINVAL (bad name), ENG_ENOTFOUND, ENG_EBUSY (a
  * snapshot is being taken). */
