@@ -287,19 +287,24 @@ static void test_a_failing_partition_stops_the_start(void **state)
     static const char *const faults[] = {"partition.open=eio@6", "partition.files=enospc@4"};
     for (size_t i = 0; i < sizeof faults / sizeof *faults; i++) {
         char one[512], four[512];
+        uint32_t done1, done4, total;
         int rc1 = load_failing(f, faults[i], 1, one, sizeof one);
+        eng_manager_load_progress(&done1, &total);
         int rc4 = load_failing(f, faults[i], 4, four, sizeof four);
+        eng_manager_load_progress(&done4, &total);
         assert_int_equal(rc1, i == 0 ? -EIO : -ENOSPC);
         assert_int_equal(rc4, rc1);
         assert_string_equal(four, one);
         assert_non_null(strstr(four, "loading "));
         assert_true(logged(f, "failed to load"));
-        /* The threads took no partition after the failure: at most the
-         * four under way then, and the five before it, loaded. */
-        uint32_t done, total;
-        eng_manager_load_progress(&done, &total);
         assert_int_equal(total, TOPICS * PARTS);
-        assert_true(done < 5 + 4);
+        /* One thread takes no partition after the failure: at most the
+         * five before it loaded.  Four stop taking them too, but how many
+         * the other three finish between the failing open and the failure
+         * being recorded depends on the scheduler (a loaded machine once
+         * let a fourth one through): only "not all of them" is certain. */
+        assert_true(done1 <= 5);
+        assert_true(done4 < TOPICS * PARTS);
     }
     /* Out of descriptors on several threads: the same advice. */
     struct rlimit saved;
