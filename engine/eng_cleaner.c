@@ -126,6 +126,74 @@ static bool still_registered(eng_cleaner *c, eng_partition *p)
     return cur == p;
 }
 
+/* Kafka's LogCleanerManager.cleanableOffsets: a checkpointed first dirty
+ * offset outside [log start, log end] is reset to the log start offset.
+ * Past the end, the log was lost or truncated under it (recovery, a
+ * partition directory gone): once appends carried the end past it again,
+ * records below it would pass for clean and keep their duplicates for good.
+ * Below the start, records were deleted; quiet for compact,delete, whose
+ * retention moves the start past it all the time, as in Kafka.  -1 (none)
+ * is returned as is. */
+static int64_t checked_first_dirty(eng_partition *p, int64_t ckpt)
+{
+    if (ckpt < 0)
+        return ckpt;
+    int64_t lso = eng_partition_log_start_offset(p), leo = eng_partition_log_end_offset(p);
+    if (ckpt > leo) {
+        ENG_WARN("%s-%d: the checkpointed first dirty offset %lld is past the log end offset "
+                 "%lld; resetting it to the log start offset %lld",
+                 eng_partition_topic(p), eng_partition_id(p), (long long)ckpt, (long long)leo,
+                 (long long)lso);
+        return lso;
+    }
+    if (ckpt < lso) {
+        eng_config cfg;
+        eng_partition_get_config(p, &cfg);
+        if (!(cfg.v[ENG_CFG_CLEANUP_POLICY].i & ENG_POLICY_DELETE))
+            ENG_WARN("%s-%d: resetting the first dirty offset to the log start offset %lld: the "
+                     "checkpointed offset %lld is below it",
+                     eng_partition_topic(p), eng_partition_id(p), (long long)lso, (long long)ckpt);
+        return lso;
+    }
+    return ckpt;
+}
+
+/* Checks the checkpoint as loaded against the logs (the manager has loaded
+ * and recovered them; nothing appends before the service is ready) and
+ * rewrites it if anything changed.  An entry of a partition that does not
+ * exist is a delete whose rewrite failed or was cut short by a crash: kept,
+ * a topic created later under the name would inherit its offset and never
+ * compact the duplicates below it (Kafka prunes its checkpoint against the
+ * logs).  One out of its log's range is reset. */
+static void ckpt_check_loaded(eng_cleaner *c)
+{
+    bool changed = false;
+    size_t k = 0;
+    for (size_t i = 0; i < c->ckpt.n; i++) {
+        eng_ckpt_entry *e = &c->ckpt.entries[i];
+        eng_partition *p;
+        if (eng_manager_partition(c->m, e->topic, e->partition, &p, NULL)) {
+            ENG_WARN("cleaner-offset-checkpoint: dropping the entry of %s-%d (first dirty offset "
+                     "%lld): no such partition, a topic delete cut short",
+                     e->topic, e->partition, (long long)e->offset);
+            free(e->topic);
+            changed = true;
+            continue;
+        }
+        int64_t off = checked_first_dirty(p, e->offset);
+        eng_partition_unref(p);
+        changed |= off != e->offset;
+        e->offset = off;
+        c->ckpt.entries[k++] = *e;
+    }
+    c->ckpt.n = k;
+    int rc = changed ? ckpt_write(c) : 0;
+    if (rc)
+        ENG_WARN("rewriting cleaner-offset-checkpoint after checking it: %s (the next clean "
+                 "writes it)",
+                 eng_strerror(rc));
+}
+
 static bool in_progress(eng_cleaner *c, eng_partition *p)
 {
     for (size_t i = 0; i < c->nin_progress; i++)
@@ -241,10 +309,13 @@ static int run_clean(eng_cleaner *c, eng_partition *p, eng_offset_map *map, bool
     pthread_mutex_lock(&c->lock);
     int64_t ckpt = ckpt_get(c, eng_partition_topic(p), eng_partition_id(p));
     pthread_mutex_unlock(&c->lock);
+    /* Not written back here: the clean below writes where it ended, which
+     * differs from the offset checkpointed whenever this resets it. */
+    int64_t first_dirty = checked_first_dirty(p, ckpt);
     eng_clean_opts o = {.map = map, .now_ms = eng_now_ms(), .dry_run = dry_run,
                         .io_buffer_bytes = c->o.io_buffer_bytes / 2 / (c->nworkers ? c->nworkers : 1),
                         .max_bytes_per_second = c->o.max_bytes_per_second, .abort = &c->abort};
-    int rc = eng_partition_clean(p, ckpt, &o, st);
+    int rc = eng_partition_clean(p, first_dirty, &o, st);
     (void)ENG_FAULT("cleaner.after_clean");
     pthread_mutex_lock(&c->lock);
     if (!rc && !dry_run && st->end_offset != ckpt && still_registered(c, p)) {
@@ -457,6 +528,7 @@ int eng_cleaner_start(eng_manager *m, const eng_cleaner_opts *o, eng_cleaner **o
         memset(&c->ckpt, 0, sizeof c->ckpt);
         rc = 0;
     }
+    ckpt_check_loaded(c);
     if (c->nworkers && !(c->workers = calloc(c->nworkers, sizeof *c->workers)))
         rc = -ENOMEM;
     for (unsigned i = 0; !rc && i < c->nworkers; i++) {
