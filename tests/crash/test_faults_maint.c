@@ -7,6 +7,9 @@
  *   compact.after_swap      exit and eio: the restart completes the swap
  *   compact.before_final    the restart completes the swap (.swap + .deleted)
  *   cleaner.before_checkpoint  compacted data; the next clean is harmless
+ *   topic.delete.before_forget  the deleted topic's cleaner checkpoint entry
+ *                           left in the file is dropped at the restart: the
+ *                           topic created again cleans from offset 0
  *   segment.append.truncate  a clean's refused write not cut back: its own
  *                           error (507), the dir online, the next clean fine
  *   fs.write_atomic.mid     exit in a checkpoint job: the old checkpoints
@@ -153,6 +156,45 @@ static void test_cleaner_before_checkpoint(void **state)
     assert_int_equal(compaction_run(&s), 200);
     check_compacted(&s);
     assert_true(ls_file_size(path) > 0);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
+/* A crash in a topic delete after its metadata went, before it rewrote
+ * cleaner-offset-checkpoint: the file still says c-0 is clean below 30.  The
+ * topic created again under the name inherited that offset, and its
+ * superseded records below 30 (keys not written again above it) stayed. */
+static void test_delete_before_cleaner_forget(void **state)
+{
+    (void)state;
+    static ls_server s; /* static: the teardown finds it after a failed assertion */
+    compacted_setup(&s, "topic.delete.before_forget=exit", NULL);
+    assert_int_equal(compaction_run(&s), 200);
+    ls_resp r;
+    if (ls_delete(&s, "/v1/topics/c", &r) == 0)
+        ls_resp_free(&r);
+    assert_int_equal(wait_exit(&s), 86);
+    char path[600];
+    snprintf(path, sizeof path, "%s/cleaner-offset-checkpoint", s.dir);
+    size_t len;
+    char *text = ls_read_file(path, &len);
+    assert_non_null(text);
+    assert_string_equal(text, "0\n1\nc 0 30\n"); /* the window */
+    free(text);
+    start(&s, NULL, NO_CLEANER, true);
+    memset(&M, 0, sizeof M);
+    assert_int_equal(ls_create_topic(&s, "c", 1, COMPACT), 201);
+    for (int g = 0; g < 3; g++)
+        append_ok(&s, "c", 10, "c");
+    append_ok(&s, "c", 10, "d");
+    roll(&s, "c");
+    assert_int_equal(compaction_run(&s), 200);
+    cc_part p = check_files(&s, "c", 20);
+    for (int64_t off = 0; off < 20; off++)
+        if (cc_find(&p, off))
+            fail_msg("superseded offset %lld survived the clean", (long long)off);
+    assert_int_equal(p.nrecs, 20);
+    cc_part_free(&p);
     assert_int_equal(ls_stop(&s), 0);
     ls_cleanup(&s);
 }
@@ -382,6 +424,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_compact_after_swap_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_before_final, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cleaner_before_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_before_cleaner_forget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_write_and_cut_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_write_exit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_topic_meta_enospc, setup, teardown),
