@@ -19,6 +19,9 @@
 #include <stdint.h>
 
 #define ENG_OFFSET_MAP_SLOT 24
+/* Keys a caller hashes and prefetches ahead of their probes: enough misses
+ * in flight to overlap, few enough to stay in L1. */
+#define ENG_OFFSET_MAP_CHUNK 16
 
 typedef struct eng_offset_map eng_offset_map;
 
