@@ -480,7 +480,8 @@ static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, siz
     size_t at = 0;
     while (at < v->n && v->segs[at] != old[0])
         at++;
-    eng_segment **segs = malloc((v->n - n + 1) * sizeof *segs);
+    /* A fault point stands for the allocations failing. */
+    eng_segment **segs = ENG_FAULT("compact.view") ? NULL : malloc((v->n - n + 1) * sizeof *segs);
     eng_segview *nv = NULL;
     if (segs && at + n <= v->n) {
         memcpy(segs, v->segs, at * sizeof *segs);
@@ -492,8 +493,19 @@ static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, siz
     if (nv)
         eng__segview_install(p, nv);
     pthread_mutex_unlock(&p->append_lock);
-    if (!nv)
+    if (!nv) {
+        /* The files are swapped, the log in memory is not: later retention,
+         * cleaning or a restart's recovery point would act on segments whose
+         * files are gone.  Reads of the old ones still work (their files are
+         * open), but only a restart, which loads what is on disk, makes the
+         * two agree again. */
+        ENG_ERROR("%s-%d: cleaned segment %020" PRId64 " swapped in on disk but not in memory "
+                  "(out of memory); taking the log dir offline (a restart loads the swapped files)",
+                  p->topic, p->id, eng_segment_base(cleaned));
+        if (p->dir_offline)
+            atomic_store(p->dir_offline, 1);
         return -ENOMEM;
+    }
     for (size_t k = 0; k < n; k++) {
         eng_segment_ref(old[k]);
         eng__partition_dispose(p, old[k]);

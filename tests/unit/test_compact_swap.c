@@ -602,12 +602,6 @@ static void descriptors_back(fd_squeeze *q)
     ts_fd_limit_restore(&q->saved);
 }
 
-/* A swap that cannot open the partition directory to sync it (the process
- * is out of descriptors) has changed nothing the log reads, so the clean
- * fails with EMFILE, the cleaned segment goes, and the dir stays online;
- * the next round cleans.  The directory was opened only after the cleaned
- * segment was renamed .swap, and the failure took the log dir offline
- * until a restart. */
 /* a=1, a=2, b=1 in a sealed segment, the partition reporting to *offline. */
 static eng_partition *open_abab(fixture *f, _Atomic int *offline)
 {
@@ -626,6 +620,12 @@ static eng_partition *open_abab(fixture *f, _Atomic int *offline)
     return p;
 }
 
+/* A swap that cannot open the partition directory to sync it (the process
+ * is out of descriptors) has changed nothing the log reads, so the clean
+ * fails with EMFILE, the cleaned segment goes, and the dir stays online;
+ * the next round cleans.  The directory was opened only after the cleaned
+ * segment was renamed .swap, and the failure took the log dir offline
+ * until a restart. */
 static void test_swap_out_of_descriptors_stays_online(void **state)
 {
     fixture *f = *state;
@@ -724,6 +724,38 @@ static void test_first_rename_eio_goes_offline(void **state)
     }
 }
 
+/* Out of memory for the new segment set once the files are swapped: disk
+ * and memory disagree, so the dir goes offline (the clean returned ENOMEM
+ * and left memory on the old segments, whose files it had renamed).  A
+ * restart loads the cleaned log. */
+static void test_view_out_of_memory_after_swap_goes_offline(void **state)
+{
+    fixture *f = *state;
+    _Atomic int offline = 0;
+    eng_partition *p = open_abab(f, &offline);
+    eng_clean_stats st;
+    eng_fault_set("compact.view=enomem");
+    int rc = cu_clean(p, f->map, -1, CU_T0, false, &st);
+    eng_fault_set(NULL);
+    assert_int_equal(rc, -ENOMEM);
+    assert_int_equal(atomic_load(&offline), 1);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+    cu_trash_empty(&f->trash);
+
+    eng_partition_params pp = {.topic = "kv", .id = 0, .dir = f->dir, .config = f->cfg,
+                               .clean_shutdown = false, .recovery_point = 0,
+                               .log_start_offset = -1};
+    eng_load_stats ls;
+    assert_int_equal(eng_partition_open(&pp, &p, &ls), 0);
+    cu_recs got;
+    cu_read_ok(p, &got);
+    assert_int_equal(got.n, 2); /* a=2, b=1: the clean's result */
+    cu_recs_free(&got);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -736,6 +768,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_first_rename_out_of_room_stays_online, cu_setup,
                                         cu_teardown),
         cmocka_unit_test_setup_teardown(test_first_rename_eio_goes_offline, cu_setup,
+                                        cu_teardown),
+        cmocka_unit_test_setup_teardown(test_view_out_of_memory_after_swap_goes_offline, cu_setup,
                                         cu_teardown),
         cmocka_unit_test_setup_teardown(test_clean_range, cu_setup, cu_teardown),
         cmocka_unit_test_setup_teardown(test_max_lag_past_min_lag_cutoff, cu_setup, cu_teardown),
