@@ -6,6 +6,7 @@
 #ifndef API_CTX_H
 #define API_CTX_H
 
+#include "api_lane.h"
 #include "eng_manager.h"
 
 #include <jansson.h>
@@ -34,7 +35,8 @@ typedef struct api_ctx {
     _Atomic uint64_t id_counter;
     _Atomic uint64_t round_robin; /* null-key partitioner */
     struct api_waiters *waiters;  /* parked readers; NULL: reads never wait */
-    struct api_lane *lane;        /* runs slow routes; NULL: they run on the calling thread */
+    api_lane *lanes[API_LANES];   /* slow routes' threads, by kind; NULL: they run on the
+                                   * calling thread */
     int64_t max_wait_ms;          /* wait_ms cap (30000) */
     int64_t heartbeat_ms;         /* SSE heartbeat interval */
     json_t *server_settings;      /* [{"name","value","source"}] from service/; borrowed */

@@ -146,3 +146,45 @@ void api_lane_free(api_lane *l)
     free(l->threads);
     free(l);
 }
+
+const char *api_lane_kind_name(api_lane_kind k)
+{
+    switch (k) {
+    case API_LANE_COMPACTION:
+        return "compaction";
+    case API_LANE_RETENTION:
+        return "retention";
+    case API_LANE_SNAPSHOT:
+        return "snapshot";
+    default:
+        return "none";
+    }
+}
+
+int api_lanes_start(api_lane *lanes[API_LANES], unsigned threads, size_t max_queued)
+{
+    for (int k = 0; k < API_LANES; k++)
+        lanes[k] = NULL;
+    for (int k = API_LANE_NONE + 1; k < API_LANES; k++) {
+        int rc = api_lane_start(threads, max_queued, &lanes[k]);
+        if (rc) {
+            api_lanes_free(lanes);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void api_lanes_stop(api_lane *const lanes[API_LANES])
+{
+    for (int k = 0; k < API_LANES; k++)
+        api_lane_stop(lanes[k]);
+}
+
+void api_lanes_free(api_lane *lanes[API_LANES])
+{
+    for (int k = 0; k < API_LANES; k++) {
+        api_lane_free(lanes[k]);
+        lanes[k] = NULL;
+    }
+}

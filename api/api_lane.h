@@ -1,13 +1,15 @@
 /*
- * api_lane.h - a few threads for requests that take seconds (compaction:run,
+ * api_lane.h - threads for requests that take seconds (compaction:run,
  * retention:run, snapshot creation), off libmicrohttpd's threads.
  *
  * libmicrohttpd's pool threads each serve many connections: a handler that
  * cleans a large partition on one of them makes every other connection that
  * thread accepted (a health probe, a tail, an append) wait until the clean
- * ends.  Such routes are flagged API_ROUTE_SLOW; the router defers their
- * answer and hands the handler to this lane.  The lane only knows jobs: the
- * router decides what a job does.
+ * ends.  Such routes name a lane (api_route.lane); the router defers their
+ * answer and hands the handler to it.  One lane per kind, one thread each:
+ * on-demand cleans take turns on one offset map anyway, and a queue of them
+ * must not hold up a retention run or a snapshot.  A lane only knows jobs:
+ * the router decides what a job does.
  */
 #ifndef API_LANE_H
 #define API_LANE_H
@@ -15,6 +17,18 @@
 #include <stddef.h>
 
 typedef struct api_lane api_lane;
+
+/* What runs on each lane; NONE (0): the route runs on the HTTP thread. */
+typedef enum {
+    API_LANE_NONE,
+    API_LANE_COMPACTION,
+    API_LANE_RETENTION,
+    API_LANE_SNAPSHOT,
+    API_LANES
+} api_lane_kind;
+
+/* "compaction", "retention", "snapshot" (the metrics' kind label). */
+const char *api_lane_kind_name(api_lane_kind k);
 
 typedef struct api_lane_job {
     /* Runs on a lane thread; owns the job from then on (frees it). */
@@ -44,5 +58,12 @@ void api_lane_stop(api_lane *l);
 
 /* Stops (if not yet) and frees.  NULL is a no-op. */
 void api_lane_free(api_lane *l);
+
+/* The same over one lane of each kind (lanes[API_LANE_NONE] stays NULL):
+ * start gives every kind `threads` threads, and on failure frees those it
+ * started. */
+int api_lanes_start(api_lane *lanes[API_LANES], unsigned threads, size_t max_queued);
+void api_lanes_stop(api_lane *const lanes[API_LANES]);
+void api_lanes_free(api_lane *lanes[API_LANES]);
 
 #endif

@@ -311,14 +311,19 @@ void api_h_metrics(api_ctx *ctx, const api_request *req, const api_params *param
     put(&o, "logstore_loading %d\n", state == API_LOADING);
     help(&o, "logstore_parked_readers", "gauge", "Long-polls and idle streams parked right now.");
     put(&o, "logstore_parked_readers %zu\n", api_waiters_parked(ctx->waiters));
-    size_t queued, running;
-    api_lane_counts(ctx->lane, &queued, &running);
+    size_t queued[API_LANES], running[API_LANES];
+    for (int k = API_LANE_NONE + 1; k < API_LANES; k++)
+        api_lane_counts(ctx->lanes[k], &queued[k], &running[k]);
     help(&o, "logstore_maintenance_requests_running", "gauge",
-         "compaction:run, retention:run and snapshot creations running right now.");
-    put(&o, "logstore_maintenance_requests_running %zu\n", running);
+         "compaction:run, retention:run and snapshot creations running right now, by kind.");
+    for (int k = API_LANE_NONE + 1; k < API_LANES; k++)
+        put(&o, "logstore_maintenance_requests_running{kind=\"%s\"} %zu\n",
+            api_lane_kind_name(k), running[k]);
     help(&o, "logstore_maintenance_requests_queued", "gauge",
-         "Such requests waiting for a maintenance thread (past the queue's limit, 503 overloaded).");
-    put(&o, "logstore_maintenance_requests_queued %zu\n", queued);
+         "Such requests waiting for their kind's thread (past the queue's limit, 503 overloaded).");
+    for (int k = API_LANE_NONE + 1; k < API_LANES; k++)
+        put(&o, "logstore_maintenance_requests_queued{kind=\"%s\"} %zu\n",
+            api_lane_kind_name(k), queued[k]);
     help(&o, "logstore_open_streams", "gauge", "SSE and NDJSON streams open right now.");
     put(&o, "logstore_open_streams %lld\n", (long long)atomic_load(&open_streams));
     help(&o, "logstore_corrupt_record_errors_total", "counter",

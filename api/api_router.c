@@ -17,7 +17,9 @@
 
 #define E API_ROUTE_NEEDS_ENGINE
 #define B API_ROUTE_BODY
-#define SLOW API_ROUTE_SLOW
+#define COMPACTION API_ROUTE_LANE(API_LANE_COMPACTION)
+#define RETENTION API_ROUTE_LANE(API_LANE_RETENTION)
+#define SNAPSHOT API_ROUTE_LANE(API_LANE_SNAPSHOT)
 #define TP "/v1/topics/{topic}/partitions/{partition}"
 #define READ_QUERY                                                                             \
     "offset earliest latest timestamp tail max_records max_bytes until_timestamp encoding "   \
@@ -49,11 +51,15 @@ static const api_route routes[] = {
     {"GET", TP "/segments/{base}/timeindex", api_h_segment_timeindex, API_ROLE_READ, E, "start limit"},
     {"GET", TP "/segments/{base}/batches", api_h_segment_batches, API_ROLE_READ, E, "start limit"},
     {"POST", TP "/records:delete", api_h_delete_records, API_ROLE_WRITE, E | B, NULL},
-    {"POST", "/v1/topics/{topic}/retention:run", api_h_topic_retention, API_ROLE_ADMIN, E | B | SLOW, "partition"},
-    {"POST", "/v1/admin/retention:run", api_h_admin_retention, API_ROLE_ADMIN, E | B | SLOW, "partition"},
+    {"POST", "/v1/topics/{topic}/retention:run", api_h_topic_retention, API_ROLE_ADMIN, E | B | RETENTION,
+     "partition"},
+    {"POST", "/v1/admin/retention:run", api_h_admin_retention, API_ROLE_ADMIN, E | B | RETENTION,
+     "partition"},
     {"GET", "/v1/jobs", api_h_jobs, API_ROLE_READ, E, NULL},
-    {"POST", "/v1/topics/{topic}/compaction:run", api_h_topic_compaction, API_ROLE_ADMIN, E | B | SLOW, "partition"},
-    {"POST", "/v1/admin/compaction:run", api_h_admin_compaction, API_ROLE_ADMIN, E | B | SLOW, "partition"},
+    {"POST", "/v1/topics/{topic}/compaction:run", api_h_topic_compaction, API_ROLE_ADMIN, E | B | COMPACTION,
+     "partition"},
+    {"POST", "/v1/admin/compaction:run", api_h_admin_compaction, API_ROLE_ADMIN, E | B | COMPACTION,
+     "partition"},
     {"GET", "/v1/cleaner", api_h_cleaner, API_ROLE_READ, E, "limit after"},
     {"GET", "/v1/topics/{topic}/configs", api_h_configs_get, API_ROLE_READ, E, NULL},
     {"POST", "/v1/topics/{topic}/configs:alter", api_h_configs_alter, API_ROLE_ADMIN, E | B, NULL},
@@ -61,7 +67,7 @@ static const api_route routes[] = {
     {"DELETE", "/v1/topics/{topic}/configs/{name}", api_h_config_delete, API_ROLE_ADMIN, E, NULL},
     {"GET", "/v1/configs/defaults", api_h_configs_defaults, API_ROLE_READ, E, NULL},
     {"GET", "/v1/log-dirs", api_h_log_dirs, API_ROLE_READ, E, "limit after"},
-    {"POST", "/v1/admin/snapshots", api_h_snapshot_create, API_ROLE_ADMIN, E | B | SLOW, NULL},
+    {"POST", "/v1/admin/snapshots", api_h_snapshot_create, API_ROLE_ADMIN, E | B | SNAPSHOT, NULL},
     {"GET", "/v1/admin/snapshots", api_h_snapshots_list, API_ROLE_READ, E, "limit after"},
     {"DELETE", "/v1/admin/snapshots/{name}", api_h_snapshot_delete, API_ROLE_ADMIN, E, NULL},
     {NULL, NULL, NULL, API_ROLE_NONE, 0, NULL},
@@ -281,14 +287,15 @@ static bool run_on_lane(api_ctx *ctx, const api_route *r, const api_request *req
         free(lc);
         return false;
     }
-    int rc = api_lane_submit(ctx->lane, &lc->job);
+    int rc = api_lane_submit(ctx->lanes[API_ROUTE_LANE_OF(r)], &lc->job);
     if (rc == 0)
         return true;
     /* The deferral is made and must be completed once: with the refusal. */
     api_response no = {0};
     if (rc == -EAGAIN) {
         api_error(&no, lc->req, "overloaded", NULL,
-                  "too many maintenance requests are waiting; retry later");
+                  "too many %s requests are waiting; retry later",
+                  api_lane_kind_name(API_ROUTE_LANE_OF(r)));
         api_resp_header(&no, "Retry-After", "1");
     } else {
         refuse_stopping(lc->req, &no);
@@ -336,7 +343,7 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
                 api_error(resp, req, "not_ready", NULL, "the server is still loading its logs");
             api_resp_header(resp, "Retry-After", "1");
         }
-    } else if ((r->flags & API_ROUTE_SLOW) && ctx->lane &&
+    } else if (ctx->lanes[API_ROUTE_LANE_OF(r)] &&
                run_on_lane(ctx, r, req, &params, resp)) {
         return; /* a lane thread answers */
     } else {

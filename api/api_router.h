@@ -33,7 +33,9 @@ typedef struct api_route {
 #define API_ROUTE_BODY 1u        /* takes a request body */
 #define API_ROUTE_NEEDS_ENGINE 2u /* 503 while loading */
 #define API_ROUTE_SSE 4u         /* may answer text/event-stream (see api_read_wants_sse) */
-#define API_ROUTE_SLOW 8u        /* may take seconds: runs on the lane (api_lane.h) */
+/* May take seconds: runs on lane k (api_lane.h), not on the HTTP thread. */
+#define API_ROUTE_LANE(k) ((unsigned)(k) << 8)
+#define API_ROUTE_LANE_OF(r) ((api_lane_kind)(((r)->flags >> 8) & 0xffu))
 
 /* The table, terminated by a NULL method (static). */
 const api_route *api_routes(void);

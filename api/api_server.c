@@ -661,7 +661,7 @@ void api_server_stop(api_server *s)
     api_waiters_stop(s->ctx->waiters);
     /* Queued maintenance is refused (503); running maintenance ends first,
      * its answer then waited for like the others. */
-    api_lane_stop(s->ctx->lane);
+    api_lanes_stop(s->ctx->lanes);
     for (int i = 0; i < 3000 && (atomic_load(&s->suspended) > 0 || atomic_load(&s->unsent) > 0);
          i++)
         usleep(10000);

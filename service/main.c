@@ -245,9 +245,8 @@ int main(int argc, char **argv)
         svc_settings_free(&s);
         return 1;
     }
-    /* Two: a long compaction:run leaves one for a retention:run or a
-     * snapshot; more would only share the same disk more ways. */
-    if ((rc = api_lane_start(2, 64, &ctx.lane))) {
+    /* One thread a kind: more would only share the same disk more ways. */
+    if ((rc = api_lanes_start(ctx.lanes, 1, 64))) {
         ENG_ERROR("cannot start the maintenance threads: %s", eng_strerror(rc));
         api_waiters_free(ctx.waiters);
         svc_settings_free(&s);
@@ -261,7 +260,7 @@ int main(int argc, char **argv)
         free(cert);
         free(key);
         api_waiters_free(ctx.waiters);
-    api_lane_free(ctx.lane);
+    api_lanes_free(ctx.lanes);
         json_decref(ctx.server_settings);
         svc_settings_free(&s);
         return 2;
@@ -314,7 +313,7 @@ int main(int argc, char **argv)
         stop_watch_manager(&watch, NULL);
         eng_manager_abandon(m);
         api_waiters_free(ctx.waiters);
-    api_lane_free(ctx.lane);
+    api_lanes_free(ctx.lanes);
         json_decref(ctx.server_settings);
         api_auth_free(ctx.auth);
         free(cert);
@@ -356,7 +355,7 @@ int main(int argc, char **argv)
     stop_watch_manager(&watch, NULL);
     bool clean = eng_manager_close(m);
     api_waiters_free(ctx.waiters);
-    api_lane_free(ctx.lane);
+    api_lanes_free(ctx.lanes);
     json_decref(ctx.server_settings);
     api_auth_free(ctx.auth);
     free(cert);
