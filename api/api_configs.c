@@ -7,8 +7,9 @@
  * completely, at once, without a restart, or changes nothing.
  *
  * configs:alter takes Kafka's incremental operations: SET and DELETE on any
- * config, APPEND and SUBTRACT on list configs (cleanup.policy), applied in
- * order to the current value.
+ * config, APPEND and SUBTRACT on list configs (cleanup.policy), each config
+ * named once (as Kafka refuses duplicate config keys: an order between two
+ * changes of one config is nothing a client should rely on).
  */
 #include "api_common.h"
 #include "api_errors.h"
@@ -248,9 +249,14 @@ static void configs_alter_locked(api_ctx *ctx, const api_request *req, const api
         return;
     json_t *body = api_body_object(req, resp, false);
     json_t *ops = body ? json_object_get(body, "operations") : NULL;
+    json_t *seen = NULL; /* the names so far: a set, as the operations may be many */
     if (body && (json_object_size(body) != 1 || !json_is_array(ops) || json_array_size(ops) == 0)) {
         api_error(resp, req, "invalid_request", NULL,
                   "expected {\"operations\": [{\"name\", \"op\", \"value\"}, ...]}");
+        goto done;
+    }
+    if (body && !(seen = json_object())) {
+        api_error(resp, req, "out_of_memory", NULL, "no memory for the operations");
         goto done;
     }
     size_t i;
@@ -274,6 +280,14 @@ static void configs_alter_locked(api_ctx *ctx, const api_request *req, const api
             goto done;
         }
         const char *k = json_string_value(kind), *n = json_string_value(name);
+        if (json_object_get(seen, n)) {
+            api_error(resp, req, "invalid_request",
+                      json_pack("{s:I,s:s}", "operation", (json_int_t)i, "key", n),
+                      "operation %zu: %.100s is already changed by an earlier operation (Kafka "
+                      "refuses duplicate config keys: send one operation per config)", i, n);
+            goto done;
+        }
+        json_object_set_new(seen, n, json_true());
         bool needs_value = strcasecmp(k, "DELETE") != 0;
         if (needs_value && (!value || !api_config_text(value, text, sizeof text))) {
             api_error(resp, req, "invalid_request", json_pack("{s:I,s:s}", "operation", (json_int_t)i, "key", n),
@@ -333,6 +347,7 @@ static void configs_alter_locked(api_ctx *ctx, const api_request *req, const api
     if (body)
         apply(ctx, req, &d.meta, resp);
 done:
+    json_decref(seen);
     json_decref(body);
     eng_topic_desc_clear(&d);
 }

@@ -389,11 +389,10 @@ static void test_alter_operations(void **state)
     expect(arr, "cleanup.policy", "compact", "TOPIC_CONFIG");
     json_decref(arr);
 
-    /* several operations apply in order, in one step */
-    arr = alter_ok("alt", "[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"5000\"},"
+    /* several operations apply in one step */
+    arr = alter_ok("alt", "[{\"name\":\"retention.ms\",\"op\":\"DELETE\"},"
                           "{\"name\":\"segment.bytes\",\"op\":\"SET\",\"value\":2097152},"
                           "{\"name\":\"cleanup.policy\",\"op\":\"DELETE\"},"
-                          "{\"name\":\"retention.ms\",\"op\":\"DELETE\"},"
                           "{\"name\":\"flush.messages\",\"op\":\"SET\",\"value\":\"1\"}]");
     expect(arr, "retention.ms", "86400000", "STATIC_BROKER_CONFIG");
     expect(arr, "segment.bytes", "2097152", "TOPIC_CONFIG");
@@ -455,7 +454,7 @@ static void test_alter_refused_changes_nothing(void **state)
                   "{\"name\":\"retention.ms\",\"op\":\"DELETE\"}]",
                   422, "invalid_config", "no.such.config", 0);
     alter_refused("atom",
-                  "[{\"name\":\"retention.ms\",\"op\":\"DELETE\"},"
+                  "[{\"name\":\"segment.bytes\",\"op\":\"DELETE\"},"
                   "{\"name\":\"retention.ms\",\"op\":\"APPEND\",\"value\":\"5\"}]",
                   422, "invalid_config", "retention.ms", 1);
     alter_refused("atom",
@@ -476,8 +475,13 @@ static void test_alter_refused_changes_nothing(void **state)
     /* malformed operations: 400, naming the operation */
     alter_refused("atom",
                   "[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"1\"},"
-                  "{\"name\":\"retention.ms\",\"op\":\"MULTIPLY\",\"value\":\"2\"}]",
+                  "{\"name\":\"segment.ms\",\"op\":\"MULTIPLY\",\"value\":\"2\"}]",
                   400, "invalid_request", NULL, 1);
+    /* one config twice: Kafka's "duplicate config keys", whatever the ops */
+    alter_refused("atom",
+                  "[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"1\"},"
+                  "{\"name\":\"retention.ms\",\"op\":\"DELETE\"}]",
+                  400, "invalid_request", "retention.ms", 1);
     alter_refused("atom", "[{\"name\":\"retention.ms\",\"op\":\"SET\"}]", 400, "invalid_request",
                   NULL, 0);
     alter_refused("atom", "[{\"name\":\"retention.ms\",\"op\":\"SET\",\"value\":\"1\"},{\"op\":\"SET\"}]",
