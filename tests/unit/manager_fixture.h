@@ -104,23 +104,46 @@ static inline eng_manager *open_mgr(fixture *f)
     return m;
 }
 
-/* Appends n one-record batches (key "k", value "value") to topic-id. */
-static inline void append_records(eng_manager *m, const char *topic, int32_t id, int n)
+/* The data dir's file `name` as a string (malloc; the caller frees it), or
+ * NULL when it cannot be read. */
+static inline char *data_file_text(fixture *f, const char *name)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", f->data, name);
+    uint8_t *raw;
+    size_t len;
+    if (ts_read_file(path, &raw, &len))
+        return NULL;
+    char *s = realloc(raw, len + 1);
+    assert_non_null(s);
+    s[len] = 0;
+    return s;
+}
+
+/* Appends one one-record batch (key "k", value "value", the i-th
+ * timestamp) to topic-id; the append's return code. */
+static inline int try_append_record(eng_manager *m, const char *topic, int32_t id, int i)
 {
     eng_partition *p;
     assert_int_equal(eng_manager_partition(m, topic, id, &p, NULL), 0);
-    for (int i = 0; i < n; i++) {
-        eng_record_spec r = {.timestamp = 1700000000000LL + i, .key = (const uint8_t *)"k",
-                             .key_len = 1, .value = (const uint8_t *)"value", .value_len = 5};
-        eng_batch_params bp;
-        eng_batch_params_init(&bp);
-        uint8_t buf[256];
-        size_t len = eng_batch_encode(buf, sizeof buf, &bp, &r, 1);
-        eng_append_opts o = {.expected_offset = -1};
-        eng_append_result res;
-        assert_int_equal(eng_partition_append(p, buf, len, &o, &res, NULL), 0);
-    }
+    eng_record_spec r = {.timestamp = 1700000000000LL + i, .key = (const uint8_t *)"k",
+                         .key_len = 1, .value = (const uint8_t *)"value", .value_len = 5};
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    uint8_t buf[256];
+    size_t len = eng_batch_encode(buf, sizeof buf, &bp, &r, 1);
+    eng_append_opts o = {.expected_offset = -1};
+    eng_append_result res;
+    int rc = eng_partition_append(p, buf, len, &o, &res, NULL);
     eng_partition_unref(p);
+    return rc;
+}
+
+/* Appends n one-record batches (key "k", value "value") to topic-id. */
+static inline void append_records(eng_manager *m, const char *topic, int32_t id, int n)
+{
+    for (int i = 0; i < n; i++)
+        assert_int_equal(try_append_record(m, topic, id, i), 0);
 }
 
 #endif

@@ -35,38 +35,6 @@ static void make_topic(eng_manager *m, const char *name, bool compacted)
         fail_msg("create %s: %s", name, err.message);
 }
 
-/* One record appended to topic-0; the append's return code. */
-static int append_one(eng_manager *m, const char *topic)
-{
-    eng_partition *p;
-    assert_int_equal(eng_manager_partition(m, topic, 0, &p, NULL), 0);
-    eng_record_spec r = {.timestamp = CU_T0, .key = (const uint8_t *)"k", .key_len = 1,
-                         .value = (const uint8_t *)"v", .value_len = 1};
-    eng_batch_params bp;
-    eng_batch_params_init(&bp);
-    uint8_t buf[256];
-    size_t len = eng_batch_encode(buf, sizeof buf, &bp, &r, 1);
-    eng_append_opts o = {.expected_offset = -1};
-    eng_append_result res;
-    int rc = eng_partition_append(p, buf, len, &o, &res, NULL);
-    eng_partition_unref(p);
-    return rc;
-}
-
-static char *read_text(fixture *f, const char *name)
-{
-    char path[700];
-    snprintf(path, sizeof path, "%s/%s", f->data, name);
-    uint8_t *raw;
-    size_t len;
-    if (ts_read_file(path, &raw, &len))
-        return NULL;
-    char *s = realloc(raw, len + 1);
-    assert_non_null(s);
-    s[len] = 0;
-    return s;
-}
-
 static int write_recovery(eng_manager *m)
 {
     return eng_manager_checkpoint_recovery_points(m);
@@ -96,14 +64,14 @@ static void test_manager_checkpoint_eio_takes_dir_offline(void **state)
         eng_manager *m = open_mgr(f);
         if (i == 0)
             make_topic(m, "t", false);
-        assert_int_equal(append_one(m, "t"), 0);
+        assert_int_equal(try_append_record(m, "t", 0, 0), 0);
         eng_fault_set("fs.write_atomic.mid=eio");
         int rc = c->write(m);
         eng_fault_set(NULL);
         assert_int_equal(rc, -EIO);
         if (!eng_manager_offline(m))
             fail_msg("%s: EIO left the log dir online", c->file);
-        assert_int_equal(append_one(m, "t"), ENG_EOFFLINE);
+        assert_int_equal(try_append_record(m, "t", 0, 0), ENG_EOFFLINE);
         assert_true(logged(f, "taking the log dir offline"));
         assert_false(eng_manager_close(m)); /* no clean-shutdown marker */
     }
@@ -118,27 +86,27 @@ static void test_manager_checkpoint_out_of_room_stays_online(void **state)
     static const int codes[] = {-ENOSPC, -EDQUOT};
     eng_manager *m = open_mgr(f);
     make_topic(m, "t", false);
-    assert_int_equal(append_one(m, "t"), 0);
+    assert_int_equal(try_append_record(m, "t", 0, 0), 0);
     for (size_t i = 0; i < sizeof manager_ckpts / sizeof manager_ckpts[0]; i++) {
         const ckpt_case *c = &manager_ckpts[i];
         assert_int_equal(c->write(m), 0);
-        char *before = read_text(f, c->file);
+        char *before = data_file_text(f, c->file);
         assert_non_null(before);
         for (size_t k = 0; k < 2; k++) {
-            assert_int_equal(append_one(m, "t"), 0);
+            assert_int_equal(try_append_record(m, "t", 0, 0), 0);
             eng_fault_set(faults[k]);
             int rc = c->write(m);
             eng_fault_set(NULL);
             assert_int_equal(rc, codes[k]);
             if (eng_manager_offline(m))
                 fail_msg("%s: %s took the log dir offline", c->file, faults[k]);
-            char *now = read_text(f, c->file);
+            char *now = data_file_text(f, c->file);
             assert_non_null(now);
             assert_string_equal(now, before); /* the old file, whole */
             free(now);
         }
         free(before);
-        assert_int_equal(append_one(m, "t"), 0);
+        assert_int_equal(try_append_record(m, "t", 0, 0), 0);
         assert_int_equal(c->write(m), 0); /* the next run writes it */
     }
     assert_false(logged(f, "taking the log dir offline"));
@@ -175,7 +143,7 @@ static void test_cleaner_checkpoint_eio_takes_dir_offline(void **state)
     eng_manager *m;
     clean_with_fault(f, "fs.write_atomic.mid=eio", &m);
     assert_true(eng_manager_offline(m));
-    assert_int_equal(append_one(m, "c"), ENG_EOFFLINE);
+    assert_int_equal(try_append_record(m, "c", 0, 0), ENG_EOFFLINE);
     assert_false(eng_manager_close(m));
 }
 
@@ -185,8 +153,8 @@ static void test_cleaner_checkpoint_enospc_stays_online(void **state)
     eng_manager *m;
     clean_with_fault(f, "fs.write_atomic.mid=enospc", &m);
     assert_false(eng_manager_offline(m));
-    assert_null(read_text(f, "cleaner-offset-checkpoint")); /* refused, none before */
-    assert_int_equal(append_one(m, "c"), 0);
+    assert_null(data_file_text(f, "cleaner-offset-checkpoint")); /* refused, none before */
+    assert_int_equal(try_append_record(m, "c", 0, 0), 0);
     assert_false(logged(f, "taking the log dir offline"));
     assert_true(eng_manager_close(m));
 }

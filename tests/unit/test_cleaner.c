@@ -136,19 +136,6 @@ static bool wait_checkpoint(eng_cleaner *c, const char *t, int64_t want, int ms)
     return eng_cleaner_checkpoint(c, t, 0) == want;
 }
 
-static char *ckpt_file(fixture *f)
-{
-    char path[700];
-    snprintf(path, sizeof path, "%s/cleaner-offset-checkpoint", f->data);
-    uint8_t *raw;
-    size_t len;
-    if (ts_read_file(path, &raw, &len))
-        return NULL;
-    char *s = realloc(raw, len + 1);
-    s[len] = 0;
-    return s;
-}
-
 /* ---- tests ------------------------------------------------------------------ */
 
 static void test_background_and_ratio(void **state)
@@ -232,11 +219,11 @@ static void test_checkpoint_file_and_restart(void **state)
     assert_int_equal(eng_cleaner_clean_now(c, p, true, &st), 0); /* dry run: no file */
     assert_true(st.dry_run);
     assert_int_equal(st.records_removed, 20);
-    assert_null(ckpt_file(f));
+    assert_null(data_file_text(f, "cleaner-offset-checkpoint"));
     assert_int_equal(eng_cleaner_checkpoint(c, "ck", 0), -1);
     assert_int_equal(eng_cleaner_clean_now(c, p, false, &st), 0);
     assert_int_equal(st.end_offset, 30);
-    char *text = ckpt_file(f);
+    char *text = data_file_text(f, "cleaner-offset-checkpoint");
     assert_non_null(text);
     assert_string_equal(text, "0\n1\nck 0 30\n");
     free(text);
@@ -246,7 +233,7 @@ static void test_checkpoint_file_and_restart(void **state)
     write_keys(p, 5, 2, CU_T0);
     assert_int_equal(eng_cleaner_clean_now(c, p, false, &st), 0);
     eng_partition_unref(p);
-    text = ckpt_file(f);
+    text = data_file_text(f, "cleaner-offset-checkpoint");
     assert_true(!strcmp(text, "0\n2\nck 0 30\nck 1 10\n") || !strcmp(text, "0\n2\nck 1 10\nck 0 30\n"));
     free(text);
     /* ENG_ENOTCOMPACT for a delete topic, on demand too. */
@@ -269,7 +256,7 @@ static void test_checkpoint_file_and_restart(void **state)
     assert_int_equal(st.records_removed, 10);
     assert_int_equal(count_records(p), 10);
     eng_partition_unref(p);
-    text = ckpt_file(f);
+    text = data_file_text(f, "cleaner-offset-checkpoint");
     assert_true(strstr(text, "ck 0 40\n") && strstr(text, "ck 1 10\n") && !strncmp(text, "0\n2\n", 4));
     free(text);
 
@@ -277,7 +264,7 @@ static void test_checkpoint_file_and_restart(void **state)
      * topic created under the same name cleans from offset 0 (it inherited
      * first dirty offset 40 before, leaving duplicates below it forever). */
     assert_int_equal(eng_manager_delete_topic(m, "ck", NULL), 0);
-    text = ckpt_file(f);
+    text = data_file_text(f, "cleaner-offset-checkpoint");
     assert_string_equal(text, "0\n0\n");
     free(text);
     assert_int_equal(eng_cleaner_checkpoint(c, "ck", 0), -1);

@@ -99,20 +99,6 @@ static size_t count_records(eng_partition *p)
     return n;
 }
 
-static char *ckpt_text(fixture *f)
-{
-    char path[700];
-    snprintf(path, sizeof path, "%s/cleaner-offset-checkpoint", f->data);
-    uint8_t *raw;
-    size_t len;
-    if (ts_read_file(path, &raw, &len))
-        return NULL;
-    char *s = realloc(raw, len + 1);
-    assert_non_null(s);
-    s[len] = 0;
-    return s;
-}
-
 static void write_ckpt_text(fixture *f, const char *text)
 {
     char path[700];
@@ -121,6 +107,21 @@ static void write_ckpt_text(fixture *f, const char *text)
 }
 
 /* ---- tests ------------------------------------------------------------------ */
+
+/* t-0 written with duplicates below 30, then cleaned: from offset 0, all
+ * 20 superseded records removed.  Closes m. */
+static void cleaned_from_zero(eng_manager *m)
+{
+    eng_partition *p = part(m, "t");
+    dirty_below_30(p);
+    eng_clean_stats st;
+    assert_int_equal(eng_cleaner_clean_now(eng_manager_cleaner(m), p, false, &st), 0);
+    assert_int_equal(st.first_dirty, 0);
+    assert_int_equal(st.records_removed, 20);
+    assert_int_equal(count_records(p), 20);
+    eng_partition_unref(p);
+    assert_true(eng_manager_close(m));
+}
 
 /* The delete's rewrite of the file fails (no room: the state a crash
  * between the metadata's removal and that rewrite leaves too), so the file
@@ -143,7 +144,7 @@ static void test_deleted_topic_entry_dropped_at_load(void **state)
     eng_fault_set("fs.write_atomic.mid=enospc"); /* the first write: the cleaner's forget */
     assert_int_equal(eng_manager_delete_topic(m, "t", NULL), 0);
     eng_fault_set(NULL);
-    char *text = ckpt_text(f);
+    char *text = data_file_text(f, "cleaner-offset-checkpoint");
     assert_non_null(text);
     assert_string_equal(text, "0\n1\nt 0 30\n"); /* the window, reproduced */
     free(text);
@@ -153,18 +154,11 @@ static void test_deleted_topic_entry_dropped_at_load(void **state)
     c = eng_manager_cleaner(m);
     assert_int_equal(eng_cleaner_checkpoint(c, "t", 0), -1);
     assert_true(logged(f, "cleaner-offset-checkpoint: dropping the entry of t-0"));
-    text = ckpt_text(f);
+    text = data_file_text(f, "cleaner-offset-checkpoint");
     assert_string_equal(text, "0\n0\n"); /* rewritten: a crash now cannot bring it back */
     free(text);
     topic(m, "t", "compact");
-    p = part(m, "t");
-    dirty_below_30(p);
-    assert_int_equal(eng_cleaner_clean_now(c, p, false, &st), 0);
-    assert_int_equal(st.first_dirty, 0);
-    assert_int_equal(st.records_removed, 20);
-    assert_int_equal(count_records(p), 20);
-    eng_partition_unref(p);
-    assert_true(eng_manager_close(m));
+    cleaned_from_zero(m);
 }
 
 /* The partition's log is empty (lost with its directory, or truncated by
@@ -183,18 +177,10 @@ static void test_entry_past_log_end_reset_at_load(void **state)
     assert_true(logged(f, "t-0: the checkpointed first dirty offset 30 is past the log end "
                           "offset 0; resetting it to the log start offset 0"));
     assert_int_equal(eng_cleaner_checkpoint(c, "t", 0), 0);
-    char *text = ckpt_text(f);
+    char *text = data_file_text(f, "cleaner-offset-checkpoint");
     assert_string_equal(text, "0\n1\nt 0 0\n");
     free(text);
-    eng_partition *p = part(m, "t");
-    dirty_below_30(p);
-    eng_clean_stats st;
-    assert_int_equal(eng_cleaner_clean_now(c, p, false, &st), 0);
-    assert_int_equal(st.first_dirty, 0);
-    assert_int_equal(st.records_removed, 20);
-    assert_int_equal(count_records(p), 20);
-    eng_partition_unref(p);
-    assert_true(eng_manager_close(m));
+    cleaned_from_zero(m);
 }
 
 /* Records deleted past the checkpoint: the clean starts at the log start

@@ -620,6 +620,29 @@ static eng_partition *open_abab(fixture *f, _Atomic int *offline)
     return p;
 }
 
+/* After a refused clean: the dir online, its files as listed in `before`
+ * (freed here; no .cleaned, no .swap), all three records there, and the
+ * next clean removes the superseded one.  Closes p. */
+static void unchanged_then_cleaned(fixture *f, eng_partition *p, char *before,
+                                   _Atomic int *offline)
+{
+    assert_int_equal(atomic_load(offline), 0);
+    char *after = cu_listing(f->dir);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    cu_recs got;
+    cu_read_ok(p, &got);
+    assert_int_equal(got.n, 3);
+    cu_recs_free(&got);
+    eng_clean_stats st;
+    assert_int_equal(cu_clean(p, f->map, -1, CU_T0, false, &st), 0);
+    assert_int_equal(st.records_removed, 1);
+    assert_int_equal(atomic_load(offline), 0);
+    eng_partition_close(p);
+    eng_partition_unref(p);
+}
+
 /* A swap that cannot open the partition directory to sync it (the process
  * is out of descriptors) has changed nothing the log reads, so the clean
  * fails with EMFILE, the cleaned segment goes, and the dir stays online;
@@ -640,21 +663,7 @@ static void test_swap_out_of_descriptors_stays_online(void **state)
     eng_fault_hook(NULL, NULL, NULL);
     descriptors_back(&q);
     assert_int_equal(rc, -EMFILE);
-    assert_int_equal(atomic_load(&offline), 0);
-    char *after = cu_listing(f->dir);
-    assert_string_equal(before, after);
-    free(before);
-    free(after);
-    cu_recs got;
-    cu_read_ok(p, &got);
-    assert_int_equal(got.n, 3);
-    cu_recs_free(&got);
-
-    assert_int_equal(cu_clean(p, f->map, -1, CU_T0, false, &st), 0);
-    assert_int_equal(st.records_removed, 1);
-    assert_int_equal(atomic_load(&offline), 0);
-    eng_partition_close(p);
-    eng_partition_unref(p);
+    unchanged_then_cleaned(f, p, before, &offline);
 }
 
 /* The swap's first rename (the cleaned segment's files to .swap) refused
@@ -682,20 +691,7 @@ static void test_first_rename_out_of_room_stays_online(void **state)
         assert_int_equal(rc, codes[i]);
         if (atomic_load(&offline))
             fail_msg("%s took the log dir offline", faults[i]);
-        char *after = cu_listing(f->dir);
-        assert_string_equal(before, after); /* no .cleaned, no .swap */
-        free(before);
-        free(after);
-        cu_recs got;
-        cu_read_ok(p, &got);
-        assert_int_equal(got.n, 3);
-        cu_recs_free(&got);
-
-        assert_int_equal(cu_clean(p, f->map, -1, CU_T0, false, &st), 0);
-        assert_int_equal(st.records_removed, 1);
-        assert_int_equal(atomic_load(&offline), 0);
-        eng_partition_close(p);
-        eng_partition_unref(p);
+        unchanged_then_cleaned(f, p, before, &offline);
         cu_trash_empty(&f->trash);
         ts_rmtree(f->dir);
     }
