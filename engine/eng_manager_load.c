@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #define META_MAX_BYTES (1u << 20)
+#define PARTITION_META_MAX_BYTES 4096u
 
 static _Atomic uint32_t g_loaded, g_total;
 
@@ -90,9 +92,123 @@ struct load_ctx {
     bool clean;
     eng_ckpt recovery, start;
     _Atomic int64_t last_progress_ms;
-    pthread_mutex_t report_lock; /* m->report while partitions load */
+    pthread_mutex_t report_lock; /* m->report and failure while partitions load */
+    int failure_rc;              /* the first partition that said why it failed */
+    char failure[sizeof(((eng_errdetail *)0)->message)];
 };
 typedef struct load_ctx load_ctx;
+
+/* Logs why a partition cannot load and keeps the first such account for
+ * the start's error, which would otherwise only name the error code. */
+static int partition_failed(load_ctx *lc, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int partition_failed(load_ctx *lc, int rc, const char *fmt, ...)
+{
+    char msg[2 * PATH_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ENG_ERROR("%s", msg);
+    pthread_mutex_lock(&lc->report_lock);
+    if (!lc->failure_rc) {
+        lc->failure_rc = rc;
+        size_t n = strnlen(msg, sizeof lc->failure - 1); /* cut to the detail's size */
+        memcpy(lc->failure, msg, n);
+        lc->failure[n] = 0;
+    }
+    pthread_mutex_unlock(&lc->report_lock);
+    return rc;
+}
+
+/* "<key>:" and at least one blank at line, as Kafka's PartitionMetadataFile
+ * splits its lines (":\s+"): the value after them, or NULL. */
+static const char *pmeta_value(const char *line, const char *key)
+{
+    size_t n = strlen(key);
+    if (strncmp(line, key, n) != 0 || line[n] != ':' ||
+        (line[n + 1] != ' ' && line[n + 1] != '\t'))
+        return NULL;
+    line += n + 1;
+    return line + strspn(line, " \t");
+}
+
+/* The topic id pdir's partition.metadata names, into id: 0; -ENOENT when
+ * there is no such file; ENG_ECORRUPT when it is not version 0 of the format
+ * ("version: 0\ntopic_id: <id>", the newline Kafka ends it with allowed);
+ * another -errno when it cannot be read.  An empty id is what this server
+ * wrote for a topic whose metadata had none. */
+static int read_partition_topic_id(const char *path, char id[23])
+{
+    char *buf;
+    size_t len;
+    int rc = eng_fs_read_file(path, PARTITION_META_MAX_BYTES, &buf, &len);
+    if (rc)
+        return rc == -EFBIG ? ENG_ECORRUPT : rc;
+    rc = ENG_ECORRUPT;
+    const char *v = strlen(buf) == len ? pmeta_value(buf, "version") : NULL;
+    if (!v || strncmp(v, "0\n", 2) != 0 || !(v = pmeta_value(v + 2, "topic_id")))
+        goto done;
+    size_t n = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_");
+    if (n > 22 || (v[n] && strcmp(v + n, "\n") != 0))
+        goto done;
+    memcpy(id, v, n);
+    id[n] = 0;
+    rc = 0;
+done:
+    free(buf);
+    return rc;
+}
+
+/* A partition directory whose partition.metadata names another topic id
+ * belongs to another incarnation of the topic: restored from a backup
+ * taken before the topic was deleted and created again, or copied from
+ * another server.  Adopted, its records would be served as this topic's
+ * and its offsets mixed with those this topic's readers have seen; Kafka
+ * keeps such a log offline (InconsistentTopicIdException).  Here it is set
+ * aside as a stray, never deleted (it is someone's data), and *set_aside
+ * tells the caller to start the partition as one lost from under a stopped
+ * server.  A file that does not parse stops the start, as topic metadata
+ * that does not parse does: it is written by rename after an fsync, so no
+ * crash leaves it half-written, and guessing either way could be wrong. */
+static int check_topic_id(eng_manager *m, const eng_topic *t, int32_t id, const char *pdir,
+                          load_ctx *lc, bool *set_aside)
+{
+    char path[PATH_MAX], found[23], to[PATH_MAX + 64];
+    *set_aside = false;
+    if (!t->meta.topic_id[0])
+        return 0; /* metadata from before topic ids: nothing to compare with */
+    int rc = eng_fs_join(path, sizeof path, pdir, "partition.metadata");
+    if (!rc)
+        rc = read_partition_topic_id(path, found);
+    if (rc == -ENOENT)
+        return 0; /* written before the file was, or a create cut short: the topic's */
+    if (rc == ENG_ECORRUPT)
+        return partition_failed(lc, rc,
+                                "%s is not a partition.metadata file: restore it, or remove it "
+                                "and %s loads as a partition of topic %s",
+                                path, pdir, t->meta.name);
+    if (rc)
+        return partition_failed(lc, rc, "reading %s failed: %s", path, eng_strerror(rc));
+    if (!strcmp(found, t->meta.topic_id))
+        return 0;
+    rc = eng__set_aside_partition_dir(m, t->meta.name, id, "stray", to, sizeof to);
+    if (rc)
+        return partition_failed(lc, rc,
+                                "%s has topic id %s in its partition.metadata, but topic %s has "
+                                "id %s, and it cannot be set aside: %s",
+                                pdir, found, t->meta.name, t->meta.topic_id, eng_strerror(rc));
+    int sync = eng_fs_sync_dir(m->dir);
+    if (sync) /* the rename stands; a crash undoing it has the next start do it again */
+        ENG_WARN("syncing %s after setting %s aside: %s", m->dir, pdir, eng_strerror(sync));
+    ENG_ERROR("%s has topic id %s in its partition.metadata, but topic %s has id %s: it "
+              "belongs to another topic of that name (a backup from before the topic was "
+              "deleted and created again, or a copy from another server); moved to %s, remove "
+              "it once you know it is not needed",
+              pdir, found, t->meta.name, t->meta.topic_id, to);
+    *set_aside = true;
+    return 0;
+}
 
 int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, load_ctx *lc,
                         eng_partition **out)
@@ -101,11 +217,16 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, load_ctx *lc,
     int rc = eng__partition_dir(m, t->meta.name, id, pdir, sizeof pdir);
     if (rc)
         return rc;
-    bool existed = eng_fs_exists(pdir);
+    bool existed = eng_fs_exists(pdir), foreign = false;
     if (existed && !lc) {
         /* A new partition starts empty: whatever is there is no topic's. */
         eng__set_aside_stray(m, t->meta.name, id, "in the way of a new partition");
         existed = eng_fs_exists(pdir);
+    }
+    if (existed && lc) {
+        if ((rc = check_topic_id(m, t, id, pdir, lc, &foreign)))
+            return rc;
+        existed = !foreign;
     }
     eng_partition_params pp = {
         .topic = t->meta.name,
@@ -121,17 +242,20 @@ int eng__open_partition(eng_manager *m, eng_topic *t, int32_t id, load_ctx *lc,
         .producer_expiration_ms = m->jobs_opts.producer_expiration_ms,
     };
     if (!existed && lc) {
-        /* A partition directory lost from under a stopped server must not
-         * come back empty at offset 0, or new appends reuse offsets readers
-         * have consumed.  The checkpoints remember how far it went; it
-         * restarts there.  (A create cut short by a crash is in no checkpoint and
-         * starts at 0, as it would have.) */
+        /* A partition directory lost from under a stopped server (or set
+         * aside above as another topic's) must not come back empty at
+         * offset 0, or new appends reuse offsets readers have consumed.
+         * The checkpoints remember how far it went; it restarts there.  (A
+         * create cut short by a crash is in no checkpoint and starts at 0,
+         * as it would have.) */
         int64_t past = pp.recovery_point > pp.log_start_offset ? pp.recovery_point
                                                                : pp.log_start_offset;
         if (past > 0) {
-            ENG_ERROR("%s is missing: its records below offset %" PRId64 " are gone; it starts "
-                      "again, empty, at that offset",
-                      pdir, past);
+            ENG_ERROR("%s %s records below offset %" PRId64 " are gone; it starts again, "
+                      "empty, at that offset",
+                      pdir,
+                      foreign ? "held another topic's records: this topic's" : "is missing: its",
+                      past);
             pp.log_start_offset = past;
             pp.recovery_point = past;
         }
@@ -337,6 +461,8 @@ static int load_partitions(eng_manager *m, load_ctx *lc, eng_errdetail *err)
     if ((rc == ENG_ESHUTDOWN && atomic_load(&r.stopped)) ||
         (!rc && atomic_load(&m->stop_requested)))
         return eng_fail(err, ENG_ESHUTDOWN, "loading %s stopped by a stop request", m->dir);
+    if (rc && rc == lc->failure_rc)
+        return eng_fail(err, rc, "%s", lc->failure);
     return rc ? load_failed(m, rc, err) : 0;
 }
 
