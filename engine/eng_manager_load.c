@@ -133,23 +133,36 @@ static const char *pmeta_value(const char *line, const char *key)
     return line + strspn(line, " \t");
 }
 
-/* The topic id pdir's partition.metadata names, into id: 0; -ENOENT when
- * there is no such file; ENG_ECORRUPT when it is not version 0 of the format
- * ("version: 0\ntopic_id: <id>", the newline Kafka ends it with allowed);
- * another -errno when it cannot be read.  An empty id is what this server
+/* The topic id the partition.metadata at path names, into id: 0; -ENOENT
+ * when there is no such file; ENG_ECORRUPT when it is not version 0 of the
+ * format ("version: 0\ntopic_id: <id>", the newline Kafka ends it with
+ * allowed); another -errno when it cannot be read.  The file as this server
+ * writes it for topic id `want` names want whatever want holds: the id in
+ * meta/<topic>.json is kept as read, so one edited there to hold a '\n'
+ * still matches the file written from it.  An empty id is what this server
  * wrote for a topic whose metadata had none. */
-static int read_partition_topic_id(const char *path, char id[23])
+static int read_partition_topic_id(const char *path, const char *want, char id[23])
 {
     char *buf;
     size_t len;
     int rc = eng_fs_read_file(path, PARTITION_META_MAX_BYTES, &buf, &len);
     if (rc)
         return rc == -EFBIG ? ENG_ECORRUPT : rc;
+    static const char head[] = "version: 0\ntopic_id: ";
+    size_t hl = sizeof head - 1, wl = strlen(want);
+    if (len >= hl + wl && len <= hl + wl + 1 && !memcmp(buf, head, hl) &&
+        !memcmp(buf + hl, want, wl) && (len == hl + wl || buf[len - 1] == '\n')) {
+        memcpy(id, want, wl + 1);
+        free(buf);
+        return 0;
+    }
     rc = ENG_ECORRUPT;
     const char *v = strlen(buf) == len ? pmeta_value(buf, "version") : NULL;
     if (!v || strncmp(v, "0\n", 2) != 0 || !(v = pmeta_value(v + 2, "topic_id")))
         goto done;
-    size_t n = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_");
+    size_t n = 0;
+    while (v[n] > ' ' && v[n] < 0x7f)
+        n++;
     if (n > 22 || (v[n] && strcmp(v + n, "\n") != 0))
         goto done;
     memcpy(id, v, n);
@@ -180,7 +193,7 @@ static int check_topic_id(eng_manager *m, const eng_topic *t, int32_t id, const 
         return 0; /* metadata from before topic ids: nothing to compare with */
     int rc = eng_fs_join(path, sizeof path, pdir, "partition.metadata");
     if (!rc)
-        rc = read_partition_topic_id(path, found);
+        rc = read_partition_topic_id(path, t->meta.topic_id, found);
     if (rc == -ENOENT)
         return 0; /* written before the file was, or a create cut short: the topic's */
     if (rc == ENG_ECORRUPT)

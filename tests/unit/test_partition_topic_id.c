@@ -239,7 +239,7 @@ static void test_garbled_metadata_stops_the_start(void **state)
     snprintf(bad[1], sizeof bad[1], "%s", "version: 0\n");
     snprintf(bad[2], sizeof bad[2], "version: 1\ntopic_id: %s", id);
     snprintf(bad[3], sizeof bad[3], "version: 0\ntopic_id: %s\nmore: 1\n", id);
-    snprintf(bad[4], sizeof bad[4], "version: 0\ntopic_id: %.20s!!", id);
+    snprintf(bad[4], sizeof bad[4], "version: 0\ntopic_id: %s%s", id, id); /* 44 chars */
     for (int row = 0; row < 5; row++) {
         write_text(path, bad[row]);
         eng_manager_opts o = f->opts;
