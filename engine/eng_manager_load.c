@@ -138,9 +138,10 @@ static const char *pmeta_value(const char *line, const char *key)
  * format ("version: 0\ntopic_id: <id>", the newline Kafka ends it with
  * allowed); another -errno when it cannot be read.  The file as this server
  * writes it for topic id `want` names want whatever want holds: the id in
- * meta/<topic>.json is kept as read, so one edited there to hold a '\n'
- * still matches the file written from it.  An empty id is what this server
- * wrote for a topic whose metadata had none. */
+ * meta/<topic>.json is kept as read, so one edited there to hold a '+' or a
+ * '\n' still matches the file written from it (fuzz_startup's corpus holds
+ * the '+').  An empty id is what this server wrote for a topic whose
+ * metadata had none. */
 static int read_partition_topic_id(const char *path, const char *want, char id[23])
 {
     char *buf;
