@@ -46,6 +46,7 @@ struct eng_cleaner {
     worker *workers;
     unsigned nworkers, started;
     eng_ckpt ckpt;                   /* first dirty offsets (lock) */
+    bool ckpt_unsaved;               /* the file's last write failed (lock) */
     eng_partition **in_progress;     /* (lock) */
     size_t nin_progress, cap_in_progress;
     eng_uncleanable *uncleanable;    /* (lock) */
@@ -111,6 +112,7 @@ static int ckpt_write(eng_cleaner *c)
     }
     int rc = eng_manager_write_checkpoint(c->m, "cleaner-offset-checkpoint", keep, k);
     free(keep);
+    c->ckpt_unsaved = rc != 0;
     return rc;
 }
 
@@ -459,6 +461,12 @@ static void *worker_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&c->lock);
         bool stop = c->stopping;
+        /* A write that failed (a full disk) is tried again at each look,
+         * not left to the next clean: the file may still hold a deleted
+         * topic's entries, which a topic created under the name would
+         * inherit if the process died before anything wrote it again. */
+        if (!stop && c->ckpt_unsaved && ckpt_write(c) == 0)
+            ENG_INFO("cleaner-offset-checkpoint written again after an earlier failure");
         pthread_mutex_unlock(&c->lock);
         if (stop)
             break;

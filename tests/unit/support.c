@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 char *ts_tmpdir(void)
@@ -67,6 +68,13 @@ const char *ts_data_path(const char *rel)
     const char *root = getenv("LOGSTORE_TEST_DATA");
     snprintf(buf, sizeof buf, "%s/%s", root ? root : "tests/data", rel);
     return buf;
+}
+
+void ts_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
 }
 
 int ts_read_file(const char *path, uint8_t **out, size_t *len)

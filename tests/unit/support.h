@@ -44,6 +44,9 @@ const char *ts_data_path(const char *rel);
 /* Reads a whole file (malloc'd). Returns 0 or -errno. */
 int ts_read_file(const char *path, uint8_t **out, size_t *len);
 
+/* Sleeps ms milliseconds, all of them (a signal does not cut it short). */
+void ts_sleep_ms(int64_t ms);
+
 /* Size of a file, or -1. */
 long long ts_file_size(const char *path);
 

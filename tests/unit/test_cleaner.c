@@ -119,19 +119,13 @@ static size_t count_records(eng_partition *p)
     return n;
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Waits up to ms for the checkpoint of t-0 to reach want. */
 static bool wait_checkpoint(eng_cleaner *c, const char *t, int64_t want, int ms)
 {
     for (int waited = 0; waited < ms; waited += 10) {
         if (eng_cleaner_checkpoint(c, t, 0) == want)
             return true;
-        sleep_ms(10);
+        ts_sleep_ms(10);
     }
     return eng_cleaner_checkpoint(c, t, 0) == want;
 }
@@ -163,7 +157,7 @@ static void test_background_and_ratio(void **state)
     eng_clean_range r;
     eng_partition_clean_range(calm, 200, eng_now_ms(), &r);
     assert_true(r.dirty_ratio > 0.05 && r.dirty_ratio < 0.5);
-    sleep_ms(400); /* twenty back-offs */
+    ts_sleep_ms(400); /* twenty back-offs */
     assert_int_equal(eng_cleaner_checkpoint(c, "calm", 0), 200);
     assert_int_equal(count_records(calm), 220);
 
@@ -318,7 +312,7 @@ static void test_uncleanable(void **state)
         if (s.nuncleanable)
             break;
         eng_cleaner_status_free(&s);
-        sleep_ms(10);
+        ts_sleep_ms(10);
     }
     assert_int_equal(s.nuncleanable, 1);
     assert_string_equal(s.uncleanable[0].topic, "bad");
@@ -340,7 +334,7 @@ static void test_uncleanable(void **state)
     assert_int_equal(eng_cleaner_checkpoint(c, "bad", 0), -1);
     assert_int_equal(cu_count_suffix(pdir, ".cleaned"), 0);
     /* The threads skip it from now on; on demand it fails again. */
-    sleep_ms(200);
+    ts_sleep_ms(200);
     assert_int_equal(eng_cleaner_status_get(c, &s), 0);
     size_t runs = s.nruns;
     eng_cleaner_status_free(&s);
@@ -376,7 +370,7 @@ static void tried_again(fixture *f, const char *fault, int err, const char *errt
         saw_retry = s.nuncleanable == 1 && s.uncleanable[0].retry_ms >= s.uncleanable[0].since_ms + 80;
         eng_cleaner_status_free(&s);
         if (!saw_retry)
-            sleep_ms(5);
+            ts_sleep_ms(5);
     }
     assert_true(saw_retry || eng_cleaner_checkpoint(c, "full", 0) == 50); /* may already be done */
     assert_true(wait_checkpoint(c, "full", 50, 5000));
@@ -463,7 +457,7 @@ static void test_nothing_cleanable_backs_off(void **state)
     eng_cleaner *c2;
     assert_int_equal(eng_cleaner_start(m, &busy, &c2), 0);
     assert_int_equal(eng_cleaner_checkpoint(c2, "lag", 0), mid);
-    sleep_ms(300);
+    ts_sleep_ms(300);
     eng_cleaner_status s;
     assert_int_equal(eng_cleaner_status_get(c2, &s), 0);
     assert_int_equal(s.threads[0].cleanings, 0);
@@ -491,7 +485,7 @@ static void test_compact_delete_retention(void **state)
     }
     assert_int_equal(eng_manager_start_jobs(m), 0);
     for (int i = 0; i < 300 && eng_partition_log_start_offset(both) < 60; i++)
-        sleep_ms(10);
+        ts_sleep_ms(10);
     assert_int_equal(eng_partition_log_start_offset(both), 60);
     eng_partition_info info;
     eng_partition_info_get(both, &info);
@@ -507,12 +501,12 @@ static void test_compact_delete_retention(void **state)
     write_keys(both, 10, 2, eng_now_ms());
     int rc;
     while ((rc = eng_cleaner_clean_now(c, both, false, &st)) == ENG_EBUSY)
-        sleep_ms(1);
+        ts_sleep_ms(1);
     assert_int_equal(rc, 0);
     assert_int_equal(st.first_dirty, 60);
     assert_int_equal(st.records_removed, 10);
     while ((rc = eng_cleaner_clean_now(c, keep, false, &st)) == ENG_EBUSY)
-        sleep_ms(1);
+        ts_sleep_ms(1);
     assert_int_equal(rc, 0);
     assert_int_equal(st.records_removed, 50);
     eng_partition_unref(both);
@@ -575,7 +569,7 @@ static void test_map_alloc_failure_backs_off(void **state)
     int64_t t0 = eng_now_ms();
     assert_int_equal(eng_manager_start_cleaner(m), 0);
     eng_cleaner *c = eng_manager_cleaner(m);
-    sleep_ms(300);
+    ts_sleep_ms(300);
     /* Mid-backoff: one failure so far, reported, nothing marked. */
     eng_cleaner_status s;
     assert_int_equal(eng_cleaner_status_get(c, &s), 0);
@@ -613,7 +607,7 @@ static bool wait_cleaning(eng_cleaner *c, const char *t, int ms)
         eng_cleaner_status_free(&s);
         if (busy)
             return true;
-        sleep_ms(10);
+        ts_sleep_ms(10);
     }
     return false;
 }
@@ -635,7 +629,7 @@ static void test_throttled_clean_stops_promptly(void **state)
     assert_int_equal(eng_manager_start_cleaner(m), 0);
     eng_cleaner *c = eng_manager_cleaner(m);
     assert_true(wait_cleaning(c, "slow1", 10000));
-    sleep_ms(100); /* into the throttle's sleep */
+    ts_sleep_ms(100); /* into the throttle's sleep */
     int64_t t0 = eng_mono_ms();
     eng_errdetail err = {0};
     assert_int_equal(eng_manager_delete_topic(m, "slow1", &err), 0);
@@ -645,7 +639,7 @@ static void test_throttled_clean_stops_promptly(void **state)
     write_keys(p, 20, 3, CU_T0);
     eng_partition_unref(p);
     assert_true(wait_cleaning(c, "slow2", 10000));
-    sleep_ms(100);
+    ts_sleep_ms(100);
     t0 = eng_mono_ms();
     assert_true(eng_manager_close(m));
     int64_t close_ms = eng_mono_ms() - t0;

@@ -217,6 +217,45 @@ static void test_entry_below_log_start(void **state)
     assert_true(eng_manager_close(m));
 }
 
+/* The same failed rewrite with the cleaner's thread running: it writes the
+ * file again at its next look, so a process that dies later (after a topic
+ * of the name was created) leaves no stale entry for it to inherit. */
+static void test_failed_write_retried_by_the_thread(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_with_cleaner(f);
+    eng_cleaner *c = eng_manager_cleaner(m);
+    topic(m, "t", "compact");
+    eng_partition *p = part(m, "t");
+    write_keys(p, "k", 10, 3);
+    eng_partition_unref(p);
+    /* Cleaned on demand or by the thread, whichever comes first. */
+    for (int i = 0; i < 1000 && eng_cleaner_checkpoint(c, "t", 0) != 30; i++) {
+        eng_clean_stats st;
+        p = part(m, "t");
+        (void)eng_cleaner_clean_now(c, p, false, &st);
+        eng_partition_unref(p);
+        ts_sleep_ms(10);
+    }
+    assert_int_equal(eng_cleaner_checkpoint(c, "t", 0), 30);
+
+    eng_fault_set("fs.write_atomic.mid=enospc");
+    assert_int_equal(eng_manager_delete_topic(m, "t", NULL), 0);
+    char *text = NULL;
+    for (int i = 0; i < 1000; i++) {
+        free(text);
+        text = data_file_text(f, "cleaner-offset-checkpoint");
+        if (text && !strcmp(text, "0\n0\n"))
+            break;
+        ts_sleep_ms(10);
+    }
+    eng_fault_set(NULL);
+    assert_string_equal(text, "0\n0\n");
+    free(text);
+    assert_true(logged(f, "cleaner-offset-checkpoint written again after an earlier failure"));
+    assert_true(eng_manager_close(m));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,6 +263,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_entry_past_log_end_reset_at_load, setup_ckpt, teardown),
         cmocka_unit_test_setup_teardown(test_entry_below_log_start, setup_ckpt, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_write_retried_by_the_thread, setup_cleaning,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

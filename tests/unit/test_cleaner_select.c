@@ -70,18 +70,12 @@ static void write_keys(eng_partition *p, int nkeys, int versions, int64_t ts)
     cu_roll(p);
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static bool wait_checkpoint(eng_cleaner *c, const char *t, int64_t want, int ms)
 {
     for (int waited = 0; waited < ms; waited += 10) {
         if (eng_cleaner_checkpoint(c, t, 0) == want)
             return true;
-        sleep_ms(10);
+        ts_sleep_ms(10);
     }
     return eng_cleaner_checkpoint(c, t, 0) == want;
 }
@@ -139,7 +133,7 @@ static void test_max_compaction_lag_forces_a_clean(void **state)
     eng_partition_clean_range(p, 80, eng_now_ms(), &r);
     assert_true(r.dirty_ratio > 0 && r.dirty_ratio < 0.5);
     assert_false(r.need_compaction_now); /* max.compaction.lag.ms is "never" */
-    sleep_ms(300); /* fifteen back-offs */
+    ts_sleep_ms(300); /* fifteen back-offs */
     assert_int_equal(eng_cleaner_checkpoint(c, "slow", 0), 80);
 
     /* The dirty segment's first batch (CU_T0, years ago) is older than

@@ -81,13 +81,6 @@ static int clock_teardown(void **state)
     return teardown(state);
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
 /* ---- helpers -------------------------------------------------------------- */
 
 static void topic(eng_manager *m, const char *name, const char *const *keys,
@@ -149,7 +142,7 @@ static void run_retention(eng_manager *m)
     assert_int_equal(eng_manager_trigger_job(m, "log-retention"), 0);
     int64_t end = eng_mono_ms() + DEADLINE_MS;
     while (job(m, "log-retention").runs == before && eng_mono_ms() < end)
-        sleep_ms(5);
+        ts_sleep_ms(5);
     assert_true(job(m, "log-retention").runs > before);
 }
 
@@ -179,7 +172,7 @@ static bool wait_ticks(ticks *t, int want)
 {
     int64_t end = eng_mono_ms() + DEADLINE_MS;
     while (atomic_load(&t->n) < want && eng_mono_ms() < end)
-        sleep_ms(5);
+        ts_sleep_ms(5);
     return atomic_load(&t->n) >= want;
 }
 
@@ -338,7 +331,7 @@ static bool wait_deleted_files(const char *dir, int want)
 {
     int64_t end = eng_mono_ms() + DEADLINE_MS;
     while (cu_count_suffix(dir, ".deleted") != want && eng_mono_ms() < end)
-        sleep_ms(10);
+        ts_sleep_ms(10);
     return cu_count_suffix(dir, ".deleted") == want;
 }
 
@@ -372,7 +365,7 @@ static void test_retention_and_delete_delay(void **state)
     /* A day further ahead: slow's minute has not passed on the monotonic
      * clock, so its files stay; a day back, fast's 300 ms still end. */
     set_clock(DAY_MS + 2 * HOUR_MS);
-    sleep_ms(500);
+    ts_sleep_ms(500);
     assert_int_equal(cu_count_suffix(slow_dir, ".log.deleted"), 4);
     set_clock(-DAY_MS);
     assert_true(wait_deleted_files(fast_dir, 0));
@@ -411,7 +404,7 @@ static bool wait_checkpoint(eng_cleaner *c, const char *t, int64_t want)
 {
     int64_t end = eng_mono_ms() + DEADLINE_MS;
     while (eng_cleaner_checkpoint(c, t, 0) != want && eng_mono_ms() < end)
-        sleep_ms(10);
+        ts_sleep_ms(10);
     return eng_cleaner_checkpoint(c, t, 0) == want;
 }
 
@@ -437,7 +430,7 @@ static void test_out_of_room_retry_survives_step_back(void **state)
         marked = s.nuncleanable;
         eng_cleaner_status_free(&s);
         if (!marked)
-            sleep_ms(5);
+            ts_sleep_ms(5);
     }
     assert_int_equal(marked, 1);
     set_clock(-DAY_MS);
@@ -521,7 +514,7 @@ static void test_map_alloc_log_rate_survives_step(void **state)
         runs = s.nruns;
         eng_cleaner_status_free(&s);
         if (!runs)
-            sleep_ms(5);
+            ts_sleep_ms(5);
     }
     assert_int_equal(runs, 1);
     set_clock(DAY_MS);

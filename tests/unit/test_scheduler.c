@@ -36,6 +36,7 @@
 #include "eng_fs.h"
 #include "eng_logger.h"
 #include "eng_scheduler.h"
+#include "support.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -47,19 +48,12 @@
 
 #define DEADLINE_MS 10000 /* how long "soon" may take on a loaded machine */
 
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) && errno == EINTR)
-        ;
-}
-
 /* Waits until *v >= want or the deadline passes; returns the last value. */
 static int wait_at_least(_Atomic int *v, int want)
 {
     int64_t end = eng_mono_ms() + DEADLINE_MS;
     while (atomic_load(v) < want && eng_mono_ms() < end)
-        sleep_ms(2);
+        ts_sleep_ms(2);
     return atomic_load(v);
 }
 
@@ -88,7 +82,7 @@ static eng_job_info wait_idle(eng_scheduler *s, const char *name, uint64_t runs)
     int64_t end = eng_mono_ms() + DEADLINE_MS;
     eng_job_info ji = job_info(s, name);
     while ((ji.runs < runs || ji.running) && eng_mono_ms() < end) {
-        sleep_ms(2);
+        ts_sleep_ms(2);
         ji = job_info(s, name);
     }
     return ji;
@@ -152,7 +146,7 @@ static int rec_fn(void *arg, char *note, size_t len)
         pthread_cond_wait(&j->cond, &j->mu);
     pthread_mutex_unlock(&j->mu);
     if (j->sleep_ms)
-        sleep_ms(j->sleep_ms);
+        ts_sleep_ms(j->sleep_ms);
     if (j->note)
         snprintf(note, len, "%s", j->note);
     atomic_fetch_sub(&j->inside, 1);
@@ -198,7 +192,7 @@ static void test_never_overlaps_itself(void **state)
     int64_t end = eng_mono_ms() + 300;
     while (eng_mono_ms() < end) {
         assert_int_equal(eng_scheduler_trigger(s, "slow"), 0); /* queued or running */
-        sleep_ms(3);
+        ts_sleep_ms(3);
     }
     assert_true(wait_at_least(&j.runs, 4) >= 4);
     eng_scheduler_free(s);
@@ -244,7 +238,7 @@ static void test_huge_delays_and_triggered_never_job(void **state)
     assert_int_equal(
         eng_scheduler_add_periodic(s, "huge", INT64_MAX - 1, INT64_MAX - 1, rec_fn, &huge), 0);
     assert_int_equal(eng_scheduler_add_periodic(s, "never", 0, INT64_MAX, rec_fn, &never), 0);
-    sleep_ms(30);
+    ts_sleep_ms(30);
     assert_int_equal(atomic_load(&huge.runs), 0);
     assert_int_equal(atomic_load(&never.runs), 0);
     assert_int_equal(eng_scheduler_trigger(s, "huge"), 0);
@@ -261,7 +255,7 @@ static void test_huge_delays_and_triggered_never_job(void **state)
     assert_int_equal(wait_at_least(&never.runs, 2), 2);
     ji = wait_idle(s, "never", 2);
     assert_int_equal(ji.runs, 2);
-    sleep_ms(30);
+    ts_sleep_ms(30);
     assert_int_equal(atomic_load(&never.runs), 2); /* then never again */
     assert_int_equal(atomic_load(&never.max_inside), 1);
     assert_int_equal(atomic_load(&huge.runs), 1);
@@ -379,7 +373,7 @@ static void test_one_shots_of_one_name_overlap(void **state)
     int64_t end = eng_mono_ms() + DEADLINE_MS;
     eng_job_info ji = job_info(s, "flush-log");
     while (ji.runs < 1 && eng_mono_ms() < end) {
-        sleep_ms(2);
+        ts_sleep_ms(2);
         ji = job_info(s, "flush-log");
     }
     assert_int_equal(ji.runs, 1);
@@ -440,7 +434,7 @@ static void test_trigger(void **state)
     rec_job j;
     rec_init(&j, 0, 0, NULL);
     assert_int_equal(eng_scheduler_add_periodic(s, "far", 60000, 60000, rec_fn, &j), 0);
-    sleep_ms(30);
+    ts_sleep_ms(30);
     assert_int_equal(atomic_load(&j.runs), 0);
     assert_int_equal(eng_scheduler_trigger(s, "nope"), ENG_ENOTFOUND);
 
@@ -452,13 +446,13 @@ static void test_trigger(void **state)
      * in 60 s, and never alongside itself. */
     assert_true(job_info(s, "far").running);
     assert_int_equal(eng_scheduler_trigger(s, "far"), 0);
-    sleep_ms(20);
+    ts_sleep_ms(20);
     assert_int_equal(atomic_load(&j.runs), 1);
     gate_set(&j, false);
     assert_int_equal(wait_at_least(&j.runs, 2), 2);
     eng_job_info ji = wait_idle(s, "far", 2);
     assert_int_equal(ji.runs, 2);
-    sleep_ms(50);
+    ts_sleep_ms(50);
     assert_int_equal(atomic_load(&j.runs), 2); /* then back to its interval */
     assert_int_equal(atomic_load(&j.max_inside), 1);
     assert_true(ji.next_run_ms > eng_now_ms() + 50000);
@@ -510,9 +504,9 @@ static int stopping_job(void *varg, char *note, size_t len)
             break;
         }
         atomic_fetch_add(&st->queued, 1);
-        sleep_ms(2);
+        ts_sleep_ms(2);
     }
-    sleep_ms(50); /* stop must wait for this */
+    ts_sleep_ms(50); /* stop must wait for this */
     atomic_store(&st->done, 1);
     return 0;
 }
