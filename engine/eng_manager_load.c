@@ -202,8 +202,12 @@ static int check_topic_id(eng_manager *m, const eng_topic *t, int32_t id, const 
                                 "%s is not a partition.metadata file: restore it, or remove it "
                                 "and %s loads as a partition of topic %s",
                                 path, pdir, t->meta.name);
-    if (rc)
-        return partition_failed(lc, rc, "reading %s failed: %s", path, eng_strerror(rc));
+    if (rc) {
+        /* No account of our own: the start's error gives the advice for
+         * the code (descriptors, memory maps) as for any other file. */
+        ENG_ERROR("reading %s failed: %s", path, eng_strerror(rc));
+        return rc;
+    }
     if (!strcmp(found, t->meta.topic_id))
         return 0;
     rc = eng__set_aside_partition_dir(m, t->meta.name, id, "stray", to, sizeof to);
