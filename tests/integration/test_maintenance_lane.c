@@ -8,6 +8,7 @@
  *     it busy (proof the clean was still on); before, each waited for the
  *     clean to end;
  *   - /metrics shows the running and queued maintenance requests by kind;
+ *   - a clean longer than http.idle.timeout.ms still gets its answer;
  *   - with a clean running, a snapshot waiting for its round and a second
  *     clean queued behind the first, a retention run is answered (each kind
  *     has its own thread); a stop then answers the clean 200 (it runs to
@@ -30,8 +31,11 @@
 #include <time.h>
 
 /* The cleaner's own rounds would stall too (and hold partitions): after its
- * first look, at start, it sleeps for the whole test. */
-static const char *const one_thread[] = {"http.threads=1", "log.cleaner.backoff.ms=3600000", NULL};
+ * first look, at start, it sleeps for the whole test.  An idle timeout
+ * shorter than the stall: a connection waiting for its deferred answer is
+ * not idle, and must not be cut. */
+static const char *const one_thread[] = {"http.threads=1", "log.cleaner.backoff.ms=3600000",
+                                         "http.idle.timeout.ms=1000", NULL};
 
 #define STALL_LINE "fault point compact.round_start: stalling"
 #define RUNNING(kind) "logstore_maintenance_requests_running{kind=\"" kind "\"}"
