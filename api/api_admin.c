@@ -32,13 +32,21 @@ static json_t *retention_json(eng_partition *p, const eng_retention_report *r)
 }
 
 /* Runs retention over parts (already filtered); answers the report. */
-static void run_retention(const api_request *req, api_response *resp, eng_partition **parts,
-                          size_t n, bool dry_run)
+static void run_retention(api_ctx *ctx, const api_request *req, api_response *resp,
+                          eng_partition **parts, size_t n, bool dry_run)
 {
     json_t *arr = json_array();
     json_int_t segs = 0, bytes = 0;
     int64_t now = eng_now_ms();
     for (size_t i = 0; i < n; i++) {
+        /* A run over thousands of partitions must not hold up a stop. */
+        if (atomic_load(&ctx->state) == API_STOPPING) {
+            api_error(resp, req, "shutting_down", NULL,
+                      "the server is stopping: retention ran on %zu of %zu partitions", i, n);
+            api_resp_header(resp, "Retry-After", "1");
+            json_decref(arr);
+            return;
+        }
         eng_retention_report rep;
         int rc = eng_partition_retention(parts[i], now, dry_run, &rep);
         if (rc) {
@@ -64,7 +72,7 @@ void api_h_topic_retention(api_ctx *ctx, const api_request *req, const api_param
     size_t n;
     if (!api_maintenance_targets(ctx, req, resp, api_param(params, "topic"), &dry_run, &parts, &n))
         return;
-    run_retention(req, resp, parts, n, dry_run);
+    run_retention(ctx, req, resp, parts, n, dry_run);
     eng_partitions_release(parts, n);
 }
 
@@ -77,7 +85,7 @@ void api_h_admin_retention(api_ctx *ctx, const api_request *req, const api_param
     size_t n;
     if (!api_maintenance_targets(ctx, req, resp, NULL, &dry_run, &parts, &n))
         return;
-    run_retention(req, resp, parts, n, dry_run);
+    run_retention(ctx, req, resp, parts, n, dry_run);
     eng_partitions_release(parts, n);
 }
 

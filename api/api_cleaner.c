@@ -49,6 +49,16 @@ static void run(api_ctx *ctx, const api_request *req, api_response *resp, eng_pa
             continue;
         eng_clean_stats st;
         int rc = eng_cleaner_clean_now(c, parts[i], dry_run, &st);
+        if (rc == ENG_ESHUTDOWN) {
+            /* A stop aborted the clean; the partitions after it would only
+             * say the same, and the answer must not wait for them. */
+            api_error(resp, req, "shutting_down", NULL,
+                      "the server is stopping: the clean of %s-%d was abandoned",
+                      eng_partition_topic(parts[i]), eng_partition_id(parts[i]));
+            api_resp_header(resp, "Retry-After", "1");
+            json_decref(arr);
+            return;
+        }
         json_t *o = json_pack("{s:s,s:i}", "topic", eng_partition_topic(parts[i]), "partition",
                               (int)eng_partition_id(parts[i]));
         if (rc && strict) {

@@ -12,6 +12,7 @@
 #include "eng_fault.h"
 #include "eng_fs.h"
 #include "eng_logger.h"
+#include "eng_manager_impl.h"
 #include "eng_stats.h"
 
 #include <errno.h>
@@ -316,7 +317,10 @@ static int run_clean(eng_cleaner *c, eng_partition *p, eng_offset_map *map, bool
     int64_t first_dirty = checked_first_dirty(p, ckpt);
     eng_clean_opts o = {.map = map, .now_ms = eng_now_ms(), .dry_run = dry_run,
                         .io_buffer_bytes = c->o.io_buffer_bytes / 2 / (c->nworkers ? c->nworkers : 1),
-                        .max_bytes_per_second = c->o.max_bytes_per_second, .abort = &c->abort};
+                        .max_bytes_per_second = c->o.max_bytes_per_second, .abort = &c->abort,
+                        /* A stop must not wait out an on-demand clean of a large log:
+                         * the HTTP side waits for it before the cleaner is stopped. */
+                        .stop = &c->m->stop_requested};
     int rc = eng_partition_clean(p, first_dirty, &o, st);
     (void)ENG_FAULT("cleaner.after_clean");
     pthread_mutex_lock(&c->lock);
@@ -460,7 +464,10 @@ static void *worker_main(void *arg)
     eng_cleaner *c = w->c;
     for (;;) {
         pthread_mutex_lock(&c->lock);
-        bool stop = c->stopping;
+        /* A stop request aborts cleans under way (run_clean): choosing
+         * again would only start and abort one after another until the
+         * stop reaches the cleaner. */
+        bool stop = c->stopping || atomic_load(&c->m->stop_requested);
         /* A write that failed (a full disk) is tried again at each look,
          * not left to the next clean: the file may still hold a deleted
          * topic's entries, which a topic created under the name would

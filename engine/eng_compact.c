@@ -166,7 +166,8 @@ static double mono_s(void)
 /* Stopping, or the topic was deleted (eng_partition_retire waits). */
 static bool aborted(const round *rd)
 {
-    return (rd->o->abort && atomic_load(rd->o->abort)) || atomic_load(&rd->p->retired);
+    return (rd->o->abort && atomic_load(rd->o->abort)) || (rd->o->stop && atomic_load(rd->o->stop)) ||
+           atomic_load(&rd->p->retired);
 }
 
 /* Longest single sleep of the throttle: how late a stop or a topic delete

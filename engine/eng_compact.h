@@ -70,6 +70,7 @@ typedef struct eng_clean_opts {
     size_t io_buffer_bytes;      /* read chunk; 0 = 256 KiB */
     double max_bytes_per_second; /* <= 0: no throttle */
     _Atomic bool *abort;         /* set to stop a cleaning early (may be NULL) */
+    _Atomic bool *stop;          /* the same, a second flag: the manager's stop request */
 } eng_clean_opts;
 
 /* What one batch becomes. */

@@ -11,10 +11,13 @@
  *   - a clean longer than http.idle.timeout.ms still gets its answer;
  *   - with a clean running, a snapshot waiting for its round and a second
  *     clean queued behind the first, a retention run is answered (each kind
- *     has its own thread); a stop then answers the clean 200 (it runs to
- *     its end), the snapshot 503 shutting_down (a stop abandons it) and the
- *     queued clean 503 shutting_down without beginning it, and the server
- *     stops cleanly.
+ *     has its own thread); a stop then answers the clean 200 (past its
+ *     stall it has nothing to clean), the snapshot 503 shutting_down (a stop
+ *     abandons it) and the queued clean 503 shutting_down without beginning
+ *     it, and the server stops cleanly;
+ *   - a stop during a long on-demand clean abandons it (503 shutting_down)
+ *     instead of waiting for its end, and cuts a retention run over many
+ *     partitions short at the next partition.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,7 +40,7 @@
 static const char *const one_thread[] = {"http.threads=1", "log.cleaner.backoff.ms=3600000",
                                          "http.idle.timeout.ms=1000", NULL};
 
-#define STALL_LINE "fault point compact.round_start: stalling"
+#define CLEAN_STALL "compact.round_start"
 #define RUNNING(kind) "logstore_maintenance_requests_running{kind=\"" kind "\"}"
 #define QUEUED(kind) "logstore_maintenance_requests_queued{kind=\"" kind "\"}"
 
@@ -72,29 +75,42 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* Times the server's log says a clean's stall began. */
-static int stalls_begun(ls_server *s)
+/* Times the server's log says a stall began at `point` (the clean's by
+ * default). */
+static int stalls_at(ls_server *s, const char *point)
 {
+    char line[128];
+    snprintf(line, sizeof line, "fault point %s: stalling", point);
     size_t len;
     char *log = ls_read_file(s->log_path, &len);
     int n = 0;
-    for (const char *p = log; p && (p = strstr(p, STALL_LINE)); p += strlen(STALL_LINE))
+    for (const char *p = log; p && (p = strstr(p, line)); p += strlen(line))
         n++;
     free(log);
     return n;
 }
 
+static int stalls_begun(ls_server *s)
+{
+    return stalls_at(s, CLEAN_STALL);
+}
+
+static void wait_stalls_at(ls_server *s, const char *point, int n)
+{
+    for (int i = 0; i < 3000 && stalls_at(s, point) < n; i++)
+        sleep_ms(5);
+    if (stalls_at(s, point) < n)
+        fail_msg("%d stalls at %s did not begin (log: %s)", n, point, s->log_path);
+}
+
 static void wait_stalls(ls_server *s, int n)
 {
-    for (int i = 0; i < 3000 && stalls_begun(s) < n; i++)
-        sleep_ms(5);
-    if (stalls_begun(s) < n)
-        fail_msg("%d cleans did not begin (log: %s)", n, s->log_path);
+    wait_stalls_at(s, CLEAN_STALL, n);
 }
 
 static void start_stalling(ls_server *s, int compacted_topics)
 {
-    setenv("LOGSTORE_FAULT", "compact.round_start=stall@*", 1);
+    setenv("LOGSTORE_FAULT", CLEAN_STALL "=stall@*", 1);
     int rc = ls_start(s, one_thread);
     unsetenv("LOGSTORE_FAULT");
     if (rc)
@@ -176,7 +192,8 @@ static void test_stop_answers_running_and_queued(void **state)
     assert_int_equal(ls_stop(&s), 0);
     for (int i = 0; i < 3; i++)
         pthread_join(t[i], NULL);
-    /* The clean runs to its end; the snapshot is abandoned (as any stop
+    /* The clean (one record in the active segment: nothing to clean once
+     * its stall ends) answers; the snapshot is abandoned (as any stop
      * abandons one); the queued clean never begins. */
     assert_int_equal(c[0].r.status, 200);
     assert_int_equal(ls_check_error(&c[1].r, 503, "shutting_down"), 0);
@@ -189,11 +206,94 @@ static void test_stop_answers_running_and_queued(void **state)
     ls_cleanup(&s);
 }
 
+/* A stop during an on-demand clean of a large log (throttled here to take
+ * tens of seconds) abandons the clean instead of waiting it out: the stop
+ * waits for running maintenance before it stops the cleaner, so a clean
+ * that did not see the stop request held the whole stop (past docker
+ * stop's 10 s, a kill and a recovery on the next start). */
+static void test_stop_abandons_a_long_clean(void **state)
+{
+    (void)state;
+    static const char *const slow[] = {"log.cleaner.io.max.bytes.per.second=50000",
+                                       "log.cleaner.backoff.ms=3600000", NULL};
+    ls_server s;
+    if (ls_start(&s, slow))
+        fail_msg("the server did not start (log: %s)", s.log_path);
+    assert_int_equal(ls_create_topic(&s, "big", 1, "{\"cleanup.policy\":\"compact\"}"), 201);
+    /* 1 MB in 10 requests of 100 records of 1 KB, all under one key. */
+    size_t cap = 100 * 1100 + 64, len = 0;
+    char *body = malloc(cap);
+    assert_non_null(body);
+    char value[1001];
+    memset(value, 'v', 1000);
+    value[1000] = 0;
+    len += (size_t)snprintf(body + len, cap - len, "{\"records\":[");
+    for (int i = 0; i < 100; i++)
+        len += (size_t)snprintf(body + len, cap - len, "%s{\"key\":\"k\",\"value\":\"%s\"}",
+                                i ? "," : "", value);
+    snprintf(body + len, cap - len, "]}");
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(ls_append_json(&s, "big", 0, body), 200);
+    free(body);
+    ls_resp r;
+    assert_int_equal(ls_post(&s, "/v1/topics/big/partitions/0/segments:roll", "{}", &r), 0);
+    assert_int_equal(r.status, 200);
+    ls_resp_free(&r);
+    pthread_t t;
+    call c;
+    start_call(&t, &c, &s, "/v1/topics/big/compaction:run", "{}");
+    wait_metric(&s, RUNNING("compaction"), 1);
+    assert_int_equal(ls_stop(&s), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(ls_check_error(&c.r, 503, "shutting_down"), 0);
+    ls_resp_free(&c.r);
+    assert_true(ls_file_contains(s.log_path, "stopped cleanly"));
+    ls_cleanup(&s);
+}
+
+/* A retention run over many partitions stops at the next one once a stop
+ * begins (each deletion stalls 3 s here, a slow disk). */
+static void test_stop_cuts_a_retention_run_short(void **state)
+{
+    (void)state;
+    setenv("LOGSTORE_FAULT", "retention.after_start_offset=stall@*", 1);
+    ls_server s;
+    int rc = ls_start(&s, NULL);
+    unsetenv("LOGSTORE_FAULT");
+    if (rc)
+        fail_msg("the server did not start (log: %s)", s.log_path);
+    assert_int_equal(ls_create_topic(&s, "old", 4, "{\"retention.ms\":\"20000\"}"), 201);
+    for (int p = 0; p < 4; p++) {
+        assert_int_equal(ls_append_json(&s, "old", p,
+                                        "{\"records\":[{\"value\":\"x\",\"timestamp\":1000}]}"),
+                         200);
+        char path[96];
+        snprintf(path, sizeof path, "/v1/topics/old/partitions/%d/segments:roll", p);
+        ls_resp r;
+        assert_int_equal(ls_post(&s, path, "{}", &r), 0);
+        assert_int_equal(r.status, 200);
+        ls_resp_free(&r);
+    }
+    pthread_t t;
+    call c;
+    start_call(&t, &c, &s, "/v1/topics/old/retention:run", "{}");
+    wait_stalls_at(&s, "retention.after_start_offset", 1);
+    assert_int_equal(ls_stop(&s), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(ls_check_error(&c.r, 503, "shutting_down"), 0);
+    assert_non_null(strstr(ls_jstr(&c.r, "message"), "retention ran on 1 of 4 partitions"));
+    ls_resp_free(&c.r);
+    assert_int_equal(stalls_at(&s, "retention.after_start_offset"), 1);
+    ls_cleanup(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_requests_answered_while_a_clean_runs),
         cmocka_unit_test(test_stop_answers_running_and_queued),
+        cmocka_unit_test(test_stop_abandons_a_long_clean),
+        cmocka_unit_test(test_stop_cuts_a_retention_run_short),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
