@@ -215,12 +215,12 @@ static bool sse_come_back(api_response *resp, bool stopping)
     return true;
 }
 
-/* What every answer gets once its handler ran. */
-static void finish(const api_request *req, api_response *resp)
+/* A handler that answered nothing is a bug, but the client still gets an
+ * answer. */
+static void ensure_answer(const api_request *req, api_response *resp)
 {
     if (!resp->status)
         api_error(resp, req, "internal_error", NULL, "handler produced no response");
-    api_resp_header(resp, "X-Request-Id", req->request_id);
 }
 
 /* A slow route's call, carried to a lane thread: the request is a copy, as
@@ -234,9 +234,11 @@ typedef struct lane_call {
     api_async *async;
 } lane_call;
 
+/* No X-Request-Id here: api_async_complete adds it (added here too, every
+ * lane answer carried it twice). */
 static void lane_answer(lane_call *lc, api_response *resp)
 {
-    finish(lc->req, resp);
+    ensure_answer(lc->req, resp);
     resp->route = (int)(lc->route - routes);
     api_async_complete(lc->async, resp);
     free(lc->req);
@@ -349,8 +351,10 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
     } else {
         r->handler(ctx, req, &params, resp);
     }
-    if (!resp->deferred)
-        finish(req, resp);
+    if (!resp->deferred) {
+        ensure_answer(req, resp);
+        api_resp_header(resp, "X-Request-Id", req->request_id);
+    }
 }
 
 void api_ctx_init(api_ctx *ctx, const char *version)

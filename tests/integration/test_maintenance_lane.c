@@ -17,7 +17,11 @@
  *     it, and the server stops cleanly;
  *   - a stop during a long on-demand clean abandons it (503 shutting_down)
  *     instead of waiting for its end, and cuts a retention run over many
- *     partitions short at the next partition.
+ *     partitions short at the next partition;
+ *   - an answer from a lane carries the client's X-Request-Id once (it was
+ *     sent twice: the router and the deferred completion each added it),
+ *     and a body gathered in pieces (past the connection's read buffer)
+ *     reaches the handler whole.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -287,6 +291,59 @@ static void test_stop_cuts_a_retention_run_short(void **state)
     ls_cleanup(&s);
 }
 
+/* How many lines of r's header block are an X-Request-Id. */
+static int request_id_headers(const ls_resp *r)
+{
+    int n = 0;
+    for (const char *p = r->headers; p && (p = strcasestr(p, "\r\nX-Request-Id:")); p += 2)
+        n++;
+    return n;
+}
+
+static void test_lane_answer_has_one_request_id(void **state)
+{
+    (void)state;
+    ls_server s;
+    assert_int_equal(ls_start(&s, NULL), 0);
+    assert_int_equal(
+        ls_create_topic(&s, "c0", 1, "{\"cleanup.policy\":\"compact\"}"), 201);
+    static const char *const paths[] = {"/v1/topics/c0/compaction:run",
+                                        "/v1/admin/retention:run", "/v1/admin/snapshots"};
+    static const char *const bodies[] = {"{}", "{}", "{\"name\":\"one\"}"};
+    const char *id[] = {"X-Request-Id: lane-id-1", NULL};
+    for (int i = 0; i < 3; i++) {
+        ls_resp r;
+        assert_int_equal(ls_http(&s, "POST", paths[i], "application/json", bodies[i],
+                                 strlen(bodies[i]), id, &r),
+                         0);
+        if (r.status != 200 && r.status != 201)
+            fail_msg("%s: %ld %s", paths[i], r.status, r.body);
+        if (request_id_headers(&r) != 1)
+            fail_msg("%s: %d X-Request-Id headers in\n%s", paths[i], request_id_headers(&r),
+                     r.headers);
+        assert_string_equal(ls_header(&r, "X-Request-Id"), "lane-id-1");
+        ls_resp_free(&r);
+    }
+    /* 64 KB of blanks inside the object: more than the read buffer holds,
+     * so the body is gathered before it is copied for the lane. */
+    size_t pad = 64 * 1024;
+    char *big = malloc(pad + 32);
+    assert_non_null(big);
+    int n = snprintf(big, 32, "{\"dry_run\":");
+    memset(big + n, ' ', pad);
+    memcpy(big + n + pad, "true}", 6);
+    ls_resp r;
+    assert_int_equal(ls_http(&s, "POST", paths[0], "application/json", big, strlen(big), NULL, &r),
+                     0);
+    free(big);
+    assert_int_equal(r.status, 200);
+    assert_true(json_is_true(ls_jget(&r, "dry_run")));
+    assert_int_equal(request_id_headers(&r), 1);
+    ls_resp_free(&r);
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -294,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_stop_answers_running_and_queued),
         cmocka_unit_test(test_stop_abandons_a_long_clean),
         cmocka_unit_test(test_stop_cuts_a_retention_run_short),
+        cmocka_unit_test(test_lane_answer_has_one_request_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
