@@ -133,10 +133,18 @@ static const char *pmeta_value(const char *line, const char *key)
     return line + strspn(line, " \t");
 }
 
+/* The length of the line end at p ("\n" or "\r\n"), 0 if there is none:
+ * Kafka reads the file with readLine, so a file whose lines a Windows
+ * editor or copy ended with CRLF is as good as the one Kafka wrote. */
+static size_t line_end(const char *p)
+{
+    return p[0] == '\n' ? 1 : p[0] == '\r' && p[1] == '\n' ? 2 : 0;
+}
+
 /* The topic id the partition.metadata at path names, into id: 0; -ENOENT
  * when there is no such file; ENG_ECORRUPT when it is not version 0 of the
  * format ("version: 0\ntopic_id: <id>", the newline Kafka ends it with
- * allowed); another -errno when it cannot be read.  The file as this server
+ * allowed, CRLF line ends too); another -errno when it cannot be read.  The file as this server
  * writes it for topic id `want` names want whatever want holds: the id in
  * meta/<topic>.json is kept as read, so one edited there to hold a '+' or a
  * '\n' still matches the file written from it (fuzz_startup's corpus holds
@@ -159,12 +167,14 @@ static int read_partition_topic_id(const char *path, const char *want, char id[2
     }
     rc = ENG_ECORRUPT;
     const char *v = strlen(buf) == len ? pmeta_value(buf, "version") : NULL;
-    if (!v || strncmp(v, "0\n", 2) != 0 || !(v = pmeta_value(v + 2, "topic_id")))
+    size_t eol;
+    if (!v || v[0] != '0' || !(eol = line_end(v + 1)) ||
+        !(v = pmeta_value(v + 1 + eol, "topic_id")))
         goto done;
     size_t n = 0;
     while (v[n] > ' ' && v[n] < 0x7f)
         n++;
-    if (n > 22 || (v[n] && strcmp(v + n, "\n") != 0))
+    if (n > 22 || (v[n] && (!(eol = line_end(v + n)) || v[n + eol])))
         goto done;
     memcpy(id, v, n);
     id[n] = 0;

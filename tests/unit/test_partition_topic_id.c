@@ -13,6 +13,9 @@
  *     written, a create cut short) loads, and gets the file.
  *   - One that does not parse stops the start, naming the file, with the
  *     directory untouched, as topic metadata that does not parse does.
+ *   - Lines ended by CRLF (a file edited or copied through Windows) read as
+ *     Kafka's readLine reads them: the topic's own id loads, another id is
+ *     set aside.  Both stopped the start as garbled.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -264,12 +267,45 @@ static void test_garbled_metadata_stops_the_start(void **state)
     assert_true(eng_manager_close(m));
 }
 
+static void test_crlf_line_ends(void **state)
+{
+    fixture *f = *state;
+    eng_manager *m = open_mgr(f);
+    assert_int_equal(create(m, "orders", 2), 0);
+    append_records(m, "orders", 0, 4);
+    append_records(m, "orders", 1, 5);
+    char id[23];
+    topic_id_of(m, "orders", id);
+    assert_true(eng_manager_close(m));
+    char path[700], text[128];
+    snprintf(path, sizeof path, "%s/orders-0/partition.metadata", f->data);
+    snprintf(text, sizeof text, "version: 0\r\ntopic_id: %s\r\n", id);
+    write_text(path, text);
+    /* Another id, as Kafka wrote it for another incarnation, then CRLF'd. */
+    snprintf(path, sizeof path, "%s/orders-1/partition.metadata", f->data);
+    write_text(path, "version: 0\r\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA");
+
+    eng_manager_opts o = f->opts;
+    eng_errdetail err = {0};
+    m = NULL;
+    int rc = eng_manager_open(&o, &m, &err);
+    if (rc)
+        fail_msg("the start was refused: %s", err.message);
+    char stray[600];
+    assert_int_equal(find_set_aside(f, "orders-0.", "stray", stray, sizeof stray), 0);
+    assert_int_equal(find_set_aside(f, "orders-1.", "stray", stray, sizeof stray), 1);
+    expect_offsets(m, "orders", 0, 0, 4);
+    expect_offsets(m, "orders", 1, 5, 5);
+    assert_true(eng_manager_close(m));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_other_incarnation_is_set_aside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_metadata_still_loads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_garbled_metadata_stops_the_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crlf_line_ends, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
