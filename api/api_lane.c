@@ -4,7 +4,7 @@
  * Fixed and small on purpose: the work queued here is maintenance that reads
  * and writes whole segments, so running more of it at once only shares the
  * same disk more ways.  Bounded so that a client looping on compaction:run
- * gets 429 instead of growing the queue without end.
+ * gets 503 overloaded instead of growing the queue without end.
  */
 #include "api_lane.h"
 

@@ -260,7 +260,7 @@ int main(int argc, char **argv)
         free(cert);
         free(key);
         api_waiters_free(ctx.waiters);
-    api_lanes_free(ctx.lanes);
+        api_lanes_free(ctx.lanes);
         json_decref(ctx.server_settings);
         svc_settings_free(&s);
         return 2;
@@ -313,7 +313,7 @@ int main(int argc, char **argv)
         stop_watch_manager(&watch, NULL);
         eng_manager_abandon(m);
         api_waiters_free(ctx.waiters);
-    api_lanes_free(ctx.lanes);
+        api_lanes_free(ctx.lanes);
         json_decref(ctx.server_settings);
         api_auth_free(ctx.auth);
         free(cert);
