@@ -98,6 +98,11 @@ struct load_ctx {
 };
 typedef struct load_ctx load_ctx;
 
+/* Set by partition_failed on the thread loading a partition, so load_one
+ * does not add its generic line ("failed to load: corrupt record batch",
+ * the code's text) under the partition's own account. */
+static _Thread_local bool g_explained;
+
 /* Logs why a partition cannot load and keeps the first such account for
  * the start's error, which would otherwise only name the error code. */
 static int partition_failed(load_ctx *lc, int rc, const char *fmt, ...)
@@ -110,6 +115,7 @@ static int partition_failed(load_ctx *lc, int rc, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     ENG_ERROR("%s", msg);
+    g_explained = true;
     pthread_mutex_lock(&lc->report_lock);
     if (!lc->failure_rc) {
         lc->failure_rc = rc;
@@ -443,9 +449,12 @@ static int load_one(void *arg, size_t i)
     eng_topic *t = r->items[i].t;
     int32_t id = r->items[i].id;
     int64_t t0 = eng_mono_ms();
+    g_explained = false;
     int rc = eng__open_partition(m, t, id, r->lc, &t->parts[id]);
     if (rc) {
-        ENG_ERROR("topic %s partition %d failed to load: %s", t->meta.name, id, eng_strerror(rc));
+        if (!g_explained)
+            ENG_ERROR("topic %s partition %d failed to load: %s", t->meta.name, id,
+                      eng_strerror(rc));
         return rc;
     }
     uint32_t loaded = atomic_fetch_add(&g_loaded, 1) + 1;

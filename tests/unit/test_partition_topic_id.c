@@ -256,6 +256,8 @@ static void test_garbled_metadata_stops_the_start(void **state)
         assert_null(m);
         assert_int_equal(rc, ENG_ECORRUPT);
         assert_non_null(strstr(err.message, "orders-1/partition.metadata"));
+        /* Its own account only, not the code's text under it. */
+        assert_false(logged(f, "partition 1 failed to load: corrupt record batch"));
         assert_int_equal(ts_file_size(log), log_size);
         expect_text(path, bad[row]);
         char stray[600];
