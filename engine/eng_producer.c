@@ -376,6 +376,41 @@ int eng_producers_replay(eng_producers *st, const eng_batch_header *h)
     return 0;
 }
 
+/* After an expiry left the arrays at most a quarter full, gives back what
+ * the surplus holds: producer ids are the clients' to choose, and a burst of
+ * them once (160 bytes each, a day's worth) must not stay allocated for the
+ * partition's life after they are all forgotten.  Half full after it, so
+ * the next few new producers do not grow them straight back.  Returns true
+ * when it rebuilt the index; false (nothing changed: too little to give
+ * back, or no memory for the smaller index) leaves the caller to refill
+ * the old one. */
+static bool shrink(eng_producers *st)
+{
+    size_t cap = 8;
+    while (cap < 2 * st->n)
+        cap *= 2;
+    if (cap >= st->cap || 4 * st->n > st->cap)
+        return false;
+    size_t want = 16;
+    while (want < 2 * cap)
+        want *= 2;
+    uint32_t *slots = calloc(want, sizeof *slots);
+    if (!slots)
+        return false;
+    /* A realloc that fails to shrink leaves the larger block, still
+     * valid: only the index gets smaller then, and reserve() checks both. */
+    eng_producer_entry *e = realloc(st->entries, cap * sizeof *e);
+    if (e) {
+        st->entries = e;
+        st->cap = cap;
+    }
+    free(st->slots);
+    st->slots = slots;
+    st->nslots = want;
+    (void)fill_slots(st); /* the ids indexed before, into a fresh index */
+    return true;
+}
+
 size_t eng_producers_expire(eng_producers *st, int64_t now_ms, int64_t expiration_ms)
 {
     size_t kept = 0;
@@ -389,7 +424,7 @@ size_t eng_producers_expire(eng_producers *st, int64_t now_ms, int64_t expiratio
     }
     size_t dropped = st->n - kept;
     st->n = kept;
-    if (dropped) {
+    if (dropped && !shrink(st)) {
         /* Same size: cannot fail, and the ids are the ones indexed before. */
         memset(st->slots, 0, st->nslots * sizeof *st->slots);
         (void)fill_slots(st);

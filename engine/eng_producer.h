@@ -93,7 +93,8 @@ void eng_producers_apply(eng_producers *st, const uint8_t *data, size_t len, int
 int eng_producers_replay(eng_producers *st, const eng_batch_header *h);
 
 /* Drops producers whose last batch is expiration_ms or more older than now
- * (producer.id.expiration.ms); returns how many. */
+ * (producer.id.expiration.ms); returns how many.  Arrays left a quarter
+ * full or less are shrunk, so a burst of ids once does not stay allocated. */
 size_t eng_producers_expire(eng_producers *st, int64_t now_ms, int64_t expiration_ms);
 
 /* Rebuilds the index over entries[0, n) (after they were filled or

@@ -790,6 +790,37 @@ static void test_many_producers(void **state)
     eng_producers_free(&back);
 }
 
+/* Expiring producers gives their room back: the state of a partition that
+ * once saw a burst of producer ids (each id the client's to choose) must
+ * not keep the burst's arrays for good once they are forgotten.  Those
+ * kept are still found and new ones still go in. */
+static void test_expire_gives_back_room(void **state)
+{
+    eng_producers *st = &((fixture *)*state)->st;
+    enum { N = 20000 };
+    for (int i = 0; i < N; i++)
+        append1(st, (int64_t)i * 7, 0, 0, 1, i < 3 ? 9000 : 1000, i);
+    assert_true(st->cap >= N);
+    assert_int_equal(eng_producers_expire(st, 3000, 2000), N - 3);
+    assert_int_equal(st->n, 3);
+    assert_true(st->cap <= 16);
+    assert_true(st->nslots <= 32);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(must_find(st, (int64_t)i * 7)->batches[0].last_offset, i);
+    assert_null(eng_producers_find(st, 21));
+    for (int i = 0; i < 100; i++)
+        append1(st, 1000000 + i, 0, 0, 1, 9000, N + i);
+    assert_int_equal(st->n, 103);
+    assert_int_equal(must_find(st, 1000099)->batches[0].last_offset, N + 99);
+    assert_int_equal(must_find(st, 14)->batches[0].last_offset, 2);
+    /* Every one expired: as little as an empty state holds. */
+    assert_int_equal(eng_producers_expire(st, 100000, 2000), 103);
+    assert_true(st->cap <= 8);
+    assert_true(st->nslots <= 16);
+    append1(st, 5, 0, 0, 1, 200000, N + 100);
+    assert_int_equal(must_find(st, 5)->batches[0].last_offset, N + 100);
+}
+
 /* One request carrying many producers' batches (two each, in sequence)
  * is checked as one: each producer against its own earlier batch in the
  * request, a retry of the whole request found, a gap named by its batch. */
@@ -859,6 +890,7 @@ int main(void)
         TEST(test_last_five_batches_answer_retries),
         TEST(test_several_batches_in_one_request),
         TEST(test_expire_drops_idle_producers),
+        TEST(test_expire_gives_back_room),
         TEST(test_replay_builds_the_same_state),
         TEST(test_snapshot_matches_kafka_vectors),
         TEST(test_snapshot_decode_refuses_corruption),
