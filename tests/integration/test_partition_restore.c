@@ -17,6 +17,7 @@
 
 #include "eng_fs.h"
 #include "harness.h"
+#include "support.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -35,31 +36,6 @@ static int teardown(void **state)
         ls_kill9(&g_s);
     ls_cleanup(&g_s); /* the backup too: it is beside the data dir */
     return 0;
-}
-
-/* Copies the files of a flat directory (a partition's) into new dir to. */
-static void copy_dir(const char *from, const char *to)
-{
-    assert_int_equal(mkdir(to, 0755), 0);
-    DIR *d = opendir(from);
-    assert_non_null(d);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char a[1700], b[1700];
-        snprintf(a, sizeof a, "%s/%s", from, e->d_name);
-        snprintf(b, sizeof b, "%s/%s", to, e->d_name);
-        size_t len;
-        void *data = ls_read_file(a, &len);
-        assert_non_null(data);
-        int fd = open(b, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, data, len), (ssize_t)len);
-        assert_int_equal(close(fd), 0);
-        free(data);
-    }
-    closedir(d);
 }
 
 static long long append(ls_server *s, const char *value)
@@ -123,7 +99,7 @@ static void test_old_incarnation_is_not_adopted(void **state)
     char pdir[1400], backup[1400];
     snprintf(pdir, sizeof pdir, "%s/orders-0", s->dir);
     snprintf(backup, sizeof backup, "%s.backup-orders-0", s->dir);
-    copy_dir(pdir, backup);
+    assert_int_equal(ts_copy_tree(pdir, backup), 0);
 
     assert_int_equal(ls_restart(s, NULL), 0);
     ls_resp r;
@@ -139,7 +115,7 @@ static void test_old_incarnation_is_not_adopted(void **state)
 
     /* The operator puts the old partition back while the server is down. */
     assert_int_equal(eng_fs_remove_tree(pdir), 0);
-    copy_dir(backup, pdir);
+    assert_int_equal(ts_copy_tree(backup, pdir), 0);
     assert_int_equal(ls_restart(s, NULL), 0);
 
     assert_int_equal(ls_get(s, "/v1/topics/orders/partitions/0", &r), 0);

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,51 @@ const char *ts_data_path(const char *rel)
     const char *root = getenv("LOGSTORE_TEST_DATA");
     snprintf(buf, sizeof buf, "%s/%s", root ? root : "tests/data", rel);
     return buf;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    uint8_t *buf;
+    size_t len;
+    int rc = ts_read_file(from, &buf, &len);
+    if (rc)
+        return rc;
+    int fd = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        free(buf);
+        return -errno;
+    }
+    ssize_t w = write(fd, buf, len);
+    rc = w == (ssize_t)len ? 0 : w < 0 ? -errno : -EIO;
+    if (close(fd) < 0 && !rc)
+        rc = -errno;
+    free(buf);
+    return rc;
+}
+
+int ts_copy_tree(const char *from, const char *to)
+{
+    if (mkdir(to, 0755) < 0)
+        return -errno;
+    DIR *d = opendir(from);
+    if (!d)
+        return -errno;
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char a[2048], b[2048];
+        snprintf(a, sizeof a, "%s/%s", from, e->d_name);
+        snprintf(b, sizeof b, "%s/%s", to, e->d_name);
+        struct stat st;
+        if (lstat(a, &st) < 0)
+            rc = -errno;
+        else
+            rc = S_ISDIR(st.st_mode) ? ts_copy_tree(a, b) : copy_file(a, b);
+    }
+    closedir(d);
+    return rc;
 }
 
 void ts_sleep_ms(int64_t ms)

@@ -27,6 +27,10 @@ char *ts_fast_tmpdir(void);
 /* Removes a directory tree. */
 void ts_rmtree(const char *path);
 
+/* Copies the tree at from (files and directories) to a new directory to:
+ * a backup, a restore, a copy to load.  0 or a negative errno. */
+int ts_copy_tree(const char *from, const char *to);
+
 /* A cmocka fixture that is just a fresh temporary directory: ts_dir_setup
  * makes it (*state is a ts_dir_fixture), ts_dir_teardown removes it. */
 typedef struct ts_dir_fixture {

@@ -47,41 +47,6 @@
 #define PARTS 5
 static const char *const names[TOPICS] = {"alpha", "beta", "gamma"};
 
-static void copy_file(const char *from, const char *to)
-{
-    uint8_t *buf;
-    size_t len;
-    assert_int_equal(ts_read_file(from, &buf, &len), 0);
-    int fd = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, buf, len), (ssize_t)len);
-    close(fd);
-    free(buf);
-}
-
-/* Copies the tree at from to a new directory to (files and directories). */
-static void copy_tree(const char *from, const char *to)
-{
-    assert_int_equal(mkdir(to, 0755), 0);
-    DIR *d = opendir(from);
-    assert_non_null(d);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char a[1024], b[1024];
-        snprintf(a, sizeof a, "%s/%s", from, e->d_name);
-        snprintf(b, sizeof b, "%s/%s", to, e->d_name);
-        struct stat st;
-        assert_int_equal(lstat(a, &st), 0);
-        if (S_ISDIR(st.st_mode))
-            copy_tree(a, b);
-        else
-            copy_file(a, b);
-    }
-    closedir(d);
-}
-
 /* Fails unless every file and directory under a is under b with the same
  * bytes, and the other way round. */
 static void expect_same_tree(const char *a, const char *b, bool both_ways)
@@ -209,7 +174,7 @@ static void test_threads_load_the_same(void **state)
     build_torn_dir(f);
     char copy[600];
     snprintf(copy, sizeof copy, "%s/copy", f->tmp);
-    copy_tree(f->data, copy);
+    assert_int_equal(ts_copy_tree(f->data, copy), 0);
 
     loaded one, four;
     f->log[0] = 0;

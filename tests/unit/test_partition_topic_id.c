@@ -61,32 +61,6 @@ static void expect_text(const char *path, const char *want)
     free(got);
 }
 
-/* Copies the files of directory from (a partition directory is flat) into a
- * new directory to. */
-static void copy_dir(const char *from, const char *to)
-{
-    assert_int_equal(mkdir(to, 0755), 0);
-    DIR *d = opendir(from);
-    assert_non_null(d);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char a[1200], b[1200];
-        snprintf(a, sizeof a, "%s/%s", from, e->d_name);
-        snprintf(b, sizeof b, "%s/%s", to, e->d_name);
-        uint8_t *buf;
-        size_t len;
-        assert_int_equal(ts_read_file(a, &buf, &len), 0);
-        int fd = open(b, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, buf, len), (ssize_t)len);
-        assert_int_equal(close(fd), 0);
-        free(buf);
-    }
-    closedir(d);
-}
-
 /* The one entry of the data dir that is "<prefix><32 hex>-<suffix>", in
  * name (empty when there is none); how many there are. */
 static int find_set_aside(fixture *f, const char *prefix, const char *suffix, char *name,
@@ -132,7 +106,7 @@ static void test_other_incarnation_is_set_aside(void **state)
     char pdir[700], backup[700], path[1400];
     snprintf(pdir, sizeof pdir, "%s/orders-1", f->data);
     snprintf(backup, sizeof backup, "%s/backup-orders-1", f->tmp);
-    copy_dir(pdir, backup);
+    assert_int_equal(ts_copy_tree(pdir, backup), 0);
     snprintf(path, sizeof path, "%s/00000000000000000000.log", backup);
     long long old_log_size = ts_file_size(path);
     assert_true(old_log_size > 0);
@@ -150,7 +124,7 @@ static void test_other_incarnation_is_set_aside(void **state)
 
     /* ... and is restored over the new orders-1 while the server is down. */
     ts_rmtree(pdir);
-    copy_dir(backup, pdir);
+    assert_int_equal(ts_copy_tree(backup, pdir), 0);
 
     m = open_mgr(f);
     char stray[600];
