@@ -1,6 +1,8 @@
 /*
  * api_producers.c - the idempotent producers a partition knows (Kafka's
- * DescribeProducers): what a retried batch is checked against.
+ * DescribeProducers): what a retried batch is checked against.  Paged by
+ * producer id, as every listing that grows pages (api_common.h): producer
+ * ids are the clients' to choose, and a day's worth of them is many.
  */
 #include "api_common.h"
 #include "api_errors.h"
@@ -33,6 +35,16 @@ static json_t *producer_json(const eng_producer_entry *e)
 void api_h_producers(api_ctx *ctx, const api_request *req, const api_params *params,
                      api_response *resp)
 {
+    static const char what[] = "a producer id";
+    size_t limit;
+    const char *after_text;
+    int64_t after = -1;
+    if (!api_page_limit(req, resp, &limit) || !api_page_after(req, resp, what, &after_text))
+        return;
+    if (after_text && (!api_parse_i64(after_text, &after) || after < 0)) {
+        api_page_bad_after(req, resp, what);
+        return;
+    }
     eng_partition *p;
     if (!api_lookup_partition(ctx, req, params, resp, &p))
         return;
@@ -44,11 +56,19 @@ void api_h_producers(api_ctx *ctx, const api_request *req, const api_params *par
         eng_partition_unref(p);
         return;
     }
+    /* Sorted by id: the page starts past the cursor. */
+    size_t first = 0;
+    while (first < n && e[first].producer_id <= after)
+        first++;
+    size_t end = n - first < limit ? n : first + limit;
     json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = first; i < end; i++)
         json_array_append_new(arr, producer_json(&e[i]));
+    json_t *o = json_pack("{s:s,s:i,s:I,s:o}", "topic", eng_partition_topic(p), "partition",
+                          (int)eng_partition_id(p), "producer_count", (json_int_t)n, "producers",
+                          arr);
+    api_page_answer(o, end < n, end > first ? json_integer(e[end - 1].producer_id) : NULL);
     free(e);
-    api_resp_json(resp, 200, json_pack("{s:s,s:i,s:o}", "topic", eng_partition_topic(p),
-                                       "partition", (int)eng_partition_id(p), "producers", arr));
+    api_resp_json(resp, 200, o);
     eng_partition_unref(p);
 }

@@ -45,7 +45,7 @@ static const api_route routes[] = {
     {"GET", TP "/records", api_h_read, API_ROLE_READ, E | API_ROUTE_SSE, READ_QUERY},
     {"GET", TP "/records/{offset}", api_h_read_one, API_ROLE_READ, E, "encoding"},
     {"GET", TP "/segments", api_h_segments, API_ROLE_READ, E, "start limit after"},
-    {"GET", TP "/producers", api_h_producers, API_ROLE_READ, E, NULL},
+    {"GET", TP "/producers", api_h_producers, API_ROLE_READ, E, "limit after"},
     {"POST", TP "/segments:roll", api_h_segment_roll, API_ROLE_ADMIN, E | B, NULL},
     {"GET", TP "/segments/{base}/index", api_h_segment_index, API_ROLE_READ, E, "start limit"},
     {"GET", TP "/segments/{base}/timeindex", api_h_segment_timeindex, API_ROLE_READ, E, "start limit"},

@@ -11,7 +11,7 @@
  * invalid_producer_epoch, 47) refused with nothing written; a new epoch
  * starting at 0; an unknown producer taking any sequence; a request mixing a
  * retry with new batches refused whole; JSON appends left out; GET
- * .../producers; the state across a clean restart (snapshot at the log end)
+ * .../producers, paged by producer id; the state across a clean restart (snapshot at the log end)
  * and a SIGKILL (snapshot at the roll plus a scan of what came after);
  * retention taking the snapshot named by a segment it deletes;
  * flush.messages=1.
@@ -270,6 +270,55 @@ static void test_interleaved_producers(void **state)
 }
 
 /* ---- refusals ------------------------------------------------------------------- */
+
+/* The producer listing pages by producer id, as every listing that grows
+ * does: ids are the clients' to choose, a day's worth may be many. */
+static void test_producer_listing_pages(void **state)
+{
+    (void)state;
+    ls_server *s = &g_srv;
+    create(s, "many", NULL);
+    static const long long pids[] = {50, 10, 40, 20, 30};
+    for (int i = 0; i < 5; i++)
+        append1(s, "many", pids[i], 0, 0, 1, i);
+    static const struct {
+        const char *query;
+        long long first, next; /* -1: none (next_after is null on the last page) */
+        int n;
+        bool more;
+    } pages[] = {
+        {"?limit=2", 10, 20, 2, true},
+        {"?limit=2&after=20", 30, 40, 2, true},
+        {"?after=45", 50, -1, 1, false},
+        {"?after=50", -1, -1, 0, false},
+        {"", 10, -1, 5, false},
+    };
+    for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "/v1/topics/many/partitions/0/producers%s", pages[i].query);
+        ls_resp r;
+        assert_int_equal(ls_get(s, path, &r), 0);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(ls_jint(&r, "producer_count"), 5);
+        assert_int_equal(json_array_size(ls_jget(&r, "producers")), pages[i].n);
+        if (pages[i].first >= 0)
+            assert_int_equal(ls_jint(&r, "producers.0.producer_id"), pages[i].first);
+        assert_true(json_is_boolean(ls_jget(&r, "has_more")));
+        assert_int_equal(json_is_true(ls_jget(&r, "has_more")), pages[i].more);
+        if (pages[i].next >= 0)
+            assert_int_equal(ls_jint(&r, "next_after"), pages[i].next);
+        else
+            assert_true(json_is_null(ls_jget(&r, "next_after")));
+        ls_resp_free(&r);
+    }
+    static const char *const bad[] = {"?after=-1", "?after=x", "?after=", "?limit=0",
+                                      "?limit=100001"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "/v1/topics/many/partitions/0/producers%s", bad[i]);
+        assert_int_equal(ls_expect_error(s, "GET", path, NULL, 400, "invalid_request"), 0);
+    }
+}
 
 static void test_out_of_order_sequence(void **state)
 {
@@ -629,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_producers_listing),
         cmocka_unit_test(test_retry_with_flush_messages_1),
         cmocka_unit_test(test_retention_deletes_the_segments_snapshot),
+        cmocka_unit_test(test_producer_listing_pages),
         cmocka_unit_test_setup_teardown(test_retry_after_clean_restart, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_retry_after_kill_restart, own_setup, own_teardown),
     };
