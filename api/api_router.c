@@ -7,8 +7,10 @@
 #include "api_cors.h"
 #include "api_errors.h"
 #include "api_lane.h"
+#include "eng_logger.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +234,7 @@ typedef struct lane_call {
     api_params params;
     api_request *req; /* owned (api_request_dup) */
     api_async *async;
+    int client_fd;    /* the client's socket (open while the answer is deferred); -1 unknown */
 } lane_call;
 
 /* No X-Request-Id here: api_async_complete adds it (added here too, every
@@ -245,11 +248,29 @@ static void lane_answer(lane_call *lc, api_response *resp)
     free(lc);
 }
 
+/* Whether the client hung up (or half-closed, as a parked long-poll's is
+ * judged: api_wait.c).  The connection stays open while its answer is
+ * deferred, so the descriptor is still the client's. */
+static bool client_gone(int fd)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLRDHUP};
+    return fd >= 0 && poll(&pfd, 1, 0) > 0 &&
+           (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
 static void lane_run(api_lane_job *job)
 {
     lane_call *lc = (lane_call *)job;
     api_response resp = {0};
-    lc->route->handler(lc->ctx, lc->req, &lc->params, &resp);
+    if (client_gone(lc->client_fd)) {
+        /* A client that gave up while its clean waited in the queue (and
+         * retries it, queueing another) must not leave the work done for
+         * nobody: it is dropped, answered to a closed connection. */
+        ENG_INFO("%s %s dropped before it ran: its client left", lc->req->method, lc->req->path);
+        api_error(&resp, lc->req, "invalid_request", NULL, "the client left before the request ran");
+    } else {
+        lc->route->handler(lc->ctx, lc->req, &lc->params, &resp);
+    }
     lane_answer(lc, &resp);
 }
 
@@ -284,6 +305,7 @@ static bool run_on_lane(api_ctx *ctx, const api_route *r, const api_request *req
     lc->ctx = ctx;
     lc->route = r;
     lc->params = *params;
+    lc->client_fd = req->transport ? req->transport->client_fd : -1;
     if (!(lc->async = api_defer(req, resp))) {
         free(lc->req);
         free(lc);

@@ -21,7 +21,8 @@
  *   - an answer from a lane carries the client's X-Request-Id once (it was
  *     sent twice: the router and the deferred completion each added it),
  *     and a body gathered in pieces (past the connection's read buffer)
- *     reaches the handler whole.
+ *     reaches the handler whole;
+ *   - a queued request whose client left is dropped when its turn comes.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +30,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "raw_http.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -36,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The cleaner's own rounds would stall too (and hold partitions): after its
  * first look, at start, it sleeps for the whole test.  An idle timeout
@@ -344,6 +347,35 @@ static void test_lane_answer_has_one_request_id(void **state)
     ls_cleanup(&s);
 }
 
+/* A client that gives up while its clean waits in the queue (and would
+ * retry, queueing another) leaves no clean done for nobody: the queued
+ * request is dropped when its turn comes. */
+static void test_queued_request_of_a_gone_client_is_dropped(void **state)
+{
+    (void)state;
+    ls_server s;
+    start_stalling(&s, 2);
+    pthread_t t;
+    call a;
+    start_call(&t, &a, &s, "/v1/topics/c0/compaction:run", "{}");
+    wait_stalls(&s, 1);
+    int fd = tcp_connect(s.port);
+    send_all(fd, "POST /v1/topics/c1/compaction:run HTTP/1.1\r\nHost: x\r\n"
+                 "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+    wait_metric(&s, QUEUED("compaction"), 1);
+    close(fd);
+    pthread_join(t, NULL);
+    assert_int_equal(a.r.status, 200);
+    ls_resp_free(&a.r);
+    wait_metric(&s, QUEUED("compaction"), 0);
+    wait_metric(&s, RUNNING("compaction"), 0);
+    assert_int_equal(stalls_begun(&s), 1); /* c1's clean never began */
+    assert_true(ls_file_contains(s.log_path, "POST /v1/topics/c1/compaction:run dropped before it "
+                                             "ran: its client left"));
+    assert_int_equal(ls_stop(&s), 0);
+    ls_cleanup(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -352,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_stop_abandons_a_long_clean),
         cmocka_unit_test(test_stop_cuts_a_retention_run_short),
         cmocka_unit_test(test_lane_answer_has_one_request_id),
+        cmocka_unit_test(test_queued_request_of_a_gone_client_is_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
