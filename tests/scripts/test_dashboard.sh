@@ -4,7 +4,8 @@
 # DOM, which must show the topic, its partitions' high watermarks, its config
 # overrides, the background jobs, a snapshot with its exact sizes and path,
 # the bytes only snapshots hold (/v1/log-dirs), the process figures from
-# /metrics (resident memory, CPU time, start time, memory maps of their limit)
+# /metrics (resident memory, CPU time, start time, memory maps of their limit,
+# maintenance requests running and waiting)
 # and the "ready" state, with no error line.
 # A sealed segment cut short while the server was down is drawn as damaged.
 # With authentication on and no token typed in, the page must show the API's
@@ -136,6 +137,9 @@ check "the resident memory" dom_re 'title="[0-9]+"><span class="muted">Resident 
 check "the CPU time" dom_re '<span class="muted">CPU time</span><b>[0-9]+\.[0-9]{2} s</b>'
 check "when the process started ($started_text)" dom_has "<span class=\"muted\">Process started</span><b>$started_text</b>"
 check "the memory maps, of the limit ($maps_limit)" dom_re "<span class=\"muted\">Memory maps</span><b>[0-9]+ of $maps_limit</b>"
+check "the maintenance requests running and waiting, none" \
+    dom_has '<span class="muted">Maintenance running / waiting</span><b>0 / 0</b>'
+check "and by kind" dom_has 'title="compaction: 0 running, 0 waiting; retention: 0 running, 0 waiting; snapshot: 0 running, 0 waiting">'
 check "no error line" dom_has '<p id="error" class="err"></p>'
 
 # Many topics: only 20 are drawn (a refresh costs a request per topic and
