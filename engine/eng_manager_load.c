@@ -139,12 +139,13 @@ static const char *pmeta_value(const char *line, const char *key)
     return line + strspn(line, " \t");
 }
 
-/* The length of the line end at p ("\n" or "\r\n"), 0 if there is none:
- * Kafka reads the file with readLine, so a file whose lines a Windows
- * editor or copy ended with CRLF is as good as the one Kafka wrote. */
+/* The length of the line end at p ("\n", "\r\n" or "\r"), 0 if there is
+ * none: Kafka reads the file with readLine, which ends a line at any of the
+ * three, so a file whose lines an editor or a copy ended otherwise is as
+ * good as the one Kafka wrote. */
 static size_t line_end(const char *p)
 {
-    return p[0] == '\n' ? 1 : p[0] == '\r' && p[1] == '\n' ? 2 : 0;
+    return p[0] == '\n' ? 1 : p[0] == '\r' ? (p[1] == '\n' ? 2 : 1) : 0;
 }
 
 /* The topic id the partition.metadata at path names, into id: 0; -ENOENT

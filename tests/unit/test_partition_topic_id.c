@@ -247,9 +247,10 @@ static void test_crlf_line_ends(void **state)
 {
     fixture *f = *state;
     eng_manager *m = open_mgr(f);
-    assert_int_equal(create(m, "orders", 2), 0);
+    assert_int_equal(create(m, "orders", 3), 0);
     append_records(m, "orders", 0, 4);
     append_records(m, "orders", 1, 5);
+    append_records(m, "orders", 2, 6);
     char id[23];
     topic_id_of(m, "orders", id);
     assert_true(eng_manager_close(m));
@@ -260,6 +261,9 @@ static void test_crlf_line_ends(void **state)
     /* Another id, as Kafka wrote it for another incarnation, then CRLF'd. */
     snprintf(path, sizeof path, "%s/orders-1/partition.metadata", f->data);
     write_text(path, "version: 0\r\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA");
+    /* A bare CR ends a line for readLine too (an old Mac editor's). */
+    snprintf(path, sizeof path, "%s/orders-2/partition.metadata", f->data);
+    write_text(path, "version: 0\rtopic_id: BBBBBBBBBBBBBBBBBBBBBB\r");
 
     eng_manager_opts o = f->opts;
     eng_errdetail err = {0};
@@ -270,8 +274,10 @@ static void test_crlf_line_ends(void **state)
     char stray[600];
     assert_int_equal(find_set_aside(f, "orders-0.", "stray", stray, sizeof stray), 0);
     assert_int_equal(find_set_aside(f, "orders-1.", "stray", stray, sizeof stray), 1);
+    assert_int_equal(find_set_aside(f, "orders-2.", "stray", stray, sizeof stray), 1);
     expect_offsets(m, "orders", 0, 0, 4);
     expect_offsets(m, "orders", 1, 5, 5);
+    expect_offsets(m, "orders", 2, 6, 6);
     assert_true(eng_manager_close(m));
 }
 
