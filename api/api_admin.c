@@ -41,9 +41,9 @@ static void run_retention(api_ctx *ctx, const api_request *req, api_response *re
     for (size_t i = 0; i < n; i++) {
         /* A run over thousands of partitions must not hold up a stop. */
         if (atomic_load(&ctx->state) == API_STOPPING) {
-            api_error(resp, req, "shutting_down", NULL,
-                      "the server is stopping: retention ran on %zu of %zu partitions", i, n);
-            api_resp_header(resp, "Retry-After", "1");
+            api_error_stopping(resp, req,
+                               "the server is stopping: retention ran on %zu of %zu partitions", i,
+                               n);
             json_decref(arr);
             return;
         }

@@ -52,10 +52,8 @@ static void run(api_ctx *ctx, const api_request *req, api_response *resp, eng_pa
         if (rc == ENG_ESHUTDOWN) {
             /* A stop aborted the clean; the partitions after it would only
              * say the same, and the answer must not wait for them. */
-            api_error(resp, req, "shutting_down", NULL,
-                      "the server is stopping: the clean of %s-%d was abandoned",
-                      eng_partition_topic(parts[i]), eng_partition_id(parts[i]));
-            api_resp_header(resp, "Retry-After", "1");
+            api_error_stopping(resp, req, "the server is stopping: the clean of %s-%d was abandoned",
+                               eng_partition_topic(parts[i]), eng_partition_id(parts[i]));
             json_decref(arr);
             return;
         }

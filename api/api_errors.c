@@ -143,6 +143,17 @@ void api_error(api_response *resp, const api_request *req, const char *code, jso
     api_resp_json(resp, find_def(code)->status, api_error_object(req, code, msg, details));
 }
 
+void api_error_stopping(api_response *resp, const api_request *req, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    api_error(resp, req, "shutting_down", NULL, "%s", msg);
+    api_resp_header(resp, "Retry-After", "1");
+}
+
 const char *api_error_code_for(int rc)
 {
     switch (rc) {

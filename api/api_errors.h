@@ -18,6 +18,11 @@
 void api_error(api_response *resp, const api_request *req, const char *code, json_t *details,
                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* 503 shutting_down with Retry-After: 1 (the client retries, on the next
+ * start), and a formatted message. */
+void api_error_stopping(api_response *resp, const api_request *req, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Maps an engine result (ENG_E* or -errno) with its detail to a response. */
 /* The details object of an engine error (bounds of a 416, the key of an
  * invalid config, ...): a new reference, {} when it has none. */

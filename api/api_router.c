@@ -274,18 +274,11 @@ static void lane_run(api_lane_job *job)
     lane_answer(lc, &resp);
 }
 
-/* 503 shutting_down, to be retried (on the next start). */
-static void refuse_stopping(const api_request *req, api_response *resp)
-{
-    api_error(resp, req, "shutting_down", NULL, "the server is stopping");
-    api_resp_header(resp, "Retry-After", "1");
-}
-
 static void lane_cancel(api_lane_job *job)
 {
     lane_call *lc = (lane_call *)job;
     api_response resp = {0};
-    refuse_stopping(lc->req, &resp);
+    api_error_stopping(&resp, lc->req, "the server is stopping");
     lane_answer(lc, &resp);
 }
 
@@ -322,7 +315,7 @@ static bool run_on_lane(api_ctx *ctx, const api_route *r, const api_request *req
                   api_lane_kind_name(API_ROUTE_LANE_OF(r)));
         api_resp_header(&no, "Retry-After", "1");
     } else {
-        refuse_stopping(lc->req, &no);
+        api_error_stopping(&no, lc->req, "the server is stopping");
     }
     lane_answer(lc, &no);
     return true;
@@ -360,11 +353,10 @@ void api_dispatch(api_ctx *ctx, const api_request *req, api_response *resp)
         if ((r->flags & API_ROUTE_SSE) && api_read_wants_sse(req) &&
             sse_come_back(resp, st == API_STOPPING)) {
             /* 200, an empty stream asking for a reconnect */
+        } else if (st == API_STOPPING) {
+            api_error_stopping(resp, req, "the server is stopping");
         } else {
-            if (st == API_STOPPING)
-                api_error(resp, req, "shutting_down", NULL, "the server is stopping");
-            else
-                api_error(resp, req, "not_ready", NULL, "the server is still loading its logs");
+            api_error(resp, req, "not_ready", NULL, "the server is still loading its logs");
             api_resp_header(resp, "Retry-After", "1");
         }
     } else if (ctx->lanes[API_ROUTE_LANE_OF(r)] &&

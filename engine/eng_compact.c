@@ -428,12 +428,34 @@ static int clean_group(round *rd, eng_segment *const *segs, size_t n, eng_segmen
     return rc;
 }
 
+/* v with the segments old[0..n) replaced by cleaned (the caller holds the
+ * append lock), or NULL without memory: a new view, owned by the caller. */
+static eng_segview *swapped_view(const eng_segview *v, eng_segment *cleaned,
+                                 eng_segment *const *old, size_t n)
+{
+    size_t at = 0;
+    while (at < v->n && v->segs[at] != old[0])
+        at++;
+    /* A fault point stands for the allocations failing. */
+    eng_segment **segs = ENG_FAULT("compact.view") ? NULL : malloc((v->n - n + 1) * sizeof *segs);
+    eng_segview *nv = NULL;
+    if (segs && at + n <= v->n) {
+        memcpy(segs, v->segs, at * sizeof *segs);
+        segs[at] = cleaned;
+        memcpy(segs + at + 1, v->segs + at + n, (v->n - at - n) * sizeof *segs);
+        nv = eng__segview_new(segs, v->n - n + 1);
+    }
+    free(segs);
+    return nv;
+}
+
 /* The three renames of a swap, then the new segment set.  Until the first
  * rename (to .swap) has moved every file the log reads nothing changed, so
  * a resource running short there (no descriptor for the directory; no
- * room, which rename(2) can say) abandons the clean, which took the dir
- * offline (tests/unit/test_compact_swap.c).  An I/O error there, and any
- * error after, still does: startup finishes or undoes the swap. */
+ * room, which rename(2) can say) abandons the clean instead of taking the
+ * dir offline (tests/unit/test_compact_swap.c).  An I/O error there, and
+ * any error after, still takes it offline: startup finishes or undoes the
+ * swap. */
 static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, size_t n)
 {
     eng_partition *p = rd->p;
@@ -477,20 +499,7 @@ static int swap_in(round *rd, eng_segment *cleaned, eng_segment *const *old, siz
         return rc;
     }
     pthread_mutex_lock(&p->append_lock);
-    eng_segview *v = p->view;
-    size_t at = 0;
-    while (at < v->n && v->segs[at] != old[0])
-        at++;
-    /* A fault point stands for the allocations failing. */
-    eng_segment **segs = ENG_FAULT("compact.view") ? NULL : malloc((v->n - n + 1) * sizeof *segs);
-    eng_segview *nv = NULL;
-    if (segs && at + n <= v->n) {
-        memcpy(segs, v->segs, at * sizeof *segs);
-        segs[at] = cleaned;
-        memcpy(segs + at + 1, v->segs + at + n, (v->n - at - n) * sizeof *segs);
-        nv = eng__segview_new(segs, v->n - n + 1);
-    }
-    free(segs);
+    eng_segview *nv = swapped_view(p->view, cleaned, old, n);
     if (nv)
         eng__segview_install(p, nv);
     pthread_mutex_unlock(&p->append_lock);

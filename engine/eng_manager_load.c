@@ -31,6 +31,8 @@
 
 #define META_MAX_BYTES (1u << 20)
 #define PARTITION_META_MAX_BYTES 4096u
+/* Kafka's partition.metadata, as written here: this, then the topic id. */
+#define PARTITION_META_HEAD "version: 0\ntopic_id: "
 
 static _Atomic uint32_t g_loaded, g_total;
 
@@ -52,7 +54,7 @@ static int write_partition_files(const char *pdir, const char *topic_id, int64_t
     if (!rc)
         rc = eng_fs_join(path, sizeof path, pdir, "partition.metadata");
     if (!rc && !eng_fs_exists(path)) {
-        int n = snprintf(buf, sizeof buf, "version: 0\ntopic_id: %s", topic_id);
+        int n = snprintf(buf, sizeof buf, PARTITION_META_HEAD "%s", topic_id);
         rc = eng_fs_write_atomic(path, buf, (size_t)n);
     }
     return rc;
@@ -164,7 +166,7 @@ static int read_partition_topic_id(const char *path, const char *want, char id[2
     int rc = eng_fs_read_file(path, PARTITION_META_MAX_BYTES, &buf, &len);
     if (rc)
         return rc == -EFBIG ? ENG_ECORRUPT : rc;
-    static const char head[] = "version: 0\ntopic_id: ";
+    static const char head[] = PARTITION_META_HEAD;
     size_t hl = sizeof head - 1, wl = strlen(want);
     if (len >= hl + wl && len <= hl + wl + 1 && !memcmp(buf, head, hl) &&
         !memcmp(buf + hl, want, wl) && (len == hl + wl || buf[len - 1] == '\n')) {

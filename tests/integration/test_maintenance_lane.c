@@ -31,6 +31,7 @@
 
 #include "harness.h"
 #include "raw_http.h"
+#include "support.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -76,12 +77,6 @@ static void start_call(pthread_t *t, call *c, ls_server *s, const char *path, co
     assert_int_equal(pthread_create(t, NULL, call_main, c), 0);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Times the server's log says a stall began at `point` (the clean's by
  * default). */
 static int stalls_at(ls_server *s, const char *point)
@@ -105,7 +100,7 @@ static int stalls_begun(ls_server *s)
 static void wait_stalls_at(ls_server *s, const char *point, int n)
 {
     for (int i = 0; i < 3000 && stalls_at(s, point) < n; i++)
-        sleep_ms(5);
+        ts_sleep_ms(5);
     if (stalls_at(s, point) < n)
         fail_msg("%d stalls at %s did not begin (log: %s)", n, point, s->log_path);
 }
@@ -169,7 +164,7 @@ static void test_requests_answered_while_a_clean_runs(void **state)
 static void wait_metric(ls_server *s, const char *name, long long want)
 {
     for (int i = 0; i < 3000 && ls_metric(s, name, -1) != want; i++)
-        sleep_ms(5);
+        ts_sleep_ms(5);
     if (ls_metric(s, name, -1) != want)
         fail_msg("%s never reached %lld (log: %s)", name, want, s->log_path);
 }
