@@ -36,19 +36,6 @@
 
 #define SCAN_CHUNK 16384
 
-/* Enters s's gate for one path operation: 0 (leave with path_leave), or
- * ENG_ENOTOPIC when it was revoked (nothing to leave). */
-static int path_enter(const eng_segment *s)
-{
-    return s->opts.gate ? eng_segment_gate_enter(s->opts.gate) : 0;
-}
-
-static void path_leave(const eng_segment *s)
-{
-    if (s->opts.gate)
-        eng_segment_gate_leave(s->opts.gate);
-}
-
 int eng_segment_file_path(const eng_segment *s, const char *ext, char *buf, size_t len)
 {
     char full[64];
@@ -112,13 +99,13 @@ static int open_index(eng_segment *s, const char *ext, eng_index_kind kind, bool
                       eng_index **out)
 {
     char path[PATH_MAX];
-    int rc = path_enter(s);
+    int rc = eng__segment_path_enter(s);
     if (rc)
         return rc;
     rc = eng_segment_file_path(s, ext, path, sizeof path);
     if (!rc)
         rc = eng_index_open(path, kind, s->base, s->opts.index_max_bytes, writable, out);
-    path_leave(s);
+    eng__segment_path_leave(s);
     if (rc == -ENOENT && !writable)
         rc = eng_index_new_empty(kind, s->base, out);
     return rc;
@@ -345,11 +332,11 @@ static uint64_t last_index_position(eng_segment *s, uint64_t log_size)
     }
     /* Revoked: scanning from the start needs only the open .log. */
     char path[PATH_MAX];
-    if (path_enter(s))
+    if (eng__segment_path_enter(s))
         return 0;
     int fd = eng_segment_file_path(s, ".index", path, sizeof path) ? -1
              : open(path, O_RDONLY | O_CLOEXEC);
-    path_leave(s);
+    eng__segment_path_leave(s);
     if (fd < 0)
         return 0;
     uint64_t pos = 0;
@@ -396,11 +383,11 @@ static void load_max_ts(eng_segment *s)
         eng_index *ti = atomic_load(&s->tidx);
         if (ti) {
             eng_time_index_last(ti, &ts, &off);
-        } else if (!path_enter(s)) { /* revoked: the timestamp stays unknown */
+        } else if (!eng__segment_path_enter(s)) { /* revoked: the timestamp stays unknown */
             char path[PATH_MAX];
             int fd = eng_segment_file_path(s, ".timeindex", path, sizeof path) ? -1
                      : open(path, O_RDONLY | O_CLOEXEC);
-            path_leave(s);
+            eng__segment_path_leave(s);
             struct stat st;
             uint8_t e[ENG_TIME_ENTRY_SIZE];
             if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= ENG_TIME_ENTRY_SIZE &&
@@ -684,13 +671,13 @@ int eng_segment_write_final_time_entry(eng_segment *s)
 int eng_segment_drop_time_index_file(eng_segment *s)
 {
     char path[PATH_MAX];
-    int rc = path_enter(s);
+    int rc = eng__segment_path_enter(s);
     if (rc)
         return rc;
     rc = eng_segment_file_path(s, ".timeindex", path, sizeof path);
     if (!rc && unlink(path) < 0 && errno != ENOENT)
         rc = -errno;
-    path_leave(s);
+    eng__segment_path_leave(s);
     return rc;
 }
 
@@ -723,75 +710,6 @@ int eng_segment_seal(eng_segment *s)
     }
     atomic_store(&s->active, false);
     return final_rc;
-}
-
-/* A segment's files.  The producer snapshot named by its base offset goes
- * with it when retention deletes it, as Kafka's
- * removeAndMarkSnapshotForDeletion does. */
-static const char *const file_exts[] = {".log", ".index", ".timeindex", ".txnindex", ".snapshot",
-                                        NULL};
-
-int eng_segment_rename(eng_segment *s, const char *suffix)
-{
-    pthread_mutex_lock(&s->lock);
-    int rc = path_enter(s);
-    if (rc) {
-        pthread_mutex_unlock(&s->lock);
-        return rc;
-    }
-    char from[PATH_MAX], to[PATH_MAX], full[64];
-    for (int i = 0; file_exts[i] && !rc; i++) {
-        snprintf(full, sizeof full, "%s%s", file_exts[i], suffix);
-        if ((rc = eng_segment_file_path(s, file_exts[i], from, sizeof from)) ||
-            (rc = eng_fs_segment_path(to, sizeof to, s->dir, s->base, full)))
-            break;
-        /* Per file: a test fails a rename partway. */
-        if ((rc = ENG_FAULT("segment.rename")))
-            break;
-        if (rename(from, to) < 0 && !(errno == ENOENT && i > 0))
-            rc = -errno;
-    }
-    path_leave(s);
-    if (!rc)
-        snprintf(s->suffix, sizeof s->suffix, "%s", suffix);
-    pthread_mutex_unlock(&s->lock);
-    return rc;
-}
-
-/* Unlinks s's files named with suffix (NULL: their current one). */
-static int unlink_files(eng_segment *s, const char *suffix)
-{
-    pthread_mutex_lock(&s->lock);
-    if (path_enter(s)) {
-        pthread_mutex_unlock(&s->lock);
-        return 0; /* a deleted topic's: its files go with its directory */
-    }
-    int rc = 0;
-    char path[PATH_MAX], full[64];
-    for (int i = 0; file_exts[i]; i++) {
-        snprintf(full, sizeof full, "%s%s", file_exts[i], suffix ? suffix : s->suffix);
-        if (eng_fs_segment_path(path, sizeof path, s->dir, s->base, full) == 0 &&
-            unlink(path) < 0 && errno != ENOENT && !rc)
-            rc = -errno;
-    }
-    path_leave(s);
-    pthread_mutex_unlock(&s->lock);
-    return rc;
-}
-
-int eng_segment_unlink(eng_segment *s)
-{
-    return unlink_files(s, NULL);
-}
-
-int eng_segment_unlink_as(eng_segment *s, const char *suffix)
-{
-    return unlink_files(s, suffix);
-}
-
-const char *eng_segment_suffix(const eng_segment *s)
-{
-    return s->suffix;
 }
 
 int eng_segment_set_mtime_ms(eng_segment *s, int64_t ms)

@@ -1,6 +1,7 @@
 /*
- * eng_segment_impl.h - the segment's state, shared by eng_segment.c (files,
- * appends, lookups) and eng_segment_recover.c (rebuilding from the .log).
+ * eng_segment_impl.h - the segment's state, shared by eng_segment.c (opening,
+ * appends, sealing), eng_segment_files.c (renames, unlinks), eng_segment_find.c,
+ * eng_segment_sync.c and eng_segment_recover.c (rebuilding from the .log).
  */
 #ifndef ENG_SEGMENT_IMPL_H
 #define ENG_SEGMENT_IMPL_H
@@ -40,6 +41,20 @@ struct eng_segment {
     bool index_full_skips; /* eng_segment_skip_full_index (cleaned segments) */
     bool discarded_on_failure; /* eng_segment_discard_on_failure (cleaned segments) */
 };
+
+/* Enters s's gate for one operation by path: 0 (leave with
+ * eng__segment_path_leave), or ENG_ENOTOPIC when it was revoked (nothing to
+ * leave). */
+static inline int eng__segment_path_enter(const eng_segment *s)
+{
+    return s->opts.gate ? eng_segment_gate_enter(s->opts.gate) : 0;
+}
+
+static inline void eng__segment_path_leave(const eng_segment *s)
+{
+    if (s->opts.gate)
+        eng_segment_gate_leave(s->opts.gate);
+}
 
 /* Opens (or reopens) both indexes; writable ones are preallocated. */
 int eng__segment_open_indexes(eng_segment *s, bool writable);

@@ -689,6 +689,23 @@ int ls_run_cmd(const char *cmd, char *out, size_t len)
 
 static char g_scratch[64];
 
+int ls_run_refused(const char *settings, char *out, size_t len)
+{
+    char dir[300], cmd[2048];
+    ls_scratch_path(dir, sizeof dir, "refused-data");
+    if ((size_t)snprintf(cmd, sizeof cmd,
+                         "timeout 20 %s --set log.dirs=%s --set listeners=http://127.0.0.1:0 %s "
+                         "</dev/null 2>&1",
+                         ls_binary(), dir, settings) >= sizeof cmd)
+        return -1;
+    int st = ls_run_cmd(cmd, out, len);
+    if (strstr(out, "Sanitizer")) {
+        fprintf(stderr, "# sanitizer report from a refused start:\n%.1500s\n", out);
+        return -1;
+    }
+    return st;
+}
+
 void ls_scratch_path(char *out, size_t len, const char *name)
 {
     if (!g_scratch[0]) {

@@ -162,6 +162,14 @@ int ls_write_file(const char *path, const char *text);
  * exit), its output (stdout) in out, NUL-terminated. */
 int ls_run_cmd(const char *cmd, char *out, size_t len);
 
+/* Runs the server binary on a scratch data dir and an http:// listener on a
+ * free port, with settings (more `--set k=v`, which win over those two) that
+ * must stop its start, and stdin closed.  Returns its exit status (124: still
+ * running after 20 s), its output (both streams) in out; -1 if it could not
+ * be run or a sanitizer reported on the way out (a refused start must still
+ * free what it read), printed to stderr. */
+int ls_run_refused(const char *settings, char *out, size_t len);
+
 /* A path for name in a scratch dir made on first use for this process
  * (tokens, certificates, refused data dirs); ls_scratch_remove deletes it. */
 void ls_scratch_path(char *out, size_t len, const char *name);

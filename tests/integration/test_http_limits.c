@@ -1,6 +1,6 @@
 /*
  * test_http_limits.c - the HTTP server's limits (issue 7), against the real
- * binary over loopback; a sibling of test_auth_tls.c.
+ * binary over loopback; a sibling of test_auth_tokens.c and test_tls.c.
  *
  * http.max.header.bytes: a header far over it is refused with 431 (a
  * request line far over it gets 414) and the server goes on serving.
