@@ -13,7 +13,8 @@
  * -EXDEV / -EPERM / -EEXIST to its caller), `eintr` (-EINTR: a signal cut
  * the call short; a point whose caller retries on EINTR spins with `@*`),
  * `stall` (the point sleeps 3 s and
- * carries on, a slow disk), and n picks the n-th time the point
+ * carries on, a slow disk; the log says when each stall begins and when it
+ * is over), and n picks the n-th time the point
  * is reached (default 1; later hits pass), or `*` every time (a file system
  * that never links).  In release builds ENG_FAULT is
  * the constant 0 and costs nothing.
