@@ -442,12 +442,16 @@ void api_h_log_dirs(api_ctx *ctx, const api_request *req, const api_params *para
     }
     eng_partitions_release(all, n);
     /* Files only snapshots hold (segments retention or the cleaner removed
-     * since), so the disk's use adds up; unknown (-1) if they cannot be read. */
+     * since), so the disk's use adds up, as the snapshot-usage job last
+     * measured them; unknown (-1) if they cannot be read. */
     uint64_t snap = 0;
-    json_int_t snap_bytes = eng_manager_snapshot_bytes(m, &snap) ? -1 : (json_int_t)snap;
-    json_t *dir = json_pack("{s:s,s:I,s:I,s:I,s:I,s:o}", "log_dir", eng_manager_log_dir(m),
+    int64_t snap_ms = -1;
+    bool snap_ok = eng_manager_snapshot_bytes(m, &snap, &snap_ms) == 0;
+    json_t *dir = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:o}", "log_dir", eng_manager_log_dir(m),
                             "total_bytes", (json_int_t)total, "usable_bytes", (json_int_t)usable,
-                            "size_bytes", dir_bytes, "snapshot_bytes", snap_bytes, "topics", topics);
+                            "size_bytes", dir_bytes, "snapshot_bytes",
+                            snap_ok ? (json_int_t)snap : -1, "snapshot_bytes_measured_ms",
+                            snap_ok ? (json_int_t)snap_ms : -1, "topics", topics);
     json_object_set_new(dir, "error", rc ? json_string(eng_strerror(rc))
                                          : eng_manager_offline(m) ? json_string("KAFKA_STORAGE_ERROR")
                                                                   : json_null());

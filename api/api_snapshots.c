@@ -1,7 +1,7 @@
 /*
  * api_snapshots.c - point-in-time snapshots of the data dir for backups:
  * POST /v1/admin/snapshots {"name":"..."} takes one, GET lists them with
- * their bytes (a page at a time, by name, as every listing pages: see
+ * their bytes as last measured (a page at a time, by name, as every listing pages: see
  * api_common.h), DELETE /v1/admin/snapshots/{name} removes one.  The engine
  * (eng_snapshot.h) does all the file work; this file turns it into JSON.
  */
@@ -20,10 +20,11 @@ static json_t *snapshot_json(api_ctx *ctx, const eng_snapshot_info *in)
     char path[4096];
     snprintf(path, sizeof path, "%s/" ENG_SNAPSHOTS_DIR "/%s", eng_manager_log_dir(api_mgr(ctx)),
              in->name);
-    return json_pack("{s:s,s:s,s:I,s:i,s:i,s:I,s:I}", "name", in->name, "path", path, "created_ms",
-                     (json_int_t)in->created_ms, "topics", (int)in->topics, "partitions",
-                     (int)in->partitions, "size_bytes", (json_int_t)in->size_bytes,
-                     "unshared_bytes", (json_int_t)in->unshared_bytes);
+    return json_pack("{s:s,s:s,s:I,s:i,s:i,s:I,s:I,s:I}", "name", in->name, "path", path,
+                     "created_ms", (json_int_t)in->created_ms, "topics", (int)in->topics,
+                     "partitions", (int)in->partitions, "size_bytes", (json_int_t)in->size_bytes,
+                     "unshared_bytes", (json_int_t)in->unshared_bytes, "measured_ms",
+                     (json_int_t)in->measured_ms);
 }
 
 /* The engine's refusal, with the codes that only snapshots have. */
@@ -107,8 +108,9 @@ void api_h_snapshots_list(api_ctx *ctx, const api_request *req, const api_params
         api_error_from_engine(resp, req, rc, NULL);
         return;
     }
-    /* Only the page's snapshots are described: that reads every file in
-     * each. */
+    /* Only the page's snapshots are described: the snapshot-usage job's
+     * figures, except for one it has not measured yet, whose files are read
+     * now. */
     size_t first, end;
     api_page_names(names, n, after, limit, &first, &end);
     json_t *arr = json_array();

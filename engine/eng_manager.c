@@ -6,6 +6,7 @@
  * administration are in eng_topics.c.
  */
 #include "eng_manager_impl.h"
+#include "eng_snapshot_impl.h"
 
 #include "eng_fs.h"
 #include "eng_logger.h"
@@ -95,6 +96,8 @@ static void manager_free(eng_manager *m)
     pthread_mutex_destroy(&m->ckpt_lock);
     pthread_mutex_destroy(&m->meta_lock);
     pthread_mutex_destroy(&m->snap_lock);
+    eng__snapshot_usage_free(m);
+    pthread_mutex_destroy(&m->usage_lock);
     pthread_mutex_destroy(&m->removals_lock);
     pthread_cond_destroy(&m->removals_done);
     free(m->meta_dir);
@@ -112,6 +115,7 @@ int eng_manager_new(const eng_manager_opts *o, eng_manager **out, eng_errdetail 
     pthread_mutex_init(&m->ckpt_lock, NULL);
     pthread_mutex_init(&m->meta_lock, NULL);
     pthread_mutex_init(&m->snap_lock, NULL);
+    pthread_mutex_init(&m->usage_lock, NULL);
     pthread_mutex_init(&m->removals_lock, NULL);
     pthread_cond_init(&m->removals_done, NULL);
     m->defaults = o->defaults;
@@ -259,6 +263,9 @@ bool eng_manager_close(eng_manager *m)
      * files, removed at the next start), then the jobs: running ones finish,
      * pending one-shots are dropped (flushes are covered by the close below,
      * .deleted files by the next startup). */
+    /* Said to the jobs too: a snapshot-usage walk ends at its next
+     * partition rather than holding the close for the rest of it. */
+    atomic_store(&m->stop_requested, true);
     eng_cleaner_stop(m->cleaner);
     m->cleaner = NULL;
     /* Stopped, not freed: hooks fired by the closes below find it refusing

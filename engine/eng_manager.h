@@ -61,6 +61,7 @@ typedef struct eng_jobs_opts {
     int64_t start_offset_checkpoint_interval_ms; /* log.flush.start.offset.checkpoint.interval.ms (60000) */
     int64_t producer_expiration_ms;              /* producer.id.expiration.ms (86400000) */
     int64_t producer_expiration_check_interval_ms; /* producer.id.expiration.check.interval.ms (600000) */
+    int64_t snapshot_usage_check_interval_ms; /* snapshot.usage.check.interval.ms (30000) */
 } eng_jobs_opts;
 
 /* Kafka's defaults for eng_jobs_opts. */

@@ -66,6 +66,18 @@ struct eng_manager {
     _Atomic bool removals_stop;
     /* One snapshot taken or removed at a time (eng_snapshot.c). */
     pthread_mutex_t snap_lock;
+    /* The snapshots' disk use as last measured (eng_snapshot_usage.c):
+     * reading every file of every snapshot takes too long for a request's
+     * thread, so the snapshot-usage job does it and the answers read this.
+     * usage_lock guards the fields below; never held across file I/O
+     * except one lstat per snapshot installed. */
+    pthread_mutex_t usage_lock;
+    struct eng__snap_usage *usage; /* by name (strcmp) */
+    size_t nusage, cap_usage;
+    uint64_t usage_gen;     /* bumped by every snapshot taken or removed */
+    bool usage_total_known; /* usage_total has been measured */
+    uint64_t usage_total;   /* bytes only snapshots hold (eng_manager_snapshot_bytes) */
+    int64_t usage_total_ms; /* wall clock when the walk behind it began */
 };
 
 /* ---- eng_topics.c: the topic table (callers hold m->lock) ---- */

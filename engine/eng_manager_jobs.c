@@ -2,7 +2,8 @@
  * eng_manager_jobs.c - the log manager's background jobs (DESIGN §4).
  *
  * Periodic: log-retention, log-flusher, recovery-point-checkpoint,
- * log-start-offset-checkpoint.  One-shot: flush-log (queued by a roll: fsync
+ * log-start-offset-checkpoint, producer-expiration, snapshot-usage
+ * (eng_snapshot_usage.c).  One-shot: flush-log (queued by a roll: fsync
  * the sealed segment off the append path, then advance the recovery point to
  * the new segment's base) and delete-file (queued when a segment leaves the
  * log: unlink its .deleted files after file.delete.delay.ms).
@@ -19,6 +20,7 @@
 #include "eng_logger.h"
 #include "eng_partition_impl.h"
 #include "eng_retention.h"
+#include "eng_snapshot_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -37,6 +39,7 @@ void eng_jobs_opts_default(eng_jobs_opts *o)
     o->start_offset_checkpoint_interval_ms = 60000;
     o->producer_expiration_ms = ENG_PRODUCER_EXPIRATION_MS;
     o->producer_expiration_check_interval_ms = 600000;
+    o->snapshot_usage_check_interval_ms = 30000;
 }
 
 /* ---- one-shots ------------------------------------------------------------ */
@@ -383,6 +386,11 @@ int eng_manager_start_jobs(eng_manager *m)
         (rc = eng_scheduler_add_periodic(s, "producer-expiration", d,
                                          o->producer_expiration_check_interval_ms,
                                          job_producer_expiration, m)) ||
+        /* At once, not after the initial delay: until its first walk ends,
+         * listing the snapshots reads their files on the HTTP thread. */
+        (rc = eng_scheduler_add_periodic(s, ENG_SNAPSHOT_USAGE_JOB, 0,
+                                         o->snapshot_usage_check_interval_ms,
+                                         eng__snapshot_usage_job, m)) ||
         (rc = eng_scheduler_start(s))) {
         eng_scheduler_free(s);
         return rc;

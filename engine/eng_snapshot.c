@@ -9,6 +9,7 @@
  * left out whole (its metadata is written only after all its partitions).
  */
 #include "eng_snapshot.h"
+#include "eng_snapshot_impl.h"
 
 #include "eng_checkpoint.h"
 #include "eng_cleaner.h"
@@ -426,50 +427,11 @@ static int build(eng_manager *m, const char *root)
     return rc;
 }
 
-/* Sizes and counts of one snapshot directory (see eng_snapshot_info). */
-static void measure(const char *dir, int depth, bool in_meta, eng_snapshot_info *in)
-{
-    DIR *dh = opendir(dir);
-    if (!dh)
-        return;
-    struct dirent *e;
-    char path[PATH_MAX];
-    while ((e = readdir(dh))) {
-        struct stat st;
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-            eng_fs_join(path, sizeof path, dir, e->d_name) || lstat(path, &st) < 0)
-            continue;
-        if (S_ISDIR(st.st_mode)) {
-            if (depth == 0 && strcmp(e->d_name, "meta"))
-                in->partitions++;
-            if (depth < 1)
-                measure(path, depth + 1, !strcmp(e->d_name, "meta"), in);
-        } else if (S_ISREG(st.st_mode)) {
-            in->size_bytes += (uint64_t)st.st_size;
-            if (st.st_nlink == 1)
-                in->unshared_bytes += (uint64_t)st.st_size;
-            if (in_meta && strstr(e->d_name, ".json"))
-                in->topics++;
-        }
-    }
-    closedir(dh);
-}
-
-static int snapshot_path(const eng_manager *m, const char *name, char *buf, size_t len)
+int eng__snapshot_path(const eng_manager *m, const char *name, char *buf, size_t len)
 {
     if ((size_t)snprintf(buf, len, "%s/" ENG_SNAPSHOTS_DIR "/%s", m->dir, name) >= len)
         return ENG_EINVAL;
     return 0;
-}
-
-static void describe(const char *path, const char *name, eng_snapshot_info *in)
-{
-    memset(in, 0, sizeof *in);
-    snprintf(in->name, sizeof in->name, "%s", name);
-    struct stat st;
-    if (stat(path, &st) == 0)
-        in->created_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-    measure(path, 0, false, in);
 }
 
 /* The refusals that are about the name asked for carry the key "name": the
@@ -501,8 +463,8 @@ int eng_manager_snapshot_create(eng_manager *m, const char *name, eng_snapshot_i
     if (!rc && stopping(m))
         rc = eng_fail(err, ENG_ESHUTDOWN, "the server is stopping: no snapshot was taken");
     if (!rc && !(rc = eng_fs_join(snaps, sizeof snaps, m->dir, ENG_SNAPSHOTS_DIR)) &&
-        !(rc = snapshot_path(m, name, final, sizeof final)))
-        rc = snapshot_path(m, tmpname, partial, sizeof partial);
+        !(rc = eng__snapshot_path(m, name, final, sizeof final)))
+        rc = eng__snapshot_path(m, tmpname, partial, sizeof partial);
     if (!rc)
         rc = eng_fs_mkdir_durable(snaps);
     if (!rc && eng_fs_exists(final)) {
@@ -526,8 +488,11 @@ int eng_manager_snapshot_create(eng_manager *m, const char *name, eng_snapshot_i
             eng_fs_remove_tree(partial);
             eng_fail(err, rc, "taking snapshot '%s': %s", name, eng_strerror(rc));
         } else {
+            /* Measured here, on the thread taking it, so the listing and
+             * snapshot_bytes count it from the moment it is answered. */
             eng_snapshot_info in;
-            describe(final, name, &in);
+            eng__snapshot_measure(m, final, name, &in);
+            eng__snapshot_usage_taken(m, &in);
             ENG_INFO("snapshot '%s' taken in %" PRId64 " ms: %u topics, %u partitions, %" PRIu64
                      " bytes (%" PRIu64 " copied)",
                      name, eng_mono_ms() - t0, in.topics, in.partitions, in.size_bytes,
@@ -594,27 +559,12 @@ int eng_manager_snapshot_names(eng_manager *m, char ***out, size_t *n)
     return 0;
 }
 
-int eng_manager_snapshot_describe(eng_manager *m, const char *name, eng_snapshot_info *out)
-{
-    char path[PATH_MAX];
-    struct stat st;
-    if (!eng_snapshot_name_valid(name))
-        return ENG_EINVAL;
-    int rc = snapshot_path(m, name, path, sizeof path);
-    if (rc)
-        return rc;
-    if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-        return ENG_ENOTFOUND;
-    describe(path, name, out);
-    return 0;
-}
-
 int eng_manager_snapshot_delete(eng_manager *m, const char *name, eng_errdetail *err)
 {
     if (!eng_snapshot_name_valid(name))
         return bad_name(err);
     char path[PATH_MAX], snaps[PATH_MAX];
-    int rc = snapshot_path(m, name, path, sizeof path);
+    int rc = eng__snapshot_path(m, name, path, sizeof path);
     if (!rc)
         rc = eng_fs_join(snaps, sizeof snaps, m->dir, ENG_SNAPSHOTS_DIR);
     if (rc)
@@ -628,10 +578,11 @@ int eng_manager_snapshot_delete(eng_manager *m, const char *name, eng_errdetail 
     snprintf(tmpname, sizeof tmpname, PARTIAL_PREFIX "%s", name);
     if (pthread_mutex_trylock(&m->snap_lock) != 0)
         return eng_fail(err, ENG_EBUSY, "a snapshot is being taken");
-    rc = snapshot_path(m, tmpname, aside, sizeof aside);
+    rc = eng__snapshot_path(m, tmpname, aside, sizeof aside);
     if (!rc && rename(path, aside) < 0)
         rc = errno == ENOENT ? no_snapshot(err, name) : -errno;
     if (!rc) {
+        eng__snapshot_usage_removed(m, name);
         rc = eng_fs_remove_tree(aside);
         if (!rc)
             rc = eng_fs_sync_dir(snaps);
@@ -640,88 +591,4 @@ int eng_manager_snapshot_delete(eng_manager *m, const char *name, eng_errdetail 
     }
     pthread_mutex_unlock(&m->snap_lock);
     return rc;
-}
-
-/* ---- disk use ------------------------------------------------------------------- */
-
-typedef struct inode_use {
-    dev_t dev;
-    ino_t ino;
-    nlink_t nlink;
-    uint64_t size;
-} inode_use;
-
-typedef struct inode_set {
-    inode_use *v;
-    size_t n, cap;
-    int rc;
-} inode_set;
-
-static void collect(const char *dir, int depth, inode_set *s)
-{
-    DIR *dh = opendir(dir);
-    if (!dh)
-        return;
-    struct dirent *e;
-    char path[PATH_MAX];
-    while (!s->rc && (e = readdir(dh))) {
-        struct stat st;
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-            eng_fs_join(path, sizeof path, dir, e->d_name) || lstat(path, &st) < 0)
-            continue;
-        if (S_ISDIR(st.st_mode) && depth < 2) {
-            collect(path, depth + 1, s);
-        } else if (S_ISREG(st.st_mode)) {
-            if (s->n == s->cap) {
-                size_t nc = s->cap ? 2 * s->cap : 64;
-                inode_use *nv = realloc(s->v, nc * sizeof *nv);
-                if (!nv) {
-                    s->rc = -ENOMEM;
-                    break;
-                }
-                s->v = nv;
-                s->cap = nc;
-            }
-            s->v[s->n++] = (inode_use){st.st_dev, st.st_ino, st.st_nlink, (uint64_t)st.st_size};
-        }
-    }
-    closedir(dh);
-}
-
-static int cmp_inode(const void *a, const void *b)
-{
-    const inode_use *x = a, *y = b;
-    if (x->dev != y->dev)
-        return x->dev < y->dev ? -1 : 1;
-    return x->ino < y->ino ? -1 : x->ino > y->ino;
-}
-
-int eng_manager_snapshot_bytes(eng_manager *m, uint64_t *unshared_bytes)
-{
-    char snaps[PATH_MAX];
-    int rc = eng_fs_join(snaps, sizeof snaps, m->dir, ENG_SNAPSHOTS_DIR);
-    if (rc)
-        return rc;
-    inode_set s = {0};
-    collect(snaps, 0, &s);
-    if (s.rc) {
-        free(s.v);
-        return s.rc;
-    }
-    /* A file the snapshots hold alone has all its links among them: a
-     * segment in two snapshots, gone from the data dir, counts once. */
-    if (s.n > 1)
-        qsort(s.v, s.n, sizeof *s.v, cmp_inode);
-    uint64_t total = 0;
-    for (size_t i = 0; i < s.n;) {
-        size_t j = i;
-        while (j < s.n && !cmp_inode(&s.v[i], &s.v[j]))
-            j++;
-        if ((nlink_t)(j - i) >= s.v[i].nlink)
-            total += s.v[i].size;
-        i = j;
-    }
-    free(s.v);
-    *unshared_bytes = total;
-    return 0;
 }

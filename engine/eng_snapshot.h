@@ -51,6 +51,7 @@ typedef struct eng_snapshot_info {
     uint64_t unshared_bytes; /* files nothing else links to: what removing it frees */
     uint32_t topics;
     uint32_t partitions;
+    int64_t measured_ms; /* wall clock when its files were read for these figures */
 } eng_snapshot_info;
 
 /* True if name may name a snapshot: a legal topic name of at most
@@ -66,20 +67,29 @@ bool eng_snapshot_name_valid(const char *name);
 int eng_manager_snapshot_create(eng_manager *m, const char *name, eng_snapshot_info *out,
                                 eng_errdetail *err);
 
-/* Every snapshot's name, sorted by strcmp (free with eng_strv_free).  The
- * names alone: describing one reads every file in it, which a listing a
- * page at a time does only for the page. */
+/* Every snapshot's name, sorted by strcmp (free with eng_strv_free): the
+ * names alone, one readdir. */
 int eng_manager_snapshot_names(eng_manager *m, char ***out, size_t *n);
 
-/* Describes snapshot name.  ENG_EINVAL (bad name), ENG_ENOTFOUND (none of
- * that name, or removed since it was listed). */
+/* Describes snapshot name: its figures as the snapshot-usage job last
+ * measured them (or as taken, for one taken since), read now only for one
+ * never measured, or when the background jobs are not running.
+ * ENG_EINVAL (bad name), ENG_ENOTFOUND (none of that name, or removed since
+ * it was listed). */
 int eng_manager_snapshot_describe(eng_manager *m, const char *name, eng_snapshot_info *out);
 
 /* Removes a snapshot.  ENG_EINVAL (bad name), ENG_ENOTFOUND, ENG_EBUSY (a
  * snapshot is being taken). */
 int eng_manager_snapshot_delete(eng_manager *m, const char *name, eng_errdetail *err);
 
-/* Bytes that only snapshots hold (see unshared_bytes), over all of them. */
-int eng_manager_snapshot_bytes(eng_manager *m, uint64_t *unshared_bytes);
+/* Bytes that only snapshots hold (see unshared_bytes), over all of them, a
+ * file in several counted once, as the snapshot-usage job last measured
+ * them at *measured_ms (wall clock), snapshots taken or removed since
+ * accounted for.  Measured now when nothing has been yet, or when the
+ * background jobs are not running.  A measurement can be up to the job's
+ * interval behind what retention and the cleaner removed from the live log
+ * since (removing a segment a snapshot links makes its bytes the
+ * snapshot's alone). */
+int eng_manager_snapshot_bytes(eng_manager *m, uint64_t *unshared_bytes, int64_t *measured_ms);
 
 #endif

@@ -89,6 +89,9 @@ static const svc_setting_def defs[SVC_COUNT] = {
     [SVC_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS] = {
         "producer.id.expiration.check.interval.ms", "600000", 1, INT64_MAX,
         "How often the producer-expiration job forgets expired producers."},
+    [SVC_SNAPSHOT_USAGE_CHECK_INTERVAL_MS] = {
+        "snapshot.usage.check.interval.ms", "30000", 1, INT64_MAX,
+        "How often the snapshot-usage job measures the snapshots' disk use (also right after one is taken or removed)."},
     [SVC_LOG_CLEANER_ENABLE] = {"log.cleaner.enable", "true", TEXT,
                                 "Run the log cleaner threads for compacted topics (true or false)."},
     [SVC_LOG_CLEANER_THREADS] = {"log.cleaner.threads", "1", 0, 64,
@@ -479,7 +482,9 @@ static int resolve(svc_settings *s)
                     &s->jobs.start_offset_checkpoint_interval_ms) ||
         resolve_int(s, SVC_PRODUCER_ID_EXPIRATION_MS, &s->jobs.producer_expiration_ms) ||
         resolve_int(s, SVC_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
-                    &s->jobs.producer_expiration_check_interval_ms))
+                    &s->jobs.producer_expiration_check_interval_ms) ||
+        resolve_int(s, SVC_SNAPSHOT_USAGE_CHECK_INTERVAL_MS,
+                    &s->jobs.snapshot_usage_check_interval_ms))
         return -1;
     s->jobs.background_threads = (unsigned)threads;
     eng_cleaner_opts_default(&s->cleaner);
