@@ -1,6 +1,6 @@
 /*
  * api_lane.h - threads for requests that take seconds (compaction:run,
- * retention:run, snapshot creation), off libmicrohttpd's threads.
+ * retention:run, taking and removing snapshots), off libmicrohttpd's threads.
  *
  * libmicrohttpd's pool threads each serve many connections: a handler that
  * cleans a large partition on one of them makes every other connection that

@@ -315,7 +315,7 @@ void api_h_metrics(api_ctx *ctx, const api_request *req, const api_params *param
     for (int k = API_LANE_NONE + 1; k < API_LANES; k++)
         api_lane_counts(ctx->lanes[k], &queued[k], &running[k]);
     help(&o, "logstore_maintenance_requests_running", "gauge",
-         "compaction:run, retention:run and snapshot creations running right now, by kind.");
+         "compaction:run, retention:run and snapshot creations and removals running right now, by kind.");
     for (int k = API_LANE_NONE + 1; k < API_LANES; k++)
         put(&o, "logstore_maintenance_requests_running{kind=\"%s\"} %zu\n",
             api_lane_kind_name(k), running[k]);

@@ -71,7 +71,7 @@ static const api_route routes[] = {
     {"GET", "/v1/log-dirs", api_h_log_dirs, API_ROLE_READ, E, "limit after"},
     {"POST", "/v1/admin/snapshots", api_h_snapshot_create, API_ROLE_ADMIN, E | B | SNAPSHOT, NULL},
     {"GET", "/v1/admin/snapshots", api_h_snapshots_list, API_ROLE_READ, E, "limit after"},
-    {"DELETE", "/v1/admin/snapshots/{name}", api_h_snapshot_delete, API_ROLE_ADMIN, E, NULL},
+    {"DELETE", "/v1/admin/snapshots/{name}", api_h_snapshot_delete, API_ROLE_ADMIN, E | SNAPSHOT, NULL},
     {NULL, NULL, NULL, API_ROLE_NONE, 0, NULL},
 };
 

@@ -206,8 +206,10 @@ static void do_maintain(shared *sh, eng_partition *p, eng_offset_map *map, unsig
     default: {
         static const char *const jobs[] = {"log-retention", "log-flusher",
                                            "recovery-point-checkpoint",
-                                           "log-start-offset-checkpoint", "producer-expiration"};
-        expect_rc(sh, "trigger", eng_manager_trigger_job(sh->m, jobs[rand_r(seed) % 5]));
+                                           "log-start-offset-checkpoint", "producer-expiration",
+                                           "snapshot-usage"};
+        expect_rc(sh, "trigger",
+                  eng_manager_trigger_job(sh->m, jobs[rand_r(seed) % (sizeof jobs / sizeof *jobs)]));
         break;
     }
     }
