@@ -732,6 +732,17 @@ bool ls_file_contains(const char *path, const char *needle)
     return found;
 }
 
+int ls_file_count(const char *path, const char *needle)
+{
+    size_t len;
+    char *text = ls_read_file(path, &len);
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    free(text);
+    return n;
+}
+
 json_t *ls_jfind(json_t *arr, const char *key, const char *value)
 {
     size_t i;

@@ -178,6 +178,9 @@ void ls_scratch_remove(void);
 /* True if the file at path holds needle (a log line, a token...). */
 bool ls_file_contains(const char *path, const char *needle);
 
+/* How many times needle stands in the file at path (0 if unreadable). */
+int ls_file_count(const char *path, const char *needle);
+
 /* The first object of array arr whose string member key equals value
  * (borrowed), or NULL: ls_jfind(configs, "name", "retention.ms"). */
 json_t *ls_jfind(json_t *arr, const char *key, const char *value);

@@ -161,13 +161,7 @@ static long long part_field(ls_server *s, const char *topic, int part, const cha
 /* Occurrences of needle in the server's log. */
 static int log_count(ls_server *s, const char *needle)
 {
-    size_t len;
-    char *text = ls_read_file(s->log_path, &len);
-    int n = 0;
-    for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    free(text);
-    return n;
+    return ls_file_count(s->log_path, needle);
 }
 
 static bool file_exists(ls_server *s, const char *rel)

@@ -83,13 +83,7 @@ static int stalls_at(ls_server *s, const char *point)
 {
     char line[128];
     snprintf(line, sizeof line, "fault point %s: stalling", point);
-    size_t len;
-    char *log = ls_read_file(s->log_path, &len);
-    int n = 0;
-    for (const char *p = log; p && (p = strstr(p, line)); p += strlen(line))
-        n++;
-    free(log);
-    return n;
+    return ls_file_count(s->log_path, line);
 }
 
 static int stalls_begun(ls_server *s)

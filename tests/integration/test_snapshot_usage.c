@@ -39,13 +39,7 @@ static int fault_lines(ls_server *s, const char *what)
 {
     char line[128];
     snprintf(line, sizeof line, "fault point " MEASURE ": %s", what);
-    size_t len;
-    char *log = ls_read_file(s->log_path, &len);
-    int n = 0;
-    for (const char *p = log; p && (p = strstr(p, line)); p += strlen(line))
-        n++;
-    free(log);
-    return n;
+    return ls_file_count(s->log_path, line);
 }
 
 static void wait_stalls_begun(ls_server *s, int n)
