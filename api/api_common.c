@@ -87,6 +87,32 @@ bool api_page_after(const api_request *req, api_response *resp, const char *what
     return true;
 }
 
+bool api_page_query_name(const api_request *req, api_response *resp, const char *what,
+                         bool (*valid)(const char *), size_t *limit, const char **after)
+{
+    if (!api_page_limit(req, resp, limit) || !api_page_after(req, resp, what, after))
+        return false;
+    if (*after && !valid(*after)) {
+        api_page_bad_after(req, resp, what);
+        return false;
+    }
+    return true;
+}
+
+bool api_page_query_number(const api_request *req, api_response *resp, const char *what,
+                           int64_t max, size_t *limit, int64_t *after)
+{
+    const char *text;
+    *after = -1;
+    if (!api_page_limit(req, resp, limit) || !api_page_after(req, resp, what, &text))
+        return false;
+    if (text && (!api_parse_i64(text, after) || *after < 0 || *after > max)) {
+        api_page_bad_after(req, resp, what);
+        return false;
+    }
+    return true;
+}
+
 void api_page_names(char *const *names, size_t n, const char *after, size_t limit,
                     size_t *first, size_t *end)
 {

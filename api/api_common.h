@@ -51,6 +51,16 @@ bool api_page_after(const api_request *req, api_response *resp, const char *what
 /* Answers a refused ?after= value: 400 naming what the key must be. */
 void api_page_bad_after(const api_request *req, api_response *resp, const char *what);
 
+/* ?limit= and ?after= of a listing keyed by name: after (borrowed from req,
+ * NULL when absent) must pass valid.  false: resp holds the 400. */
+bool api_page_query_name(const api_request *req, api_response *resp, const char *what,
+                         bool (*valid)(const char *), size_t *limit, const char **after);
+
+/* The same for a listing keyed by a number in [0, max]: *after is -1 when
+ * absent. */
+bool api_page_query_number(const api_request *req, api_response *resp, const char *what,
+                           int64_t max, size_t *limit, int64_t *after);
+
 /* The page of a listing keyed by name: of names (n, sorted by strcmp), the
  * items [*first, *end), at most limit of them, starting at the first name
  * above after (NULL: from the start), which need not name one any more. */

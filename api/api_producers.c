@@ -35,16 +35,10 @@ static json_t *producer_json(const eng_producer_entry *e)
 void api_h_producers(api_ctx *ctx, const api_request *req, const api_params *params,
                      api_response *resp)
 {
-    static const char what[] = "a producer id";
     size_t limit;
-    const char *after_text;
-    int64_t after = -1;
-    if (!api_page_limit(req, resp, &limit) || !api_page_after(req, resp, what, &after_text))
+    int64_t after;
+    if (!api_page_query_number(req, resp, "a producer id", INT64_MAX, &limit, &after))
         return;
-    if (after_text && (!api_parse_i64(after_text, &after) || after < 0)) {
-        api_page_bad_after(req, resp, what);
-        return;
-    }
     eng_partition *p;
     if (!api_lookup_partition(ctx, req, params, resp, &p))
         return;

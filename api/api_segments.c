@@ -22,18 +22,12 @@ void api_h_segments(api_ctx *ctx, const api_request *req, const api_params *para
      * so all of a long log's was seconds and megabytes.  ?start= (a
      * position, as the dumps take) stays for the clients that used it;
      * ?after= (a base offset) is the cursor that retention cannot shift. */
-    int64_t start, after = -1;
+    int64_t start, after;
     size_t limit;
-    const char *after_text;
     if (!api_query_i64(req, resp, "start", -1, 0, INT64_MAX, &start) ||
-        !api_page_limit(req, resp, &limit) ||
-        !api_page_after(req, resp, "a segment's base offset", &after_text))
+        !api_page_query_number(req, resp, "a segment's base offset", INT64_MAX, &limit, &after))
         return;
-    if (after_text && (!api_parse_i64(after_text, &after) || after < 0)) {
-        api_page_bad_after(req, resp, "a segment's base offset");
-        return;
-    }
-    if (after_text && start >= 0) {
+    if (after >= 0 && start >= 0) {
         api_error(resp, req, "invalid_request", NULL, "give start or after, not both");
         return;
     }
@@ -43,10 +37,10 @@ void api_h_segments(api_ctx *ctx, const api_request *req, const api_params *para
     eng_segment_info *si;
     size_t n, total;
     bool more;
-    int rc = after_text ? eng_partition_segments_after(p, after, limit, &si, &n, &total, &more)
+    int rc = after >= 0 ? eng_partition_segments_after(p, after, limit, &si, &n, &total, &more)
                         : eng_partition_segments_page(p, start < 0 ? 0 : (size_t)start, limit, &si,
                                                       &n, &total);
-    if (!rc && !after_text)
+    if (!rc && after < 0)
         more = (start < 0 ? 0 : (size_t)start) + n < total;
     if (rc) {
         eng_errdetail d = {0};

@@ -92,15 +92,10 @@ void api_h_snapshots_list(api_ctx *ctx, const api_request *req, const api_params
                           api_response *resp)
 {
     (void)params;
-    static const char what[] = "a snapshot name";
     size_t limit;
     const char *after;
-    if (!api_page_limit(req, resp, &limit) || !api_page_after(req, resp, what, &after))
+    if (!api_page_query_name(req, resp, "a snapshot name", eng_snapshot_name_valid, &limit, &after))
         return;
-    if (after && !eng_snapshot_name_valid(after)) {
-        api_page_bad_after(req, resp, what);
-        return;
-    }
     char **names;
     size_t n;
     int rc = eng_manager_snapshot_names(api_mgr(ctx), &names, &n);

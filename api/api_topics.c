@@ -120,15 +120,10 @@ void api_h_topics_list(api_ctx *ctx, const api_request *req, const api_params *p
                        api_response *resp)
 {
     (void)params;
-    static const char what[] = "a topic name";
     size_t limit;
     const char *after;
-    if (!api_page_limit(req, resp, &limit) || !api_page_after(req, resp, what, &after))
+    if (!api_page_query_name(req, resp, "a topic name", eng_topic_name_valid, &limit, &after))
         return;
-    if (after && !eng_topic_name_valid(after)) {
-        api_page_bad_after(req, resp, what);
-        return;
-    }
     char **names;
     size_t n;
     int rc = eng_manager_list_topics(api_mgr(ctx), &names, &n);
@@ -258,16 +253,10 @@ void api_h_topic_get(api_ctx *ctx, const api_request *req, const api_params *par
     const char *name;
     if (!topic_param(req, params, resp, &name))
         return;
-    static const char what[] = "a partition number";
     size_t limit;
-    const char *after_text;
-    int64_t after = -1;
-    if (!api_page_limit(req, resp, &limit) || !api_page_after(req, resp, what, &after_text))
+    int64_t after;
+    if (!api_page_query_number(req, resp, "a partition number", INT32_MAX, &limit, &after))
         return;
-    if (after_text && (!api_parse_i64(after_text, &after) || after < 0 || after > INT32_MAX)) {
-        api_page_bad_after(req, resp, what);
-        return;
-    }
     json_t *o = describe(ctx, req, name, after, limit, resp);
     if (o)
         api_resp_json(resp, 200, o);
