@@ -340,8 +340,10 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
             if (i < first_recover) {
                 const char *why = missing[i]                 ? "an index file is missing"
                                   : torn_tail && i + 1 == nsegs ? "its tail does not parse"
-                                  : !indexes_ok(segs[i])        ? "an index fails its check"
-                                                                : NULL;
+                                  : eng_segment_index_distrusted(segs[i])
+                                      ? "its last offset index entry points off its batch"
+                                  : !indexes_ok(segs[i]) ? "an index fails its check"
+                                                         : NULL;
                 if (!why)
                     continue;
                 ENG_INFO("%s-%d: rebuilding segment %020" PRId64 "'s indexes: %s", p->topic,

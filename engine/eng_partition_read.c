@@ -537,9 +537,13 @@ static int segments_list(eng_partition *p, size_t start, int64_t after, size_t l
              * A sealed segment whose tail does not parse has its next offset
              * taken as its base (empty) by the engine; the listing gives
              * the end of the whole batches it shows instead, so its offsets
-             * agree with its record and batch counts. */
+             * agree with its record and batch counts.  One whose next offset
+             * the engine found (from its last index entry on) keeps it:
+             * what a scan from the start reads past damage in the middle
+             * may be any bytes, and the active segment's next offset is the
+             * log end offset appends go on from. */
             si->damaged = true;
-            if (c.next > si->next_offset)
+            if (si->next_offset == si->base_offset && c.next > si->next_offset)
                 si->next_offset = c.next;
             rc = 0;
         }

@@ -300,13 +300,24 @@ int eng_segment_scan_from(eng_segment *s, uint64_t start, uint64_t limit, eng_ba
 typedef struct last_batch_ctx {
     int64_t next_offset;
     int64_t first_max_ts;
+    int64_t entry_offset; /* the index entry the scan starts from, -1 if none */
     bool first;
+    bool entry_bad; /* the batch at the entry's position cannot hold its offset */
 } last_batch_ctx;
 
 static int visit_last(const eng_batch_pos *b, void *ctx)
 {
     last_batch_ctx *c = ctx;
     if (c->first) {
+        /* An entry names the last offset of what was appended at its
+         * position, so the batch there starts at or below it.  One that
+         * does not is bytes inside another batch (a hand-cut or damaged
+         * index a clean start trusted): taken as a batch, they gave the
+         * log end offset of whatever they happened to read as a header. */
+        if (c->entry_offset >= 0 && b->header.base_offset > c->entry_offset) {
+            c->entry_bad = true;
+            return 1;
+        }
         c->first_max_ts = b->header.max_timestamp;
         c->first = false;
     }
@@ -314,10 +325,12 @@ static int visit_last(const eng_batch_pos *b, void *ctx)
     return 0;
 }
 
-/* Position of the last offset-index entry read straight from the file, so an
- * inactive segment's next offset can be found without mapping its index. */
-static uint64_t last_index_position(eng_segment *s, uint64_t log_size)
+/* Position of the last offset-index entry (*entry_offset its offset, -1 for
+ * none), read straight from the file, so an inactive segment's next offset
+ * can be found without mapping its index. */
+static uint64_t last_index_position(eng_segment *s, uint64_t log_size, int64_t *entry_offset)
 {
+    *entry_offset = -1;
     /* An open (active) index is preallocated: its file's last slot is zero
      * padding, so ask the index for its last real entry.  Reading the file's
      * tail here made every
@@ -325,10 +338,13 @@ static uint64_t last_index_position(eng_segment *s, uint64_t log_size)
     eng_index *oi = atomic_load(&s->oidx);
     if (oi) {
         uint32_t n = eng_index_entries(oi), pos = 0;
-        int64_t off;
+        int64_t off = -1;
         if (n > 0)
             eng_offset_index_entry(oi, n - 1, &off, &pos);
-        return pos < log_size ? pos : 0;
+        if (pos >= log_size)
+            return 0;
+        *entry_offset = pos ? off : -1;
+        return pos;
     }
     /* Revoked: scanning from the start needs only the open .log. */
     char path[PATH_MAX];
@@ -348,6 +364,8 @@ static uint64_t last_index_position(eng_segment *s, uint64_t log_size)
         pos = eng_be32(e + 4);
         if (pos >= log_size)
             pos = 0;
+        else if (pos)
+            *entry_offset = s->base + eng_be32(e);
     }
     close(fd);
     return pos;
@@ -358,12 +376,20 @@ static uint64_t last_index_position(eng_segment *s, uint64_t log_size)
 static int load_tail_state(eng_segment *s)
 {
     uint64_t size = atomic_load(&s->size);
-    last_batch_ctx c = {.next_offset = s->base, .first_max_ts = -1, .first = true};
-    uint64_t start = last_index_position(s, size);
+    int64_t entry;
+    uint64_t start = last_index_position(s, size, &entry);
+    last_batch_ctx c = {.next_offset = s->base, .first_max_ts = -1, .entry_offset = entry,
+                        .first = true};
     int rc = scan_from(s, start, size, visit_last, &c);
-    if (rc == ENG_ECORRUPT && start > 0) {
-        c = (last_batch_ctx){.next_offset = s->base, .first_max_ts = -1, .first = true};
+    if ((rc == ENG_ECORRUPT || c.entry_bad) && start > 0) {
+        bool entry_bad = c.entry_bad;
+        c = (last_batch_ctx){.next_offset = s->base, .first_max_ts = -1, .entry_offset = -1,
+                             .first = true};
         rc = scan_from(s, 0, size, visit_last, &c);
+        /* Whole batches from the start, but not from the entry on: the entry
+         * points off its batch (with the .log damaged too, recovery decides). */
+        if (entry_bad || rc == 0)
+            eng__segment_distrust_index(s, (uint32_t)start);
     }
     if (rc)
         return rc;

@@ -98,6 +98,10 @@ int eng_segment_create(const char *dir, int64_t base, const eng_segment_opts *o,
 int eng_segment_create_suffixed(const char *dir, int64_t base, const char *suffix,
                                 const eng_segment_opts *o, eng_segment **out);
 
+/* True once an offset index entry of s was found pointing off its batch:
+ * this process reads s by scanning it, and a start rebuilds its indexes. */
+bool eng_segment_index_distrusted(const eng_segment *s);
+
 /* Opens an existing segment.  An active one gets writable, preallocated
  * indexes at once; an inactive one maps them on first use.  The caller must
  * have checked or recovered the files (see eng_segment_recover). */

@@ -75,7 +75,12 @@ static uint32_t scan_start(eng_segment *s, eng_index *oi, int64_t target, uint64
  * increases; trusting it would make every read through it answer
  * corrupt_record.  The caller scans the segment from its start instead, and
  * this process uses its index no more. */
-static void distrust_index(eng_segment *s, uint32_t pos)
+bool eng_segment_index_distrusted(const eng_segment *s)
+{
+    return atomic_load(&((eng_segment *)s)->index_distrusted);
+}
+
+void eng__segment_distrust_index(eng_segment *s, uint32_t pos)
 {
     if (!atomic_exchange(&s->index_distrusted, true))
         ENG_WARN("segment %020" PRId64 "%s: the offset index entry at byte %u does not point at"
@@ -101,7 +106,7 @@ int eng_segment_find_batch(eng_segment *s, int64_t target, uint64_t limit, eng_b
          * damaged, not the index: blaming the index would send the operator
          * to rebuild it, which truncates the segment at the damage. */
         if (entry_bad || rc != ENG_ECORRUPT)
-            distrust_index(s, pos);
+            eng__segment_distrust_index(s, pos);
     }
     if (rc < 0)
         return rc;
@@ -179,7 +184,7 @@ int eng_segment_find_by_timestamp(eng_segment *s, int64_t ts, int64_t min_offset
     ts_ctx c = {.s = s, .ts = ts, .min_offset = min_offset, .found_offset = -1};
     rc = eng_segment_scan_from(s, pos, limit, visit_ts, &c);
     if (rc == ENG_ECORRUPT && pos) {
-        distrust_index(s, pos);
+        eng__segment_distrust_index(s, pos);
         c.found_offset = -1;
         c.err = 0;
         rc = eng_segment_scan_from(s, 0, limit, visit_ts, &c);

@@ -56,6 +56,10 @@ static inline void eng__segment_path_leave(const eng_segment *s)
         eng_segment_gate_leave(s->opts.gate);
 }
 
+/* Stops using s's offset index for this process, once an entry at byte pos
+ * was found pointing off its batch (logged once). */
+void eng__segment_distrust_index(eng_segment *s, uint32_t pos);
+
 /* Opens (or reopens) both indexes; writable ones are preallocated. */
 int eng__segment_open_indexes(eng_segment *s, bool writable);
 

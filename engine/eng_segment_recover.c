@@ -185,6 +185,7 @@ int eng_segment_recover_cut(eng_segment *s, int64_t next_base, int (*before_cut)
     atomic_store(&s->offset_of_max_ts, off_of_max);
     atomic_store(&s->max_ts_loaded, true);
     s->bytes_since_index = 0;
+    atomic_store(&s->index_distrusted, false); /* its entries now come from its batches */
     if (!eng_segment_is_active(s)) {
         eng_index_seal(oi); /* its descriptors close at the next sync */
         eng_index_seal(ti);

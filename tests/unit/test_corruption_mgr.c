@@ -6,7 +6,8 @@
  * of corruption_fixture.h and closed cleanly; each row damages it and
  * reopens:
  *
- *   - .index and .timeindex deleted, or garbled, WITH the marker: rebuilt,
+ *   - .index and .timeindex deleted, or garbled, or the active segment's
+ *     last offset entry shifted into its batch, WITH the marker: rebuilt,
  *     byte-identical to what the appends wrote;
  *   - recovery-point-offset-checkpoint with a wrong count or garbage: full
  *     recovery even with the marker (a good one without the marker
@@ -137,7 +138,7 @@ static void snapshot_indexes(uint8_t *bufs[6], size_t lens[6])
 static void test_indexes_rebuilt_with_marker(void **state)
 {
     (void)state;
-    for (int row = 0; row < 2; row++) {
+    for (int row = 0; row < 3; row++) {
         mbuild("delete");
         uint8_t *want[6], *got[6];
         size_t wl[6], gl[6];
@@ -147,6 +148,22 @@ static void test_indexes_rebuilt_with_marker(void **state)
             snprintf(path, sizeof path, "%s/%020d%s", g_m.pdir, 15 * (i / 2), i % 2 ? ".timeindex" : ".index");
             if (row == 0 && i != 3) /* missing: every file but 15.timeindex */
                 assert_int_equal(unlink(path), 0);
+            if (row == 2 && i == 4) {
+                /* the active segment's last entry 5 bytes into its batch: it
+                 * still increases, so only the next offset's scan from it
+                 * can tell (which used to answer the log end offset from
+                 * the batch before it and trust the index) */
+                int fd = open(path, O_RDWR);
+                uint8_t e[4];
+                off_t at = (off_t)wl[i] - 4;
+                assert_int_equal(pread(fd, e, 4, at), 4);
+                uint32_t pos = (uint32_t)e[0] << 24 | (uint32_t)e[1] << 16 | (uint32_t)e[2] << 8 | e[3];
+                pos += 5;
+                e[0] = (uint8_t)(pos >> 24), e[1] = (uint8_t)(pos >> 16), e[2] = (uint8_t)(pos >> 8),
+                e[3] = (uint8_t)pos;
+                assert_int_equal(pwrite(fd, e, 4, at), 4);
+                close(fd);
+            }
             if (row == 1 && i < 4) { /* garbled: same size, nonsense entries */
                 int fd = open(path, O_WRONLY);
                 uint8_t junk[512];
@@ -159,8 +176,16 @@ static void test_indexes_rebuilt_with_marker(void **state)
         eng_startup_report r;
         mreport(m, &r);
         assert_true(r.clean_shutdown);
-        /* Deleted: every segment lacks a file; garbled: segments 0 and 15. */
-        assert_int_equal(r.segments_recovered, row == 0 ? 3 : 2);
+        /* Deleted: every segment lacks a file; garbled: segments 0 and 15;
+         * shifted: the active one. */
+        assert_int_equal(r.segments_recovered, row == 0 ? 3 : row == 1 ? 2 : 1);
+        eng_partition *p;
+        assert_int_equal(eng_manager_partition(m, "orders", 0, &p, NULL), 0);
+        eng_segment *active;
+        assert_int_equal(eng_partition_segment(p, 30, &active), 0);
+        assert_false(eng_segment_index_distrusted(active)); /* rebuilt: read through again */
+        eng_segment_unref(active);
+        eng_partition_unref(p);
         assert_int_equal(r.bytes_truncated, 0);
         eng_manager_close(m); /* trims the active segment's indexes again */
         snapshot_indexes(got, gl);

@@ -6,7 +6,12 @@
  *     the batch before it, or when its compressed records do not
  *     decompress: it and what follows are truncated;
  *   - a header-only batch (61 bytes, as the cleaner leaves) ending the file
- *     is a whole batch, kept with its offsets, not a torn header.
+ *     is a whole batch, kept with its offsets, not a torn header;
+ *   - an active segment opened without recovery (a clean start) whose last
+ *     offset index entry points into a batch, at bytes that read as a batch
+ *     header (a record's value), does not take its next offset from them:
+ *     the segment is scanned from its start and its index distrusted (found
+ *     by fuzz_startup: the log end offset became 1683975540).
  * (Truncated and garbage tails, flipped bits and index rebuilds:
  * test_segment.c.)
  */
@@ -17,6 +22,7 @@
 
 #include "eng_batch.h"
 #include "eng_error.h"
+#include "eng_index.h"
 #include "eng_segment.h"
 #include "segment_fixture.h"
 #include "support.h"
@@ -132,12 +138,65 @@ static void test_recover_keeps_trailing_empty_batch(void **state)
     eng_segment_unref(s);
 }
 
+/* One batch at offset 0 holding one record whose value starts with a batch
+ * header of its own (base offset 1000000) reaching exactly to the file's end;
+ * the .index has one entry, offset 0 at that value's position. */
+static void test_tail_scan_not_fooled_by_index_into_a_value(void **state)
+{
+    fixture *f = *state;
+    uint8_t value[200], out[512];
+    memset(value, 'x', sizeof value);
+    eng_record_spec rec = {.timestamp = T0, .key = (const uint8_t *)"k", .key_len = 1,
+                           .value = value, .value_len = sizeof value};
+    eng_batch_params bp;
+    eng_batch_params_init(&bp);
+    size_t len = eng_batch_encode(out, sizeof out, &bp, &rec, 1);
+    assert_true(len > 0);
+    uint8_t *at = memmem(out, len, value, sizeof value);
+    assert_non_null(at);
+    size_t fake_pos = (size_t)(at - out);
+    eng_batch_header h = {.base_offset = 1000000,
+                          .length = (int32_t)(len - fake_pos - ENG_LOG_OVERHEAD),
+                          .magic = 2, .base_timestamp = T0, .max_timestamp = T0,
+                          .producer_id = -1, .producer_epoch = -1, .base_sequence = -1,
+                          .record_count = 1};
+    eng_batch_header_encode(value, &h);
+    assert_int_equal(eng_batch_encode(out, sizeof out, &bp, &rec, 1), len);
+
+    char path[512];
+    seg_path(f->dir, ".log", path, sizeof path);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(out, 1, len, fp), len);
+    assert_int_equal(fclose(fp), 0);
+    uint8_t entry[ENG_OFFSET_ENTRY_SIZE] = {0, 0, 0, 0, (uint8_t)(fake_pos >> 24), (uint8_t)(fake_pos >> 16),
+                                   (uint8_t)(fake_pos >> 8), (uint8_t)fake_pos};
+    seg_path(f->dir, ".index", path, sizeof path);
+    fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(entry, 1, sizeof entry, fp), sizeof entry);
+    assert_int_equal(fclose(fp), 0);
+    seg_path(f->dir, ".timeindex", path, sizeof path);
+    fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fclose(fp), 0);
+
+    eng_segment_opts o = default_opts();
+    eng_segment *s;
+    assert_int_equal(eng_segment_open(f->dir, 0, &o, true, &s), 0);
+    assert_int_equal(eng_segment_next_offset(s), 1);
+    assert_true(eng_segment_index_distrusted(s));
+    eng_segment_unref(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_recover_stops_at_overlap_and_bad_compression,
                                         ts_dir_setup, ts_dir_teardown),
         cmocka_unit_test_setup_teardown(test_recover_keeps_trailing_empty_batch,
+                                        ts_dir_setup, ts_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_tail_scan_not_fooled_by_index_into_a_value,
                                         ts_dir_setup, ts_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
