@@ -244,6 +244,12 @@ uint64_t eng_index_file_bytes(const eng_index *idx)
     return idx->file_len;
 }
 
+bool eng_index_trimmed(const eng_index *idx)
+{
+    return atomic_load(&((eng_index *)idx)->file_len) ==
+           (uint64_t)eng_index_entries(idx) * idx->entry_size;
+}
+
 bool eng_index_is_full(const eng_index *idx)
 {
     uint32_t n = eng_index_entries(idx);
@@ -476,11 +482,21 @@ static int append_entry(eng_index *idx, const uint8_t *entry)
         atomic_store(&idx->dirty, true);
         idx->file_len = idx->map_len;
     }
-    if (idx->store_mapped) {
-        if ((rc = reserve_blocks(idx, pos + idx->entry_size)))
-            return rc;
+    if (idx->store_mapped)
+        rc = reserve_blocks(idx, pos + idx->entry_size);
+    if (idx->store_mapped && !rc) {
         memcpy(idx->map + pos, entry, idx->entry_size);
+    } else if (idx->store_mapped && rc != -ENOSPC && rc != -EDQUOT) {
+        return rc;
     } else {
+        /* No room for the whole page the entry is in, but a pwrite needs
+         * only the blocks under the entry, which a rebuild finds already
+         * there (entries the file held before).  Where a block is smaller
+         * than a page (ext4 with 1 KiB blocks) a page can have some of its
+         * blocks and not others: the rebuild of an active segment's index
+         * after kill -9 on a full disk was refused, and with it the start.
+         * The page cache is shared, so the mapping sees the entry; a later
+         * store into that page reserves again before it touches it. */
         ssize_t w = pwrite(idx->fd, entry, idx->entry_size, (off_t)pos);
         if (w < 0)
             return -errno;

@@ -82,6 +82,11 @@ uint32_t eng_index_max_entries(const eng_index *idx);
 int64_t eng_index_base_offset(const eng_index *idx);
 /* Current length of the file in bytes. */
 uint64_t eng_index_file_bytes(const eng_index *idx);
+
+/* True when the file holds its entries and nothing past them, as every
+ * sealed segment's index is left (a roll, a recovery and a clean stop trim
+ * it); false for one still at its preallocated size. */
+bool eng_index_trimmed(const eng_index *idx);
 bool eng_index_is_full(const eng_index *idx);
 
 /* Checks what a loaded file claims: offsets strictly increasing and within

@@ -223,7 +223,7 @@ static int scan_dir(const char *dir, dir_scan *d, eng_load_stats *st)
 
 
 /* True if the segment's indexes exist and pass the consistency check. */
-static bool indexes_ok(eng_segment *seg)
+static bool indexes_ok(eng_segment *seg, bool sealed)
 {
     char path[PATH_MAX];
     if (eng_segment_file_path(seg, ".index", path, sizeof path) || !eng_fs_exists(path))
@@ -236,7 +236,11 @@ static bool indexes_ok(eng_segment *seg)
     uint64_t size = eng_segment_size(seg);
     if (eng_index_check(oi, size) || eng_index_check(ti, size ? size : 1))
         return false;
-    return true;
+    /* A sealed segment's index longer than its entries was never finished
+     * (a start killed, or refused for a full disk, while it rebuilt a
+     * missing one): trusted, its time index lost the segment's largest
+     * timestamp, and reads by timestamp skipped the segment. */
+    return !sealed || (eng_index_trimmed(oi) && eng_index_trimmed(ti));
 }
 
 static void drop_segment_files(eng_segment *seg, eng_load_stats *st)
@@ -338,12 +342,13 @@ int eng__partition_load(eng_partition *p, const eng_partition_params *pp, eng_lo
         }
         for (size_t i = 0; i < nsegs; i++) {
             if (i < first_recover) {
-                const char *why = missing[i]                 ? "an index file is missing"
-                                  : torn_tail && i + 1 == nsegs ? "its tail does not parse"
+                bool sealed = i + 1 < nsegs;
+                const char *why = missing[i]                  ? "an index file is missing"
+                                  : torn_tail && !sealed       ? "its tail does not parse"
                                   : eng_segment_index_distrusted(segs[i])
                                       ? "its last offset index entry points off its batch"
-                                  : !indexes_ok(segs[i]) ? "an index fails its check"
-                                                         : NULL;
+                                  : !indexes_ok(segs[i], sealed) ? "an index fails its check"
+                                                                 : NULL;
                 if (!why)
                     continue;
                 ENG_INFO("%s-%d: rebuilding segment %020" PRId64 "'s indexes: %s", p->topic,

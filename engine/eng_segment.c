@@ -694,13 +694,13 @@ int eng_segment_write_final_time_entry(eng_segment *s)
     return eng_time_index_maybe_append(ti, ts, atomic_load(&s->offset_of_max_ts), true);
 }
 
-int eng_segment_drop_time_index_file(eng_segment *s)
+int eng_segment_drop_index_file(eng_segment *s, const char *suffix)
 {
     char path[PATH_MAX];
     int rc = eng__segment_path_enter(s);
     if (rc)
         return rc;
-    rc = eng_segment_file_path(s, ".timeindex", path, sizeof path);
+    rc = eng_segment_file_path(s, suffix, path, sizeof path);
     if (!rc && unlink(path) < 0 && errno != ENOENT)
         rc = -errno;
     eng__segment_path_leave(s);

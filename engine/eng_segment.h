@@ -163,11 +163,12 @@ void eng_segment_discard_on_failure(eng_segment *s);
  * a roll writes it before the next segment exists and fails without it. */
 int eng_segment_write_final_time_entry(eng_segment *s);
 
-/* Removes the segment's .timeindex file (its mapping, if open, stays
- * readable).  For a sealed segment whose index could not take its final
- * entry: the next start finds the file missing and rebuilds it, where an
- * index without that entry would be trusted. */
-int eng_segment_drop_time_index_file(eng_segment *s);
+/* Removes the segment's index file named by suffix (".index" or
+ * ".timeindex"; its mapping, if open, stays readable).  For a sealed
+ * segment whose index could not take all its entries (its time index its
+ * final one) on a full disk: the next start finds the file missing and
+ * rebuilds it, where the short index would be trusted. */
+int eng_segment_drop_index_file(eng_segment *s, const char *suffix);
 
 /* Makes the segment inactive: final time-index entry, trims indexes and a
  * preallocated .log.  The segment is sealed even when the final entry

@@ -22,6 +22,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static bool no_room(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT;
+}
+
 /* Validates one batch read whole into buf, as recovery must: CRC, framing of
  * every record, offsets within the segment and after the previous batch. */
 static const char *check_batch(eng_segment *s, const eng_batch_header *h, eng_buf *buf,
@@ -85,6 +90,13 @@ int eng_segment_recover_cut(eng_segment *s, int64_t next_base, int (*before_cut)
     uint64_t valid = 0, last_entry = 0;
     int64_t max_ts = -1, off_of_max = -1, next = s->base;
     uint8_t hb[ENG_BATCH_OVERHEAD];
+    /* An index with no room for its next entry (a full disk: a rebuild of
+     * a missing index, or of entries a power loss kept from the disk)
+     * keeps those it has, as a full one does, rather than fail the start:
+     * the server must start on a full disk for space to be freed through
+     * its API.  Refusing made every start exit until space was freed by
+     * hand (found by running the server on a full ext4). */
+    bool oi_short = false, ti_short = false;
     for (;;) {
         size_t got;
         if (file_size - valid < ENG_BATCH_OVERHEAD) {
@@ -125,12 +137,15 @@ int eng_segment_recover_cut(eng_segment *s, int64_t next_base, int (*before_cut)
              * the segment was written; refusing failed the whole start
              * (found by a chaos run: kill -9, then exit 1).  The time
              * index keeps its last slot for the final entry below. */
-            if (!eng_index_is_full(oi) &&
-                (rc = eng_offset_index_append(oi, eng_batch_last_offset(&h), (uint32_t)valid)))
+            if (!oi_short && !eng_index_is_full(oi) &&
+                (rc = eng_offset_index_append(oi, eng_batch_last_offset(&h), (uint32_t)valid)) &&
+                !(oi_short = no_room(rc)))
                 goto done;
-            if (!eng_index_is_full(ti) &&
-                (rc = eng_time_index_maybe_append(ti, max_ts, off_of_max, false)))
+            if (!ti_short && !eng_index_is_full(ti) &&
+                (rc = eng_time_index_maybe_append(ti, max_ts, off_of_max, false)) &&
+                !(ti_short = no_room(rc)))
                 goto done;
+            rc = 0;
             last_entry = valid;
         }
         valid += eng_batch_size(&h);
@@ -162,10 +177,23 @@ int eng_segment_recover_cut(eng_segment *s, int64_t next_base, int (*before_cut)
             ENG_WARN("segment %020lld: no room for its final time-index entry (%s); the "
                      "index is rebuilt at the next start",
                      (long long)s->base, eng_strerror(rc));
-            if ((rc = eng_segment_drop_time_index_file(s)))
+            if ((rc = eng_segment_drop_index_file(s, ".timeindex")))
                 goto done;
         }
         rc = 0;
+    }
+    if (oi_short && !eng_segment_is_active(s)) {
+        /* Sparse is valid (reads scan further), but only a rebuild makes
+         * it whole again, and a clean start trusts a file it finds: it
+         * goes, like a time index without its final entry above. */
+        ENG_WARN("segment %020lld: no room for its offset-index entries; the index is rebuilt "
+                 "at the next start",
+                 (long long)s->base);
+        if ((rc = eng_segment_drop_index_file(s, ".index")))
+            goto done;
+    } else if (oi_short || ti_short) {
+        ENG_WARN("segment %020lld: no room for some index entries; reads of it scan further",
+                 (long long)s->base);
     }
     /* The active segment's indexes stay as they are when nothing stale
      * follows the rebuilt entries (a crash's usual case: the same entries

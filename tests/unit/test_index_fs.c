@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "eng_config.h"
+#include "eng_endian.h"
 #include "eng_error.h"
 #include "eng_fs.h"
 #include "eng_index.h"
@@ -127,6 +128,12 @@ static int fill_fs(const char *dir)
     return err;
 }
 
+static long long ls_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
 /* Runs fn(dir) in a child process and returns its exit code, or 128 plus
  * the signal that ended it (SIGBUS: 135). */
 static int in_child(int (*fn)(const char *dir), const char *dir)
@@ -195,6 +202,55 @@ static void test_reopen_on_full_disk_with_small_blocks(void **state)
     if (!mount_fs(f, "mkfs.ext4 -q -F -b 1024 -m 0", "16M"))
         return;
     int rc = in_child(reopen_after_trim_on_full_disk, f->mnt);
+    if (rc)
+        fprintf(stderr, "# the child ended with %d (135: SIGBUS)\n", rc);
+    assert_int_equal(rc, 0);
+}
+
+/* An index of 100 entries (800 bytes: one 1 KiB block of a 4 KiB page)
+ * trimmed and on disk, then, the disk full, reopened and rebuilt with the
+ * same entries, as recovery after kill -9 rebuilds the active segment's.
+ * Each entry lands in a block the file has, but the page's other three
+ * blocks are holes: reserving the whole page found no room, the rebuild
+ * failed with -ENOSPC, and with it the partition's load, so the server
+ * could not start on a full disk (found by running it on a full ext4). */
+static int rebuild_on_full_disk(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/00000000000000000000.index", dir);
+    eng_index *idx;
+    if (eng_index_open(path, ENG_INDEX_OFFSET, 0, 1 << 20, true, &idx))
+        return 1;
+    if (append_entries(idx, 0, 100) || eng_index_entries(idx) != 100 || eng_index_trim(idx) ||
+        eng_index_sync(idx))
+        return 2;
+    eng_index_close(idx);
+    if (fill_fs(dir) != ENOSPC)
+        return 3;
+    if (eng_index_open(path, ENG_INDEX_OFFSET, 0, 1 << 20, true, &idx))
+        return 4;
+    eng_index_reset(idx);
+    for (uint32_t i = 0; i < 100; i++) {
+        int rc = eng_offset_index_append(idx, (int64_t)i + 1, i * 10);
+        if (rc) {
+            fprintf(stderr, "# rebuilding entry %u: %s\n", i, eng_strerror(rc));
+            eng_index_close(idx);
+            return 5;
+        }
+    }
+    int64_t off;
+    uint32_t pos;
+    eng_offset_index_lookup(idx, 50, &off, &pos);
+    eng_index_close(idx);
+    return off == 50 && pos == 490 ? 0 : 6;
+}
+
+static void test_rebuild_on_full_disk_with_small_blocks(void **state)
+{
+    fs_fixture *f = *state;
+    if (!mount_fs(f, "mkfs.ext4 -q -F -b 1024 -m 0", "16M"))
+        return;
+    int rc = in_child(rebuild_on_full_disk, f->mnt);
     if (rc)
         fprintf(stderr, "# the child ended with %d (135: SIGBUS)\n", rc);
     assert_int_equal(rc, 0);
@@ -404,16 +460,135 @@ static void test_rebuild_without_room_for_final_time_entry(void **state)
     eng_partition_unref(p);
 }
 
+/* A sealed segment whose .index is rebuilt at startup on a full disk (the
+ * file was lost, or a power loss kept its entries from the disk): the
+ * rebuild has no room for a single entry.  The start failed with -ENOSPC
+ * (the server exited, and space could not be freed through its API).  It
+ * must succeed and read the segment; the short index does not stay behind
+ * (a clean start would trust it), so the start after that, with room,
+ * rebuilds it whole. */
+static void test_rebuild_without_room_for_offset_entries(void **state)
+{
+    fs_fixture *f = *state;
+    if (!mount_fs(f, NULL, "1m"))
+        return;
+    char pdir[600], filler[600], index[700];
+    snprintf(pdir, sizeof pdir, "%s/orders-0", f->mnt);
+    snprintf(filler, sizeof filler, "%s/filler", f->mnt);
+    snprintf(index, sizeof index, "%s/00000000000000000000.index", pdir);
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = pdir, .config = d.cfg,
+                               .clean_shutdown = true, .log_start_offset = -1};
+    eng_partition *p;
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    int64_t ts0 = eng_now_ms() - 60000;
+    uint8_t buf[4096];
+    for (int i = 0; i < 20; i++) {
+        /* ~1 KiB batches: an offset-index entry every four (index.interval.bytes 4096) */
+        size_t len = ts_build_batch(buf, sizeof buf, i, 1, ts0 + i, 1000);
+        eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
+        eng_append_result res;
+        eng_errdetail err = {0};
+        assert_int_equal(eng_partition_append(p, buf, len, &o, &res, &err), 0);
+    }
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    append_one(p, 20, ts0 + 20);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    assert_true(ls_size(index) > 0);
+
+    assert_int_equal(unlink(index), 0);
+    assert_int_equal(fill_fs(f->mnt), ENOSPC);
+    int rc = eng_partition_open(&pp, &p, NULL);
+    if (rc)
+        fprintf(stderr, "# open on a full disk: %s\n", eng_strerror(rc));
+    assert_int_equal(rc, 0);
+    assert_int_equal(access(index, F_OK), -1);
+    eng_fetch fe;
+    eng_errdetail err = {0};
+    assert_int_equal(eng_partition_read(p, 13, 1 << 20, &fe, &err), 0);
+    assert_true(fe.len >= 8);
+    assert_true((int64_t)eng_be64(fe.data) <= 13);
+    assert_true(fe.next_offset > 13);
+    eng_fetch_free(&fe);
+    assert_int_equal(unlink(filler), 0);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    assert_true(ls_size(index) >= 4 * 8);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+}
+
+/* A sealed segment's index left at its preallocated size with no entries
+ * (a start cut short while it rebuilt a missing index: a full disk before
+ * the rebuild could take no room, a kill).  A sealed segment's indexes are
+ * trimmed to their entries, so a longer file is one whose writing did not
+ * finish; it passed the load check (no entry to contradict), was trusted
+ * empty, and the segment lost its largest timestamp: reads by timestamp
+ * skipped its records.  It must be rebuilt. */
+static void test_untrimmed_sealed_index_rebuilt(void **state)
+{
+    fs_fixture *f = *state;
+    char pdir[600], index[700], tindex[700];
+    snprintf(pdir, sizeof pdir, "%s/orders-0", f->dir);
+    snprintf(index, sizeof index, "%s/00000000000000000000.index", pdir);
+    snprintf(tindex, sizeof tindex, "%s/00000000000000000000.timeindex", pdir);
+    eng_config_defaults d;
+    eng_config_defaults_init(&d);
+    eng_partition_params pp = {.topic = "orders", .id = 0, .dir = pdir, .config = d.cfg,
+                               .clean_shutdown = true, .log_start_offset = -1};
+    eng_partition *p;
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    int64_t ts0 = eng_now_ms() - 60000;
+    uint8_t buf[4096];
+    for (int i = 0; i < 20; i++) {
+        size_t len = ts_build_batch(buf, sizeof buf, i, 1, ts0 + i * 1000, 1000);
+        eng_append_opts o = {.expected_offset = -1, .producer_batches = true};
+        eng_append_result res;
+        eng_errdetail err = {0};
+        assert_int_equal(eng_partition_append(p, buf, len, &o, &res, &err), 0);
+    }
+    int64_t base;
+    assert_int_equal(eng_partition_roll(p, &base), 0);
+    append_one(p, 20, ts0 + 20000);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+    long long index_len = ls_size(index), tindex_len = ls_size(tindex);
+    assert_true(index_len > 0 && tindex_len > 0);
+
+    assert_int_equal(truncate(index, 0), 0);
+    assert_int_equal(truncate(index, 1 << 20), 0);
+    assert_int_equal(truncate(tindex, 0), 0);
+    assert_int_equal(truncate(tindex, 12 << 16), 0);
+    assert_int_equal(eng_partition_open(&pp, &p, NULL), 0);
+    int64_t off, ts;
+    assert_int_equal(eng_partition_offset_for_timestamp(p, ts0 + 15500, &off, &ts), 0);
+    assert_int_equal(off, 16);
+    assert_int_equal(ls_size(index), index_len);
+    assert_int_equal(ls_size(tindex), tindex_len);
+    assert_int_equal(eng_partition_close(p), 0);
+    eng_partition_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reopen_on_full_disk_with_small_blocks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_rebuild_on_full_disk_with_small_blocks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rebuild_on_full_tmpfs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roll_on_full_tmpfs_keeps_final_time_entry, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rebuild_without_room_for_final_time_entry, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_rebuild_without_room_for_offset_entries, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_untrimmed_sealed_index_rebuilt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_on_full_btrfs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_on_full_xfs_after_reflink_copy, setup, teardown),
     };
