@@ -512,6 +512,7 @@ static bool park_read(api_ctx *ctx, eng_partition *p, const read_req *rr, int64_
         free(lp);
         return false;
     }
+    resp->waits = true;
     int64_t wait = rr->wait_ms < ctx->max_wait_ms ? rr->wait_ms : ctx->max_wait_ms;
     eng_partition_ref(p);
     *lp = (long_poll){.ws = ctx->waiters, .async = a, .p = p, .rr = *rr,

@@ -72,6 +72,9 @@ typedef struct api_response {
     } headers[API_MAX_RESP_HEADERS];
     size_t nheaders;
     bool deferred;         /* the answer comes through api_async_complete */
+    /* Deferred to wait for records by design (a long-poll): the handling
+     * time http.slow.request.ms is held to ends where it parks. */
+    bool waits;
     /* A byte range of a file, sent with sendfile: the response owns fd. */
     int file_fd;           /* valid when has_file */
     bool has_file;

@@ -126,6 +126,10 @@ typedef struct stream_ctx {
     api_stream *s;
     api_server *srv;
     struct MHD_Connection *c;
+    /* The request's, for its log line (body_bytes, client_left): only the
+     * reader touches it, and libmicrohttpd calls the reader no more once the
+     * request is reported complete, when it goes. */
+    conn_state *st;
 } stream_ctx;
 
 static void stream_resume(void *vctx)
@@ -140,8 +144,10 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
     (void)pos;
     stream_ctx *sc = cls;
     ssize_t n = api_stream_produce(sc->s, buf, max);
-    if (n == API_STREAM_END)
+    if (n == API_STREAM_END) {
+        sc->st->client_left = api_stream_client_left(sc->s);
         return MHD_CONTENT_READER_END_OF_STREAM;
+    }
     if (n == API_STREAM_PARK) {
         /* libmicrohttpd's pattern for "no data yet": suspend, return 0.  The
          * suspend comes first so a wake-up can never precede it. */
@@ -150,6 +156,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         api_stream_park(sc->s);
         return 0;
     }
+    sc->st->body_bytes += (uint64_t)n;
     return n;
 }
 
@@ -170,7 +177,15 @@ static void stream_free(void *cls)
 static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state *st,
                              const char *method, api_response *resp)
 {
-    api_metrics_request(st->route, method, resp->status, eng_mono_us() - st->start_us);
+    int64_t us = eng_mono_us() - st->start_us;
+    api_metrics_request(st->route, method, resp->status, us);
+    if (!st->handler_timed) {
+        st->handler_timed = true;
+        st->handler_us = us;
+    }
+    st->slow = s->slow_us && st->handler_us > s->slow_us;
+    st->status = resp->status;
+    bool head = strcmp(method, "HEAD") == 0;
     char *body = NULL;
     size_t len = 0;
     const char *ctype = resp->content_type ? resp->content_type : "application/json";
@@ -185,7 +200,8 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
         stream_ctx *sc = malloc(sizeof *sc);
         if (!sc)
             return MHD_NO;
-        *sc = (stream_ctx){.s = resp->stream, .srv = s, .c = c};
+        *sc = (stream_ctx){.s = resp->stream, .srv = s, .c = c, .st = st};
+        st->streamed = true;
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         api_stream_bind(resp->stream, stream_resume, sc, ci ? ci->connect_fd : -1);
@@ -245,6 +261,7 @@ static enum MHD_Result queue(api_server *s, struct MHD_Connection *c, conn_state
     }
     if (s->cors_varies)
         MHD_add_response_header(r, "Vary", "Origin");
+    st->body_bytes = head || resp->stream_head ? 0 : len; /* a stream counts from 0 */
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     return ret;
@@ -262,6 +279,8 @@ static void dispatch(api_server *s, struct MHD_Connection *c, conn_state *st, co
                        .headers = headers.v, .nheaders = headers.n, .body = body,
                        .body_len = len};
     api_request_id(s->ctx, api_header(&req, "X-Request-Id"), req.request_id);
+    if (s->log_requests)
+        memcpy(st->request_id, req.request_id, sizeof st->request_id);
     transport_ctx tctx = {.srv = s, .conn = c, .st = st, .request_id = req.request_id};
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     api_transport transport = {.defer = make_async, .conn = &tctx,
@@ -288,6 +307,12 @@ static enum MHD_Result answer(api_server *s, struct MHD_Connection *c, conn_stat
                               const char *method, api_response *resp)
 {
     if (resp->deferred && st->async) {
+        /* A long-poll's handling ends where it parks: its wait is what it
+         * asked for, not slowness (one clock read, only with the log on). */
+        if (resp->waits && s->slow_us && !st->handler_timed) {
+            st->handler_timed = true;
+            st->handler_us = eng_mono_us() - st->start_us;
+        }
         api_response_clear(resp);
         api_async *a = st->async;
         pthread_mutex_lock(&a->lock);
@@ -328,15 +353,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
     api_server *s = cls;
     conn_state *st = *con_cls;
-    if (!st) {
-        if (!(st = calloc(1, sizeof *st)))
-            return MHD_NO;
-        st->start_us = eng_mono_us();
-        st->route = -1;
-        *con_cls = st;
+    if (!st || !st->begun) {
+        if (!st) {
+            if (!(st = calloc(1, sizeof *st + 1))) /* + an empty target */
+                return MHD_NO;
+            st->start_us = eng_mono_us();
+            st->route = -1;
+            *con_cls = st;
+        }
+        st->begun = true;
         api_request req = {.method = method, .path = url};
         api_request_id(s->ctx, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id"),
                        req.request_id);
+        if (s->log_requests) {
+            snprintf(st->method, sizeof st->method, "%s", method);
+            memcpy(st->request_id, req.request_id, sizeof st->request_id);
+        }
         api_response resp = {0};
         if (api__early_refusal(s, c, method, url, &resp, &req, st)) {
             if (!resp.nheaders || strcmp(resp.headers[resp.nheaders - 1].name, "X-Request-Id"))
@@ -409,10 +441,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     api_server *s = cls;
-    (void)c;
-    (void)toe;
     conn_state *st = *con_cls;
     if (st) {
+        if (s->access_log || st->slow)
+            api__log_request(s, c, st, toe);
         if (st->unsent)
             atomic_fetch_sub(&s->unsent, 1);
         /* A large body's JSON tree can take 25 times its size while parsed
@@ -553,6 +585,9 @@ int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, c
     s->ctx = ctx;
     s->cors_varies = api_cors_varies(ctx->cors_origins);
     s->max_buffered = o->max_buffered;
+    s->access_log = o->access_log;
+    s->slow_us = o->slow_request_ms > 0 ? o->slow_request_ms * 1000 : 0;
+    s->log_requests = s->access_log || s->slow_us;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_SUSPEND_RESUME |
                      (any6 ? MHD_USE_DUAL_STACK : v6 ? MHD_USE_IPv6 : 0);
@@ -580,6 +615,9 @@ int api_server_start(api_ctx *ctx, const api_server_opts *o, api_server **out, c
         opts[k++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                                             o->per_ip_connection_limit, NULL};
     opts[k++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s};
+    /* Only for the request logs: it costs a copy of the target per request. */
+    if (s->log_requests)
+        opts[k++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)api__uri_logged, s};
     /* Not MHD_OPTION_LISTENING_ADDRESS_REUSE=1: that is SO_REUSEPORT, which
      * let a second server (another data dir, say) bind the same port and
      * take half the connections.  libmicrohttpd's default, SO_REUSEADDR,

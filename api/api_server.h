@@ -31,6 +31,8 @@ typedef struct api_server_opts {
     size_t max_buffered;      /* request bodies held at once, all connections (0 = no cap) */
     const char *tls_cert_pem; /* both set: serve HTTPS (TLS 1.2+) */
     const char *tls_key_pem;
+    bool access_log;          /* http.access.log: a line per request (INFO) */
+    int64_t slow_request_ms;  /* http.slow.request.ms: handling longer is logged (WARN); 0 off */
 } api_server_opts;
 
 /* Starts listening; *out owned by the caller (api_server_stop). */

@@ -46,6 +46,9 @@ struct api_server {
     _Atomic size_t buffered;
     size_t max_buffered;
     size_t max_header_bytes; /* http.max.header.bytes, checked in early_refusal; 0 = none */
+    bool access_log;         /* http.access.log */
+    int64_t slow_us;         /* http.slow.request.ms in microseconds; 0 = off */
+    bool log_requests;       /* either: conn_state keeps what a request's line needs */
 };
 
 typedef struct conn_state {
@@ -68,7 +71,25 @@ typedef struct conn_state {
      * deleted segment open until the idle timeout. */
     api_live live;
     bool live_added;
+    bool begun; /* on_request has seen the request (api__uri_logged made st before) */
+    /* For the request's log line (api_access.c).  status, body_bytes and the
+     * handler time are kept always (plain stores, no clock read); the rest
+     * only with api_server.log_requests. */
+    int status;          /* the status queued; 0 = none yet */
+    uint64_t body_bytes; /* a fixed body's length, or what a stream produced so far */
+    bool streamed;       /* body_bytes counts a stream's output */
+    bool client_left;    /* the stream ended because its client hung up */
+    bool handler_timed;  /* handler_us is set: the slow-request clock stopped */
+    bool slow;           /* handler_us passed http.slow.request.ms */
+    bool target_cut;     /* target holds only the start of a longer one */
+    int64_t handler_us;
+    char method[16];
+    char request_id[65];
+    char target[]; /* the request target as sent (api__uri_logged), or "" */
 } conn_state;
+
+/* How much of a request target is kept for its log line. */
+#define API_LOG_TARGET_BYTES 512
 
 typedef struct kv_list {
     api_kv *v;
@@ -89,6 +110,16 @@ bool api__early_refusal(api_server *s, struct MHD_Connection *c, const char *met
 /* Takes n more bytes of body into the connection's buffer; MHD_NO closes
  * the connection. */
 enum MHD_Result api__gather_body(api_server *s, conn_state *st, const char *upload, size_t n);
+
+/* MHD_OPTION_URI_LOG_CALLBACK: a request's state, made as soon as its
+ * request line is read (so the log's duration starts there, and a request
+ * libmicrohttpd refuses itself still ends in on_completed), holding its
+ * target as sent.  NULL when out of memory (on_request makes it then). */
+void *api__uri_logged(void *cls, const char *uri, struct MHD_Connection *c);
+
+/* Writes a request's access or slow-request line, if it has one. */
+void api__log_request(api_server *s, struct MHD_Connection *c, conn_state *st,
+                      enum MHD_RequestTerminationCode toe);
 
 /* Frees a connection's body buffer and gives its bytes back to the budget. */
 void api__release_body(api_server *s, conn_state *st);

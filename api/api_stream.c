@@ -358,6 +358,11 @@ ssize_t api_stream_produce(api_stream *s, char *buf, size_t max)
     return (ssize_t)n;
 }
 
+bool api_stream_client_left(api_stream *s)
+{
+    return atomic_load(&s->gone);
+}
+
 static void on_wake(api_waiter *w, api_wake_reason why)
 {
     api_stream *s = (api_stream *)((char *)w - offsetof(api_stream, w));

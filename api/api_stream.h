@@ -62,6 +62,10 @@ ssize_t api_stream_produce(api_stream *s, char *buf, size_t max);
  * resumes itself at once and will end the stream. */
 void api_stream_park(api_stream *s);
 
+/* Whether the stream ended because its client left (for the access log:
+ * libmicrohttpd may still report such a stream as sent whole). */
+bool api_stream_client_left(api_stream *s);
+
 /* s may be NULL. */
 void api_stream_free(api_stream *s);
 

@@ -289,7 +289,12 @@ int main(int argc, char **argv)
                           .idle_timeout_s = (unsigned)((s.idle_timeout_ms + 999) / 1000),
                           .memory_limit = (size_t)s.max_header_bytes,
                           .max_buffered = (size_t)s.max_inflight_request_bytes,
-                          .tls_cert_pem = cert, .tls_key_pem = key};
+                          .tls_cert_pem = cert, .tls_key_pem = key,
+                          .access_log = s.access_log && s.log_level <= ENG_LOG_INFO,
+                          .slow_request_ms = s.slow_request_ms};
+    if (s.access_log && !so.access_log)
+        ENG_WARN("http.access.log is on but log.level %s drops its INFO lines: it is off",
+                 s.text[SVC_LOG_LEVEL]);
     char msg[256];
     if ((rc = api_server_start(&ctx, &so, &srv, msg, sizeof msg))) {
         ENG_ERROR("%s", msg);

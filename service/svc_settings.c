@@ -62,6 +62,11 @@ static const svc_setting_def defs[SVC_COUNT] = {
                                    "Comment line sent on an idle SSE stream this often."},
     [SVC_HTTP_CORS_ALLOWED_ORIGINS] = {"http.cors.allowed.origins", "", TEXT,
                                        "Origins whose browser scripts may call the API (comma-separated, or *); unset = none."},
+    [SVC_HTTP_ACCESS_LOG] = {"http.access.log", "false", TEXT,
+                             "Log one INFO line per HTTP request: client, method and target, status, bytes, time (true or false)."},
+    [SVC_HTTP_SLOW_REQUEST_MS] = {"http.slow.request.ms", "10000", 0, 86400000,
+                                  "Log a request whose handling took longer at WARN, access log on or off (0 = never); "
+                                  "a long-poll's wait and a stream's life do not count."},
     [SVC_NUM_PARTITIONS] = {"num.partitions", "1", 1, 100000,
                             "Partitions of a topic created without a partition count."},
     [SVC_LOG_LEVEL] = {"log.level", "INFO", TEXT, "DEBUG, INFO, WARN or ERROR."},
@@ -467,6 +472,8 @@ static int resolve(svc_settings *s)
         resolve_int(s, SVC_HTTP_MAX_WAITERS, &s->max_waiters) ||
         resolve_int(s, SVC_HTTP_MAX_HEADER_BYTES, &s->max_header_bytes) ||
         resolve_int(s, SVC_HTTP_SSE_HEARTBEAT_MS, &s->sse_heartbeat_ms) ||
+        resolve_bool(s, SVC_HTTP_ACCESS_LOG, &s->access_log) ||
+        resolve_int(s, SVC_HTTP_SLOW_REQUEST_MS, &s->slow_request_ms) ||
         resolve_int(s, SVC_NUM_PARTITIONS, &s->num_partitions) ||
         resolve_int(s, SVC_NUM_RECOVERY_THREADS_PER_DATA_DIR, &s->recovery_threads))
         return -1;

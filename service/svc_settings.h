@@ -41,6 +41,8 @@ typedef enum {
     SVC_HTTP_MAX_WAITERS,
     SVC_HTTP_SSE_HEARTBEAT_MS,
     SVC_HTTP_CORS_ALLOWED_ORIGINS,
+    SVC_HTTP_ACCESS_LOG,
+    SVC_HTTP_SLOW_REQUEST_MS,
     SVC_NUM_PARTITIONS,
     SVC_LOG_LEVEL,
     SVC_BACKGROUND_THREADS,
@@ -99,6 +101,8 @@ typedef struct svc_settings {
     int64_t max_header_bytes;
     bool tls;             /* listeners is https:// */
     int64_t sse_heartbeat_ms;
+    bool access_log;         /* http.access.log */
+    int64_t slow_request_ms; /* http.slow.request.ms; 0 = off */
     int64_t num_partitions;
     int64_t recovery_threads; /* num.recovery.threads.per.data.dir */
     int log_level;
