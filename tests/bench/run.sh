@@ -32,7 +32,9 @@
 #                      and 4 MiB dedupe buffers, and 1 MiB segments; vs read() of the same files
 #
 # BENCH_SECONDS (default 5) sets the length of each measurement; HTTP_THREADS,
-# when set, overrides logstore's http.threads.
+# when set, overrides logstore's http.threads; BENCH_SET, space-separated
+# name=value pairs, adds settings to every logstore started (after the
+# script's own, so they win): BENCH_SET="log.level=INFO http.access.log=true".
 set -u
 cd "$(dirname "$0")/../.."
 B=build/rel/tests/bench
@@ -73,8 +75,10 @@ wait_port() { # wait_port <port>: true once something accepts connections on it
 
 start_logstore() { # start_logstore <port> <extra --set args...>
     local port=$1; shift
+    local kv extra=()
+    for kv in ${BENCH_SET:-}; do extra+=(--set "$kv"); done
     ./build/logstore --set log.dirs="$work/data-$port" --set listeners=http://127.0.0.1:$port \
-        --set log.level=WARN ${HTTP_THREADS:+--set http.threads=$HTTP_THREADS} "$@" \
+        --set log.level=WARN ${HTTP_THREADS:+--set http.threads=$HTTP_THREADS} "$@" "${extra[@]}" \
         >"$work/logstore-$port.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 200); do
