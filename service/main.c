@@ -202,6 +202,10 @@ int main(int argc, char **argv)
         for (char *line = strtok(s.warnings, "\n"); line; line = strtok(NULL, "\n"))
             ENG_WARN("%s", line);
     }
+    /* Said first, before a long load, to whoever is watching the start. */
+    if (s.access_log && s.log_level > ENG_LOG_INFO)
+        ENG_WARN("http.access.log is on but log.level %s drops its INFO lines: it is off",
+                 s.text[SVC_LOG_LEVEL]);
 
     raise_open_files_limit();
     /* segment.jitter.ms draws from random(): unseeded, every start drew the
@@ -292,9 +296,6 @@ int main(int argc, char **argv)
                           .tls_cert_pem = cert, .tls_key_pem = key,
                           .access_log = s.access_log && s.log_level <= ENG_LOG_INFO,
                           .slow_request_ms = s.slow_request_ms};
-    if (s.access_log && !so.access_log)
-        ENG_WARN("http.access.log is on but log.level %s drops its INFO lines: it is off",
-                 s.text[SVC_LOG_LEVEL]);
     char msg[256];
     if ((rc = api_server_start(&ctx, &so, &srv, msg, sizeof msg))) {
         ENG_ERROR("%s", msg);

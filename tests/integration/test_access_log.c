@@ -367,6 +367,23 @@ static void test_slow_request_warned_fast_one_not(void **state)
     ls_cleanup(&slow);
 }
 
+/* Access lines are INFO: above it the server says the log is off. */
+static void test_access_log_needs_info_level(void **state)
+{
+    (void)state;
+    /* Not ls_start: at WARN the server never logs the port it listens on.
+     * The warning comes before the logs load; the run is cut short after. */
+    char dir[300], cmd[1024], out[4096];
+    ls_scratch_path(dir, sizeof dir, "quiet-data");
+    snprintf(cmd, sizeof cmd,
+             "timeout -s TERM 3 %s --set log.dirs=%s --set listeners=http://127.0.0.1:0 "
+             "--set http.access.log=true --set log.level=WARN 2>&1",
+             ls_binary(), dir);
+    ls_run_cmd(cmd, out, sizeof out);
+    if (!strstr(out, "WARN  http.access.log is on but log.level WARN drops its INFO lines"))
+        fail_msg("no warning in: %s", out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -378,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_dropped_stream_logs_bytes_sent),
         cmocka_unit_test(test_escaped_target_cannot_forge_lines),
         cmocka_unit_test(test_slow_request_warned_fast_one_not),
+        cmocka_unit_test(test_access_log_needs_info_level),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
