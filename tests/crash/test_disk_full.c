@@ -10,7 +10,8 @@
  *                           whole; records:delete + retention:run free room
  *                           after file.delete.delay.ms and the next append
  *                           takes the offset the refused one would have;
- *                           a topic delete frees its room at once
+ *                           a topic delete frees its room (its directories
+ *                           go in the background, moments later)
  *   start on a full ext4    after kill -9, with the disk full: the active
  *                           segment's indexes are rebuilt in place (1 KiB
  *                           blocks: a page of the index only partly
@@ -284,13 +285,23 @@ static void test_appends_on_full_tmpfs(void **state)
     p = check_files(&E.s, "t", 100);
     cc_part_free(&p);
 
-    /* A topic delete frees its room at once. */
+    /* A topic delete frees its room once its directories, renamed aside
+     * at once, are removed in the background (a create right after the
+     * delete was refused 507 in 2 runs of 80). */
     fill_topic("t");
     assert_int_equal(ls_delete(&E.s, "/v1/topics/t", &r), 0);
     assert_int_equal(r.status, 204);
     ls_resp_free(&r);
-    assert_int_equal(append_d(NULL), 200);
-    assert_int_equal(ls_create_topic(&E.s, "n", 2, NULL), 201);
+    st = 507;
+    for (int i = 0; i < 1200 && st == 507; i++)
+        if ((st = append_d(NULL)) == 507)
+            sleep_ms(25);
+    assert_int_equal(st, 200);
+    st = 507;
+    for (int i = 0; i < 1200 && st == 507; i++)
+        if ((st = ls_create_topic(&E.s, "n", 2, NULL)) == 507)
+            sleep_ms(25);
+    assert_int_equal(st, 201);
     assert_int_equal(ls_stop(&E.s), 0);
     assert_true(ls_file_contains(E.s.log_path, "stopped cleanly"));
     check_no_leftovers(&E.s);
